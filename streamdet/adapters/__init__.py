@@ -1,0 +1,1 @@
+"""Adapters: the thin I/O layers (embedded runner, inputs, outputs) around the engine."""

@@ -1,0 +1,67 @@
+"""Read-only views of a state for people and scripts: `dump` and `explain`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..engine.params import Params
+from ..state.schema import decode_url_entry
+from ..state.txn import Store
+
+
+def dump_rows(store: Store) -> Iterator[dict]:
+    """One row per live document, sorted by URL (code-point order = UTF-8 byte order)."""
+    txn = store.begin()
+    for key, raw in store.kv.items("urls"):
+        docno, _seq = decode_url_entry(raw)
+        doc = txn.doc(docno)
+        r = doc.result
+        yield {
+            "url": key.decode("utf-8"),
+            "n_grams": doc.n_grams,
+            "n_patch_grams": len(doc.pg),
+            "patch_fraction": len(doc.pg) / doc.n_grams if doc.n_grams else 0.0,
+            "sources": [{"url": u, "grams": n} for u, n in r.sources],
+            "quilted": r.quilted,
+        }
+
+
+def explain(store: Store, url: str) -> str:
+    """Why a page is or is not quilted, in plain words."""
+    params = Params.from_fingerprint(store.meta("params"))
+    txn = store.begin()
+    entry = txn.url_entry(url)
+    if entry is None:
+        return f"{url} is not in this state (never seen, or spelled differently)."
+    docno, seq = entry
+    doc = txn.doc(docno)
+    server, _ = txn.name(docno)
+    r = doc.result
+    n_pg = len(doc.pg)
+    frac = n_pg / doc.n_grams if doc.n_grams else 0.0
+    foreign_pg = sum(1 for srcs in doc.pg.values() if srcs)
+    lines = [
+        f"{url}",
+        f"  server ({params.foreign}): {server or '-'}",
+        f"  {doc.n_grams} distinct {params.k}-grams; {n_pg} are patch grams "
+        f"(shared by 2..{params.m} documents): patch fraction {frac:.3f} "
+        f"{'>=' if frac >= params.theta else '<'} theta {params.theta}",
+        f"  {foreign_pg} patch grams are also found on other servers; "
+        f"{n_pg - foreign_pg} only on this server",
+        f"  greedy cover: {len(r.sources)} source(s) "
+        f"{'>=' if len(r.sources) >= params.c else '<'} c {params.c}",
+    ]
+    covered = 0
+    for u, n in r.sources:
+        covered += n
+        lines.append(f"    {n:6d} new grams ({100 * n / max(n_pg, 1):5.1f}% of patch) from {u}")
+    if r.quilted:
+        verdict = "QUILTED: enough of the page is shared, and it takes many foreign sources"
+    elif frac < params.theta and len(r.sources) < params.c:
+        verdict = "not quilted: too little shared text and too few sources"
+    elif frac < params.theta:
+        verdict = "not quilted: too little of the page is shared text"
+    else:
+        verdict = "not quilted: the shared text comes from too few foreign sources"
+    lines.append(f"  {verdict} (events so far: {seq})")
+    return "\n".join(lines)

@@ -1,0 +1,92 @@
+"""One batch of arrivals through both roles, in arrival order (the embedded pipeline).
+
+For each page: withdraw the URL's previous version if any, give the new version a docno,
+add its grams to the gram index and apply the resulting deltas to the documents they
+concern. Once the whole batch is in, every document whose patch set or sources changed is
+re-scored once and compared with its last result; changes become events. Documents are
+re-scored against the state after the batch, so the final state is the same however the
+stream is cut into batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ..state.schema import Cover, DocState
+from ..state.txn import Txn
+from .analysis import Analyzed
+from .docs import DocRole
+from .events import change_kind, make_event
+from .params import Params
+from .postings import add_document, withdraw_document
+
+
+@dataclass
+class BatchStats:
+    pages: int = 0
+    rescored: int = 0  # documents re-scored, arrivals included
+    fanout: list[int] | None = None  # per arrival: earlier documents it affected
+
+
+class Engine:
+    def __init__(self, params: Params) -> None:
+        self.params = params
+        self.docs = DocRole(params)
+
+    def process(self, txn: Txn, pages: Iterable[Analyzed]) -> tuple[list[dict], BatchStats]:
+        """Apply a batch of analysed pages; return the events and counters."""
+        dirty: dict[int, str] = {}
+        before: dict[int, Cover] = {}  # previous result of re-fetched URLs, by new docno
+        stats = BatchStats(fanout=[])
+        for page in pages:
+            stats.pages += 1
+            stats.fanout.append(self._arrive(txn, page, dirty, before))
+        events = self._rescore(txn, dirty, before)
+        stats.rescored = len(dirty)
+        return events, stats
+
+    def _arrive(self, txn: Txn, page: Analyzed, dirty: dict[int, str],
+                before: dict[int, Cover]) -> int:
+        """Apply one arrival; return how many earlier documents it changed."""
+        entry = txn.url_entry(page.url)
+        seq = 0
+        affected: set[int] = set()
+        prev = Cover()
+        if entry is not None:
+            old, seq = entry
+            prev = before.pop(old, None) or txn.doc(old).result
+            withdrawn = withdraw_document(txn, old, list(txn.doc(old).pg), page.url)
+            affected = self.docs.apply(txn, withdrawn, dirty)
+            txn.put_doc(old, None)
+            txn.kill(old)
+            dirty.pop(old, None)
+        docno = txn.allocate_docno()
+        before[docno] = prev
+        txn.put_name(docno, page.server, page.url)
+        txn.put_doc(docno, DocState(n_grams=len(page.grams)))
+        txn.put_url(page.url, docno, seq)
+        dirty[docno] = page.url
+        added = add_document(txn, docno, page.grams, self.params.m, page.url)
+        affected |= self.docs.apply(txn, added, dirty)
+        affected.discard(docno)
+        return len(affected)
+
+    def _rescore(self, txn: Txn, dirty: dict[int, str], before: dict[int, Cover]) -> list[dict]:
+        events = []
+        for docno, cause in dirty.items():
+            doc = txn.doc(docno)
+            if doc is None:
+                continue
+            result = self.docs.score(txn, doc)
+            prev = before.get(docno, doc.result)
+            doc.result = result
+            txn.touch_doc(docno)
+            kind = change_kind(prev, result)
+            if kind is None:
+                continue
+            url = txn.name(docno)[1]
+            _, seq = txn.url_entry(url)
+            txn.put_url(url, docno, seq + 1)
+            events.append(make_event(kind, url, seq + 1, result, cause, self.params))
+        return events

@@ -1,0 +1,64 @@
+"""The detector's parameters (SPEC §1) and their fingerprint.
+
+A state directory or a Kafka pipeline is built for one set of parameters; the
+fingerprint is stored with the state so that a run with other parameters is refused
+instead of silently mixing two definitions.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+FOREIGN_MODES = ("domain", "host", "ip", "none")
+
+
+class ParamsError(ValueError):
+    """Parameters that cannot define a detector, or that differ from a state's."""
+
+
+@dataclass(frozen=True)
+class Params:
+    """k: gram length; m: postings cap; c: minimum cover; theta: minimum patch fraction."""
+
+    k: int = 5
+    m: int = 50
+    c: int = 4
+    theta: float = 0.5
+    foreign: str = "domain"
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ParamsError(f"k must be >= 1, got {self.k}")
+        if self.m < 2:
+            raise ParamsError(f"m must be >= 2 (a patch gram needs two documents), got {self.m}")
+        if self.c < 0:
+            raise ParamsError(f"c must be >= 0, got {self.c}")
+        if not 0.0 <= self.theta <= 1.0:
+            raise ParamsError(f"theta must be within [0, 1], got {self.theta}")
+        if self.foreign not in FOREIGN_MODES:
+            raise ParamsError(f"foreign must be one of {', '.join(FOREIGN_MODES)}, got {self.foreign!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def fingerprint(self) -> str:
+        """Canonical JSON of the parameters, stored beside the state."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_fingerprint(cls, text: str) -> Params:
+        return cls(**json.loads(text))
+
+    def check_same(self, stored: Params, where: str) -> None:
+        """Refuse to continue a state built with other parameters."""
+        if stored != self:
+            diff = ", ".join(
+                f"{name}={getattr(stored, name)!r} (asked {getattr(self, name)!r})"
+                for name in asdict(self)
+                if getattr(stored, name) != getattr(self, name)
+            )
+            raise ParamsError(
+                f"{where} was built with other parameters: {diff}; "
+                "use the same parameters or a new state directory"
+            )

@@ -1,0 +1,69 @@
+"""The key-value interface every state backend implements, and the in-memory backend.
+
+Keys live in a few named tables (column families in RocksDB). A write is a list of
+operations applied atomically: all of a batch's state changes and its input position land
+together or not at all, which is what makes a SIGKILL at any moment recoverable.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator
+
+TABLES = ("grams", "docs", "names", "urls", "dead", "meta")
+
+Op = tuple[str, bytes, bytes | None]  # (table, key, value or None to delete)
+
+
+class KV(ABC):
+    """Named tables of bytes -> bytes with atomic multi-table writes."""
+
+    @abstractmethod
+    def get(self, table: str, key: bytes) -> bytes | None: ...
+
+    @abstractmethod
+    def get_many(self, table: str, keys: list[bytes]) -> list[bytes | None]: ...
+
+    @abstractmethod
+    def items(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        """All (key, value) pairs of a table with key >= start, in key order."""
+
+    @abstractmethod
+    def write(self, ops: Iterable[Op]) -> None:
+        """Apply all operations atomically."""
+
+    def close(self) -> None:
+        """Release the backend; the state stays readable by a new instance."""
+
+    def disk_bytes(self) -> int:
+        """Bytes the state occupies on disk (0 when it has no disk)."""
+        return 0
+
+
+class MemoryKV(KV):
+    """Dictionaries, for tests and throwaway runs; same semantics as RocksDB."""
+
+    def __init__(self) -> None:
+        self._tables: dict[str, dict[bytes, bytes]] = {t: {} for t in TABLES}
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        return self._tables[table].get(key)
+
+    def get_many(self, table: str, keys: list[bytes]) -> list[bytes | None]:
+        t = self._tables[table]
+        return [t.get(k) for k in keys]
+
+    def items(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        t = self._tables[table]
+        keys = sorted(t)
+        for k in keys[bisect_left(keys, start):]:
+            yield k, t[k]
+
+    def write(self, ops: Iterable[Op]) -> None:
+        ops = list(ops)  # materialise first: a failing iterator must not half-apply
+        for table, key, value in ops:
+            if value is None:
+                self._tables[table].pop(key, None)
+            else:
+                self._tables[table][key] = value

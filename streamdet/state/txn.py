@@ -1,0 +1,206 @@
+"""The typed, buffered transaction the engine works through for one batch.
+
+Reads go through a write-back cache (like quixstreams' partition transaction): the engine
+sees its own uncommitted writes, and `commit` turns everything - postings, documents,
+names, URL entries, dead versions, docno counter and the input position - into one atomic
+KV write. Nothing reaches the store before commit, so a crash mid-batch leaves the state as
+of the previous commit, and the batch is replayed from the stored position.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from .kv import KV, Op
+from .schema import (
+    DocState,
+    Posting,
+    decode_doc,
+    decode_name,
+    decode_posting,
+    decode_url_entry,
+    encode_doc,
+    encode_name,
+    encode_posting,
+    encode_url_entry,
+    key_u64,
+    u64key,
+)
+
+_MISSING = object()
+
+
+class StateError(RuntimeError):
+    """The state is unusable (built by another version or with other parameters)."""
+
+
+class Store:
+    """A state on a KV backend: meta data and the dead set, plus new transactions."""
+
+    def __init__(self, kv: KV) -> None:
+        self.kv = kv
+        self.dead: set[int] = {key_u64(k) for k, _ in kv.items("dead")}
+
+    def meta(self, name: str) -> str | None:
+        v = self.kv.get("meta", name.encode())
+        return None if v is None else v.decode("utf-8")
+
+    def set_meta(self, name: str, value: str) -> None:
+        self.kv.write([("meta", name.encode(), value.encode("utf-8"))])
+
+    def positions(self) -> dict[str, int]:
+        text = self.meta("positions")
+        return json.loads(text) if text else {}
+
+    def begin(self) -> Txn:
+        return Txn(self)
+
+    def close(self) -> None:
+        self.kv.close()
+
+
+class Txn:
+    """Cached reads and buffered writes over a Store, committed atomically."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.kv = store.kv
+        self.postings_cache: dict[int, Posting | None] = {}
+        self.dirty_postings: set[int] = set()
+        self.docs: dict[int, DocState | None] = {}
+        self.dirty_docs: set[int] = set()
+        self.names: dict[int, tuple[str, str] | None] = {}
+        self.new_names: dict[int, tuple[str, str]] = {}
+        self.urls: dict[str, tuple[int, int] | None] = {}
+        self.dirty_urls: set[str] = set()
+        self.new_dead: set[int] = set()
+        self._next_docno: int | None = None
+
+    # -- gram index -------------------------------------------------------------------
+    def postings(self, grams: np.ndarray) -> list[Posting | None]:
+        """Posting of each gram (None when no document holds it), in order."""
+        cache = self.postings_cache
+        glist = grams.tolist()
+        out: list = [cache.get(g, _MISSING) for g in glist]
+        miss = [i for i, p in enumerate(out) if p is _MISSING]
+        if miss:
+            keys_blob = grams[miss].astype(">u8").tobytes()
+            keys = [keys_blob[8 * j : 8 * j + 8] for j in range(len(miss))]
+            for i, raw in zip(miss, self.kv.get_many("grams", keys), strict=True):
+                p = None if raw is None else decode_posting(raw)
+                cache[glist[i]] = p
+                out[i] = p
+        return out
+
+    def set_posting(self, gram: int, posting: Posting) -> None:
+        self.postings_cache[gram] = posting
+        self.dirty_postings.add(gram)
+
+    def set_new_postings(self, grams: list[int], docno: int) -> None:
+        """Fast path for grams no document held: each gets the posting (docno,)."""
+        single = (docno,)
+        cache = self.postings_cache
+        for g in grams:
+            cache[g] = single
+        self.dirty_postings.update(grams)
+
+    def is_dead(self, docno: int) -> bool:
+        return docno in self.store.dead or docno in self.new_dead
+
+    def kill(self, docno: int) -> None:
+        self.new_dead.add(docno)
+
+    # -- documents ----------------------------------------------------------------------
+    def doc(self, docno: int) -> DocState | None:
+        d = self.docs.get(docno, _MISSING)
+        if d is _MISSING:
+            raw = self.kv.get("docs", u64key(docno))
+            d = None if raw is None else decode_doc(raw)
+            self.docs[docno] = d
+        return d
+
+    def put_doc(self, docno: int, doc: DocState | None) -> None:
+        self.docs[docno] = doc
+        self.dirty_docs.add(docno)
+
+    def touch_doc(self, docno: int) -> None:
+        """Mark a cached document as changed in place."""
+        self.dirty_docs.add(docno)
+
+    def name(self, docno: int) -> tuple[str, str] | None:
+        """(server, url) of a document version."""
+        n = self.names.get(docno, _MISSING)
+        if n is _MISSING:
+            raw = self.kv.get("names", u64key(docno))
+            n = None if raw is None else decode_name(raw)
+            self.names[docno] = n
+        return n
+
+    def put_name(self, docno: int, server: str, url: str) -> None:
+        self.names[docno] = (server, url)
+        self.new_names[docno] = (server, url)
+
+    def url_entry(self, url: str) -> tuple[int, int] | None:
+        """(docno, seq) of a URL's current version."""
+        e = self.urls.get(url, _MISSING)
+        if e is _MISSING:
+            raw = self.kv.get("urls", url.encode("utf-8"))
+            e = None if raw is None else decode_url_entry(raw)
+            self.urls[url] = e
+        return e
+
+    def put_url(self, url: str, docno: int, seq: int) -> None:
+        self.urls[url] = (docno, seq)
+        self.dirty_urls.add(url)
+
+    def allocate_docno(self) -> int:
+        if self._next_docno is None:
+            self._next_docno = int(self.store.meta("next_docno") or 1)
+        n = self._next_docno
+        self._next_docno += 1
+        return n
+
+    # -- commit -------------------------------------------------------------------------
+    def ops(self, positions: dict[str, int] | None = None) -> list[Op]:
+        """Every buffered change as KV operations."""
+        ops: list[Op] = []
+        if self.dirty_postings:
+            grams = sorted(self.dirty_postings)
+            cache = self.postings_cache
+            blob = np.asarray(grams, dtype=np.uint64).astype(">u8").tobytes()
+            single_cache: dict[int, bytes] = {}
+            for j, g in enumerate(grams):
+                p = cache[g]
+                if p is None:
+                    ops.append(("grams", blob[8 * j : 8 * j + 8], None))
+                    continue
+                if isinstance(p, tuple) and len(p) == 1:
+                    v = single_cache.get(p[0])
+                    if v is None:
+                        v = single_cache[p[0]] = encode_posting(p)
+                else:
+                    v = encode_posting(p)
+                ops.append(("grams", blob[8 * j : 8 * j + 8], v))
+        for docno in sorted(self.dirty_docs):
+            d = self.docs[docno]
+            ops.append(("docs", u64key(docno), None if d is None else encode_doc(d)))
+        for docno, (server, url) in self.new_names.items():
+            ops.append(("names", u64key(docno), encode_name(server, url)))
+        for docno in self.new_dead:
+            ops.append(("dead", u64key(docno), b""))
+            ops.append(("names", u64key(docno), None))
+        for url in sorted(self.dirty_urls):
+            e = self.urls[url]
+            ops.append(("urls", url.encode("utf-8"), None if e is None else encode_url_entry(*e)))
+        if self._next_docno is not None:
+            ops.append(("meta", b"next_docno", str(self._next_docno).encode()))
+        if positions is not None:
+            ops.append(("meta", b"positions", json.dumps(positions, sort_keys=True).encode()))
+        return ops
+
+    def commit(self, positions: dict[str, int] | None = None) -> None:
+        """Write everything, with the input positions, in one atomic write."""
+        self.kv.write(self.ops(positions))
+        self.store.dead |= self.new_dead
