@@ -19,7 +19,7 @@ from .analysis import Analyzed
 from .docs import DocRole
 from .events import change_kind, make_event
 from .params import Params
-from .postings import add_document, withdraw_document
+from .postings import PagePlan, add_document, plan_batch, withdraw_document
 
 
 @dataclass
@@ -39,14 +39,16 @@ class Engine:
         dirty: dict[int, str] = {}
         before: dict[int, Cover] = {}  # previous result of re-fetched URLs, by new docno
         stats = BatchStats(fanout=[])
-        for page in pages:
+        pages = list(pages)
+        plans = plan_batch(txn, [p.grams for p in pages])
+        for page, plan in zip(pages, plans, strict=True):
             stats.pages += 1
-            stats.fanout.append(self._arrive(txn, page, dirty, before))
+            stats.fanout.append(self._arrive(txn, page, plan, dirty, before))
         events = self._rescore(txn, dirty, before)
         stats.rescored = len(dirty)
         return events, stats
 
-    def _arrive(self, txn: Txn, page: Analyzed, dirty: dict[int, str],
+    def _arrive(self, txn: Txn, page: Analyzed, plan: PagePlan, dirty: dict[int, str],
                 before: dict[int, Cover]) -> int:
         """Apply one arrival; return how many earlier documents it changed."""
         entry = txn.url_entry(page.url)
@@ -67,7 +69,7 @@ class Engine:
         txn.put_doc(docno, DocState(n_grams=len(page.grams)))
         txn.put_url(page.url, docno, seq)
         dirty[docno] = page.url
-        added = add_document(txn, docno, page.grams, self.params.m, page.url)
+        added = add_document(txn, docno, page.grams, plan, self.params.m, page.url)
         affected |= self.docs.apply(txn, added, dirty)
         affected.discard(docno)
         return len(affected)

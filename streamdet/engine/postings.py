@@ -13,6 +13,8 @@ Unique grams of x keep their stale postings; readers drop x through the dead set
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..state.schema import COMMON, Posting
@@ -22,27 +24,72 @@ from .deltas import ADD, DROP, GAIN, LOSE, Delta
 class GramIndexView:
     """What the gram role needs from the state (implemented by state.txn.Txn)."""
 
+    def prefetch(self, grams: np.ndarray) -> np.ndarray: ...
+    def posting(self, gram: int) -> Posting | None: ...
     def postings(self, grams: np.ndarray) -> list[Posting | None]: ...
     def set_posting(self, gram: int, posting: Posting) -> None: ...
-    def set_new_postings(self, grams: list[int], docno: int) -> None: ...
+    def add_fresh(self, grams: np.ndarray, docno: int, remember: np.ndarray) -> None: ...
     def is_dead(self, docno: int) -> bool: ...
 
 
 def live(posting: tuple[int, ...], txn: GramIndexView) -> tuple[int, ...]:
+    """The holders of a posting that are not withdrawn versions."""
     return tuple(x for x in posting if not txn.is_dead(x))
 
 
-def add_document(
-    txn: GramIndexView, docno: int, grams: np.ndarray, m: int, cause: str
-) -> list[Delta]:
+@dataclass
+class PagePlan:
+    """For one page of a batch, per gram: whether it may already have a posting when the
+    page is applied (held before the batch, or by an earlier page of the batch), and
+    whether a later page of the batch holds it too."""
+
+    known: np.ndarray
+    later: np.ndarray
+
+
+def plan_batch(txn: GramIndexView, page_grams: list[np.ndarray]) -> list[PagePlan]:
+    """Look up a batch's grams at once and plan each page's work, vectorised: only grams
+    with a posting need per-gram logic; all others are fresh, and only those a later page
+    repeats need to be remembered in memory."""
+    if not page_grams:
+        return []
+    every = np.concatenate(page_grams)
+    if not len(every):
+        return [PagePlan(g.astype(bool), g.astype(bool)) for g in page_grams]
+    order = np.argsort(every, kind="stable")  # stable: equal grams stay in page order
+    s = every[order]
+    same_prev = np.empty(len(s), dtype=bool)
+    same_prev[0] = False
+    np.equal(s[1:], s[:-1], out=same_prev[1:])
+    same_next = np.empty(len(s), dtype=bool)
+    same_next[:-1] = same_prev[1:]
+    same_next[-1] = False
+    union = s[~same_prev]
+    held = txn.prefetch(union)[np.cumsum(~same_prev) - 1]  # per sorted element
+    known = np.empty(len(s), dtype=bool)
+    known[order] = held | same_prev
+    later = np.empty(len(s), dtype=bool)
+    later[order] = same_next
+    plans, start = [], 0
+    for g in page_grams:
+        stop = start + len(g)
+        plans.append(PagePlan(known[start:stop], later[start:stop]))
+        start = stop
+    return plans
+
+
+def add_document(txn: GramIndexView, docno: int, grams: np.ndarray, plan: PagePlan, m: int,
+                 cause: str) -> list[Delta]:
     """Record that `docno` holds `grams`; return the deltas for every holder, d included."""
-    found = txn.postings(grams)
-    glist = grams.tolist()
-    fresh = [g for g, p in zip(glist, found, strict=True) if p is None]
-    txn.set_new_postings(fresh, docno)
+    fresh = ~plan.known
+    txn.add_fresh(grams[fresh], docno, plan.later[fresh])
     out: list[Delta] = []
-    for g, p in zip(glist, found, strict=True):
-        if p is None or p == COMMON:
+    for g in grams[plan.known].tolist():
+        p = txn.posting(g)
+        if p is None:
+            txn.add_fresh(np.asarray([g], dtype=np.uint64), docno, np.ones(1, dtype=bool))
+            continue
+        if p == COMMON:
             continue
         holders = live(p, txn)
         n = len(holders)

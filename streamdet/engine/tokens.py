@@ -54,9 +54,11 @@ def _span(lo: int, hi: int) -> str:
     return re.escape(chr(lo)) if lo == hi else f"{re.escape(chr(lo))}-{re.escape(chr(hi))}"
 
 
-def _build_pattern() -> re.Pattern[str]:
+def _classes(limit: int) -> tuple[str, str, str, str]:
+    """Character classes (segmented letters, run starts, run continuations, marks) for
+    code points below `limit`."""
     seg, start, cont, marks = [], [], [], []
-    for cp in range(sys.maxunicode + 1):
+    for cp in range(limit):
         major = unicodedata.category(chr(cp))[0]
         if major == "L":
             if _SEGMENTED.match(chr(cp)):
@@ -70,13 +72,32 @@ def _build_pattern() -> re.Pattern[str]:
         elif major == "M":
             cont.append(cp)
             marks.append(cp)
-    m = _char_class(marks)
-    return re.compile(f"[{_char_class(seg)}][{m}]*|[{_char_class(start)}][{_char_class(cont)}]*")
+    return _char_class(seg), _char_class(start), _char_class(cont), _char_class(marks)
 
 
-TOKEN = _build_pattern()
+_SEG_BMP, _START_BMP, _CONT_BMP, _MARKS_BMP = _classes(0x10000)
+_SEG, _START, _CONT, _MARKS = _classes(sys.maxunicode + 1)
+
+# sre matches a BMP-only class through a constant-time block bitmap but a class holding
+# astral ranges through a linear scan of ranges, and an alternation costs a second test at
+# every position. So there are three patterns giving the same tokens, and each text takes
+# the cheapest one that is exact for it: most web text has no segmented letters, and its
+# astral characters are emoji (symbols, not tokens).
+TOKEN_SIMPLE = re.compile(f"[{_START_BMP}][{_CONT_BMP}]*")
+TOKEN_BMP = re.compile(f"[{_START_BMP}][{_CONT_BMP}]*|[{_SEG_BMP}][{_MARKS_BMP}]*")
+TOKEN_ALL = re.compile(f"[{_START}][{_CONT}]*|[{_SEG}][{_MARKS}]*")
+_SEG_LETTER = re.compile(f"[{_SEG_BMP}]")
+_ASTRAL = re.compile("[\\U00010000-\\U0010FFFF]")
+
+
+def _pattern_for(text: str) -> re.Pattern[str]:
+    astral = _ASTRAL.findall(text)
+    if astral and any(unicodedata.category(ch)[0] in "LNM" for ch in set(astral)):
+        return TOKEN_ALL
+    return TOKEN_BMP if _SEG_LETTER.search(text) else TOKEN_SIMPLE
 
 
 def tokenize(text: str) -> list[str]:
     """Casefolded tokens of text, in order."""
-    return TOKEN.findall(text.casefold())
+    folded = text.casefold()
+    return _pattern_for(folded).findall(folded)

@@ -11,9 +11,19 @@ from abc import ABC, abstractmethod
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 
-TABLES = ("grams", "docs", "names", "urls", "dead", "meta")
+TABLES = ("grams", "segs", "docs", "names", "urls", "dead", "meta")
 
-Op = tuple[str, bytes, bytes | None]  # (table, key, value or None to delete)
+
+class DeleteRange:
+    """Op value: delete every key from the op's key (inclusive) to `end` (exclusive)."""
+
+    __slots__ = ("end",)
+
+    def __init__(self, end: bytes) -> None:
+        self.end = end
+
+
+Op = tuple[str, bytes, "bytes | DeleteRange | None"]  # value None deletes the key
 
 
 class KV(ABC):
@@ -63,7 +73,11 @@ class MemoryKV(KV):
     def write(self, ops: Iterable[Op]) -> None:
         ops = list(ops)  # materialise first: a failing iterator must not half-apply
         for table, key, value in ops:
+            t = self._tables[table]
             if value is None:
-                self._tables[table].pop(key, None)
+                t.pop(key, None)
+            elif isinstance(value, DeleteRange):
+                for k in [k for k in t if key <= k < value.end]:
+                    del t[k]
             else:
-                self._tables[table][key] = value
+                t[key] = value

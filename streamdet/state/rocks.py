@@ -29,7 +29,7 @@ from rocksdict import (
     WriteOptions,
 )
 
-from .kv import KV, TABLES, Op
+from .kv import KV, TABLES, DeleteRange, Op
 
 BLOCK_CACHE_BYTES = 256 << 20
 
@@ -103,6 +103,8 @@ class RocksKV(KV):
         for table, key, value in ops:
             if value is None:
                 batch.delete(key, handles[table])
+            elif isinstance(value, DeleteRange):
+                batch.delete_range(key, value.end, handles[table])
             else:
                 batch.put(key, value, handles[table])
         self._db.write(batch, self._write_opts)

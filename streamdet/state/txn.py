@@ -13,6 +13,7 @@ import json
 
 import numpy as np
 
+from .bloom import probe_masks
 from .kv import KV, Op
 from .schema import (
     DocState,
@@ -28,6 +29,7 @@ from .schema import (
     key_u64,
     u64key,
 )
+from .segments import SegmentIndex
 
 _MISSING = object()
 
@@ -42,6 +44,7 @@ class Store:
     def __init__(self, kv: KV) -> None:
         self.kv = kv
         self.dead: set[int] = {key_u64(k) for k, _ in kv.items("dead")}
+        self.segments = SegmentIndex(kv)
 
     def meta(self, name: str) -> str | None:
         v = self.kv.get("meta", name.encode())
@@ -56,6 +59,10 @@ class Store:
 
     def begin(self) -> Txn:
         return Txn(self)
+
+    def compact(self) -> int:
+        """Merge crowded segment tiers (between batches, never inside one)."""
+        return self.segments.compact(self.dead)
 
     def close(self) -> None:
         self.kv.close()
@@ -76,35 +83,78 @@ class Txn:
         self.urls: dict[str, tuple[int, int] | None] = {}
         self.dirty_urls: set[str] = set()
         self.new_dead: set[int] = set()
+        self.fresh: list[tuple[np.ndarray, int]] = []
         self._next_docno: int | None = None
+        self._segment = None
 
     # -- gram index -------------------------------------------------------------------
-    def postings(self, grams: np.ndarray) -> list[Posting | None]:
-        """Posting of each gram (None when no document holds it), in order."""
+    # A gram's posting is its overlay entry (table `grams`) when it has one, else the
+    # holders its segment pairs name. Every gram ever seen has a segment pair, so a gram no
+    # segment's Bloom filter admits was never seen and needs no read at all.
+
+    def prefetch(self, grams: np.ndarray) -> np.ndarray:
+        """Load the postings of `grams` (sorted, distinct); True where a gram has one."""
         cache = self.postings_cache
+        held = np.zeros(len(grams), dtype=bool)
+        if not len(grams):
+            return held
+        maybe = np.flatnonzero(self.store.segments.maybe(grams, probe_masks(grams)))
+        if cache:  # grams this transaction already knows (a later call in one batch)
+            glist = grams.tolist()
+            cached = [i for i, g in enumerate(glist) if cache.get(g) is not None]
+            maybe = np.union1d(maybe, np.asarray(cached, dtype=np.int64))
+        self._resolve(grams[maybe])
+        held[maybe] = [cache.get(g) is not None for g in grams[maybe].tolist()]
+        return held
+
+    def _resolve(self, grams: np.ndarray) -> None:
+        """Overlay first, then segments, for grams not in the cache."""
+        cache = self.postings_cache
+        if cache:
+            grams = grams[[g not in cache for g in grams.tolist()]]
+        if not len(grams):
+            return
+        blob = grams.astype(">u8").tobytes()
         glist = grams.tolist()
-        out: list = [cache.get(g, _MISSING) for g in glist]
-        miss = [i for i, p in enumerate(out) if p is _MISSING]
-        if miss:
-            keys_blob = grams[miss].astype(">u8").tobytes()
-            keys = [keys_blob[8 * j : 8 * j + 8] for j in range(len(miss))]
-            for i, raw in zip(miss, self.kv.get_many("grams", keys), strict=True):
-                p = None if raw is None else decode_posting(raw)
-                cache[glist[i]] = p
-                out[i] = p
-        return out
+        raws = self.kv.get_many("grams", [blob[8 * j : 8 * j + 8] for j in range(len(glist))])
+        rest = []
+        for g, raw in zip(glist, raws, strict=True):
+            if raw is None:
+                rest.append(g)
+            else:
+                cache[g] = decode_posting(raw)
+        if rest:
+            for g, holders in self.store.segments.find(np.asarray(rest, dtype=np.uint64)).items():
+                cache[g] = tuple(holders)
+
+    def posting(self, gram: int) -> Posting | None:
+        """Posting of a prefetched gram (None: no document holds it)."""
+        return self.postings_cache.get(gram)
+
+    def postings(self, grams: np.ndarray) -> list[Posting | None]:
+        """Posting of each gram, prefetched or not."""
+        cache = self.postings_cache
+        missing = [g for g in grams.tolist() if g not in cache]
+        if missing:
+            self._resolve(np.asarray(missing, dtype=np.uint64))
+            for g in missing:
+                cache.setdefault(g, None)
+        return [cache[g] for g in grams.tolist()]
+
+    def add_fresh(self, grams: np.ndarray, docno: int, remember: np.ndarray) -> None:
+        """Grams no document held: `docno` is their first holder (a segment pair). Those a
+        later page of the batch repeats (`remember`) also go to the in-memory cache."""
+        if not len(grams):
+            return
+        single = (docno,)
+        cache = self.postings_cache
+        for g in grams[remember].tolist():
+            cache[g] = single
+        self.fresh.append((grams, docno))
 
     def set_posting(self, gram: int, posting: Posting) -> None:
         self.postings_cache[gram] = posting
         self.dirty_postings.add(gram)
-
-    def set_new_postings(self, grams: list[int], docno: int) -> None:
-        """Fast path for grams no document held: each gets the posting (docno,)."""
-        single = (docno,)
-        cache = self.postings_cache
-        for g in grams:
-            cache[g] = single
-        self.dirty_postings.update(grams)
 
     def is_dead(self, docno: int) -> bool:
         return docno in self.store.dead or docno in self.new_dead
@@ -166,23 +216,17 @@ class Txn:
     def ops(self, positions: dict[str, int] | None = None) -> list[Op]:
         """Every buffered change as KV operations."""
         ops: list[Op] = []
+        if self.fresh:
+            grams = np.concatenate([g for g, _ in self.fresh])
+            docnos = np.concatenate([np.full(len(g), d, dtype=np.uint64) for g, d in self.fresh])
+            seg_ops, self._segment = self.store.segments.new_segment_ops(grams, docnos)
+            ops.extend(seg_ops)
         if self.dirty_postings:
             grams = sorted(self.dirty_postings)
-            cache = self.postings_cache
             blob = np.asarray(grams, dtype=np.uint64).astype(">u8").tobytes()
-            single_cache: dict[int, bytes] = {}
-            for j, g in enumerate(grams):
-                p = cache[g]
-                if p is None:
-                    ops.append(("grams", blob[8 * j : 8 * j + 8], None))
-                    continue
-                if isinstance(p, tuple) and len(p) == 1:
-                    v = single_cache.get(p[0])
-                    if v is None:
-                        v = single_cache[p[0]] = encode_posting(p)
-                else:
-                    v = encode_posting(p)
-                ops.append(("grams", blob[8 * j : 8 * j + 8], v))
+            cache = self.postings_cache
+            ops.extend(("grams", blob[8 * j : 8 * j + 8], encode_posting(cache[g]))
+                       for j, g in enumerate(grams))
         for docno in sorted(self.dirty_docs):
             d = self.docs[docno]
             ops.append(("docs", u64key(docno), None if d is None else encode_doc(d)))
@@ -204,3 +248,5 @@ class Txn:
         """Write everything, with the input positions, in one atomic write."""
         self.kv.write(self.ops(positions))
         self.store.dead |= self.new_dead
+        if self._segment is not None:
+            self.store.segments.installed(self._segment)
