@@ -1,15 +1,13 @@
 """Visible text of an HTML page (SPEC §1 "text").
 
 Hidden elements (script, style, noscript, template, head) are dropped. Block elements and
-<br> separate words, inline elements do not ("<b>quil</b>ted" is one word). Lexbor
-concatenates text nodes without separators, so a space is put in front of every block
-tag in the markup before parsing; a regex pass over the bytes is far cheaper than
-walking the tree in Python.
+<br> separate words, inline elements do not ("<b>quil</b>ted" is one word): lexbor joins
+text nodes without separators, so a space text node is put before and after every block
+element in the parsed tree. (A regex that spaces block tags in the raw markup measured
+twice as slow, and can be fooled by tags inside attribute values.)
 """
 
 from __future__ import annotations
-
-import re
 
 from selectolax.lexbor import LexborHTMLParser
 
@@ -22,16 +20,18 @@ BLOCK_TAGS = (
     "thead title tr ul"
 ).split()
 
-_BLOCK_TAG = re.compile(r"<(/?(?:%s))(?=[\s/>])" % "|".join(BLOCK_TAGS), re.IGNORECASE)
+_BLOCKS = ", ".join(BLOCK_TAGS)
 
 
 def visible_text(html: str) -> str:
     """The words a reader sees, with block boundaries as spaces."""
-    spaced = _BLOCK_TAG.sub(r" <\1", html)
-    tree = LexborHTMLParser(spaced)
+    tree = LexborHTMLParser(html)
     for node in tree.css(HIDDEN):
         node.decompose()
     root = tree.root
     if root is None:
         return ""
+    for node in root.css(_BLOCKS):
+        node.insert_before(" ")
+        node.insert_after(" ")
     return root.text(deep=True, separator="", strip=False)

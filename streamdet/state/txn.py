@@ -86,6 +86,7 @@ class Txn:
         self.fresh: list[tuple[np.ndarray, int]] = []
         self._next_docno: int | None = None
         self._segment = None
+        self._prefetched = False
 
     # -- gram index -------------------------------------------------------------------
     # A gram's posting is its overlay entry (table `grams`) when it has one, else the
@@ -93,17 +94,17 @@ class Txn:
     # segment's Bloom filter admits was never seen and needs no read at all.
 
     def prefetch(self, grams: np.ndarray) -> np.ndarray:
-        """Load the postings of `grams` (sorted, distinct); True where a gram has one."""
-        cache = self.postings_cache
+        """Load the postings of a batch's grams (sorted, distinct); True where a gram has
+        one. Once per transaction: fresh grams of this batch are not in any segment yet."""
+        if self._prefetched:
+            raise RuntimeError("one batch per transaction: prefetch was already called")
+        self._prefetched = True
         held = np.zeros(len(grams), dtype=bool)
         if not len(grams):
             return held
         maybe = np.flatnonzero(self.store.segments.maybe(grams, probe_masks(grams)))
-        if cache:  # grams this transaction already knows (a later call in one batch)
-            glist = grams.tolist()
-            cached = [i for i, g in enumerate(glist) if cache.get(g) is not None]
-            maybe = np.union1d(maybe, np.asarray(cached, dtype=np.int64))
         self._resolve(grams[maybe])
+        cache = self.postings_cache
         held[maybe] = [cache.get(g) is not None for g in grams[maybe].tolist()]
         return held
 

@@ -1,0 +1,106 @@
+"""The gram index's segments: Bloom filters, lookups, compaction, crash leftovers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from streamdet.state import segments as seg_mod
+from streamdet.state.bloom import BlockedBloom, probe_masks
+from streamdet.state.kv import MemoryKV
+from streamdet.state.rocks import RocksKV
+from streamdet.state.schema import encode_posting, u64key
+from streamdet.state.segments import SegmentIndex
+
+
+def _grams(rng: np.random.Generator, n: int) -> np.ndarray:
+    return np.unique(rng.integers(0, 2**64 - 1, n, dtype=np.uint64))
+
+
+def test_bloom_has_no_false_negatives_and_few_false_positives():
+    rng = np.random.default_rng(7)
+    keys = _grams(rng, 50_000)
+    bloom = BlockedBloom.build(keys)
+    assert bloom.may_contain(keys, probe_masks(keys)).all()
+    others = _grams(rng, 50_000)
+    others = others[~np.isin(others, keys)]
+    fpr = bloom.may_contain(others, probe_masks(others)).mean()
+    assert fpr < 0.03
+    again = BlockedBloom.from_bytes(bloom.to_bytes())
+    assert np.array_equal(again.may_contain(others, probe_masks(others)),
+                          bloom.may_contain(others, probe_masks(others)))
+
+
+@pytest.fixture(params=["memory", "rocks"])
+def kv(request, tmp_path):
+    store = MemoryKV() if request.param == "memory" else RocksKV(str(tmp_path / "db"))
+    yield store
+    store.close()
+
+
+def _add(index: SegmentIndex, kv, grams: np.ndarray, docnos: np.ndarray) -> None:
+    ops, seg = index.new_segment_ops(grams, docnos)
+    kv.write(ops)
+    index.installed(seg)
+
+
+def test_find_returns_exactly_the_pairs_written(kv):
+    rng = np.random.default_rng(1)
+    index = SegmentIndex(kv)
+    truth: dict[int, int] = {}
+    for batch in range(6):
+        g = _grams(rng, 3000)
+        g = g[~np.isin(g, np.fromiter(truth, dtype=np.uint64, count=len(truth)))]
+        d = rng.integers(1, 1000, len(g)).astype(np.uint64)
+        truth.update(zip(g.tolist(), d.tolist(), strict=True))
+        _add(index, kv, g, d)
+    probe = np.concatenate([np.fromiter(truth, dtype=np.uint64), _grams(rng, 5000)])
+    found = index.find(np.unique(probe))
+    assert {g: v[0] for g, v in found.items()} == truth
+    assert all(len(v) == 1 for v in found.values())
+    # a new index over the same KV (a restart) sees the same segments
+    assert {g: v[0] for g, v in SegmentIndex(kv).find(np.unique(probe)).items()} == truth
+
+
+def test_compaction_merges_tiers_drops_dead_pairs_but_keeps_overlay_grams(kv, monkeypatch):
+    monkeypatch.setattr(seg_mod, "MERGE_FANIN", 2)
+    rng = np.random.default_rng(2)
+    index = SegmentIndex(kv)
+    batches = []
+    for docno in (11, 12, 13, 14):
+        g = _grams(rng, 2000)
+        batches.append(g)
+        _add(index, kv, g, np.full(len(g), docno, dtype=np.uint64))
+    # doc 12 was withdrawn; one of its grams still has an overlay entry (another holder)
+    kept = int(batches[1][5])
+    kv.write([("grams", u64key(kept), encode_posting((99,)))])
+    assert len(index.segments) == 4
+    merges = index.compact(dead={12})
+    assert merges >= 1 and len(index.segments) < 4
+    everything = np.unique(np.concatenate(batches))
+    found = index.find(everything)
+    assert set(found) == set(everything.tolist()) - set(batches[1].tolist()) | {kept}
+    assert found[kept] == [12]
+    assert SegmentIndex(kv).find(everything) == found
+
+
+def test_orphan_segment_from_an_interrupted_merge_is_deleted_on_open(kv):
+    rng = np.random.default_rng(3)
+    index = SegmentIndex(kv)
+    g = _grams(rng, 1000)
+    _add(index, kv, g, np.ones(len(g), dtype=np.uint64))
+    # a merge that wrote its segment but died before switching the manifest
+    orphan = _grams(rng, 800)
+    ops, _ = seg_mod.segment_ops(index.next_id, orphan, np.full(len(orphan), 2, dtype=np.uint64))
+    kv.write(ops)
+    orphan_keys = {k for k, _ in kv.items("segs")} - {k for k, _ in _segment_keys(kv, 1)}
+    assert orphan_keys
+    reopened = SegmentIndex(kv)
+    left = {k for k, _ in kv.items("segs")}
+    assert not left & orphan_keys
+    assert {x: v[0] for x, v in reopened.find(g).items()} == dict.fromkeys(g.tolist(), 1)
+    assert reopened.find(orphan) == {}
+
+
+def _segment_keys(kv, seg_id: int):
+    return [(k, v) for k, v in kv.items("segs") if seg_mod._KEY.unpack(k)[0] == seg_id]
