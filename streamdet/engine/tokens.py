@@ -54,11 +54,10 @@ def _span(lo: int, hi: int) -> str:
     return re.escape(chr(lo)) if lo == hi else f"{re.escape(chr(lo))}-{re.escape(chr(hi))}"
 
 
-def _classes(limit: int) -> tuple[str, str, str, str]:
-    """Character classes (segmented letters, run starts, run continuations, marks) for
-    code points below `limit`."""
+def _class_members() -> tuple[list[int], list[int], list[int], list[int]]:
+    """Code points of the segmented letters, run starts, run continuations and marks."""
     seg, start, cont, marks = [], [], [], []
-    for cp in range(limit):
+    for cp in range(sys.maxunicode + 1):
         major = unicodedata.category(chr(cp))[0]
         if major == "L":
             if _SEGMENTED.match(chr(cp)):
@@ -72,11 +71,15 @@ def _classes(limit: int) -> tuple[str, str, str, str]:
         elif major == "M":
             cont.append(cp)
             marks.append(cp)
-    return _char_class(seg), _char_class(start), _char_class(cont), _char_class(marks)
+    return seg, start, cont, marks
 
 
-_SEG_BMP, _START_BMP, _CONT_BMP, _MARKS_BMP = _classes(0x10000)
-_SEG, _START, _CONT, _MARKS = _classes(sys.maxunicode + 1)
+_MEMBERS = _class_members()
+_SEG, _START, _CONT, _MARKS = (_char_class(m) for m in _MEMBERS)
+_SEG_BMP, _START_BMP, _CONT_BMP, _MARKS_BMP = (
+    _char_class(cp for cp in m if cp < 0x10000) for m in _MEMBERS
+)
+del _MEMBERS
 
 # sre matches a BMP-only class through a constant-time block bitmap but a class holding
 # astral ranges through a linear scan of ranges, and an alternation costs a second test at
@@ -90,6 +93,36 @@ _SEG_LETTER = re.compile(f"[{_SEG_BMP}]")
 _ASTRAL = re.compile("[\\U00010000-\\U0010FFFF]")
 
 
+def _token_class(ch: str) -> str:
+    major = unicodedata.category(ch)[0]
+    if major == "L":
+        return "seg" if _SEGMENTED.match(ch) else "word"
+    return {"N": "word", "M": "mark"}.get(major, "other")
+
+
+# Characters whose casefolding yields a character of another class (U+0345, a mark, folds
+# to the letter iota; U+0130 to i + a mark): for text holding one, casefolding before
+# cutting would cut differently, so such text is cut first and its tokens folded after.
+# Listed literally (deriving it costs 0.3 s at import); tests/test_tokens.py re-derives it.
+FOLD_SHIFTS = (
+    "\u0130\u01f0\u0345\u0390\u03b0\u1e96\u1e97\u1e98\u1e99\u1f50\u1f52\u1f54\u1f56"
+    "\u1fb6\u1fb7\u1fc6\u1fc7\u1fd2\u1fd3\u1fd6\u1fd7\u1fe2\u1fe3\u1fe4\u1fe6\u1fe7"
+    "\u1ff6\u1ff7"
+)
+
+
+def fold_shifts() -> str:
+    """Derive FOLD_SHIFTS from the Unicode data of this Python."""
+    return "".join(
+        chr(cp) for cp in range(sys.maxunicode + 1)
+        if chr(cp).casefold() != chr(cp)
+        and any(_token_class(x) != _token_class(chr(cp)) for x in chr(cp).casefold())
+    )
+
+
+_FOLD_SHIFT = re.compile(f"[{re.escape(FOLD_SHIFTS)}]")
+
+
 def _pattern_for(text: str) -> re.Pattern[str]:
     astral = _ASTRAL.findall(text)
     if astral and any(unicodedata.category(ch)[0] in "LNM" for ch in set(astral)):
@@ -99,5 +132,7 @@ def _pattern_for(text: str) -> re.Pattern[str]:
 
 def tokenize(text: str) -> list[str]:
     """Casefolded tokens of text, in order."""
+    if _FOLD_SHIFT.search(text):
+        return [t.casefold() for t in _pattern_for(text).findall(text)]
     folded = text.casefold()
     return _pattern_for(folded).findall(folded)
