@@ -1,22 +1,25 @@
-"""Messages from a gram shard to a doc shard: how one document's patch set changed.
+"""Messages from the gram role to the doc role: how documents' patch sets changed.
 
-A gram shard sees a gram's postings change and tells every document holding the gram what
-that means for it; the doc shard applies the deltas in order and re-scores whoever changed.
+A gram role sees postings change and tells every holder what that means for it. Deltas are
+grouped per target document and arrival (one delta carries all the grams concerned), so the
+doc role checks the source's server once per delta, not once per gram, and a Kafka message
+can carry them per document and shard.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-GAIN = 0  # gram became a patch gram of the target, with these other holders
-LOSE = 1  # gram stopped being a patch gram of the target
-ADD = 2  # gram gained another holder (source)
-DROP = 3  # gram lost a holder (a withdrawn version)
+GAIN = 0  # the arriving document gains these patch grams; arg: their other holders, aligned
+GAIN_FROM = 1  # the target gains these patch grams (they were unique), held also by arg
+ADD = 2  # these patch grams of the target gained another holder: arg
+LOSE = 3  # these grams stopped being patch grams of the target (went common, or alone)
+DROP = 4  # these patch grams of the target lost a holder: arg (a withdrawn version)
 
 
 class Delta(NamedTuple):
     target: int  # docno whose patch set changes
     op: int
-    gram: int
-    arg: tuple[int, ...] | int  # GAIN: other holders; ADD/DROP: the holder; LOSE: 0
+    grams: list[int]
+    arg: int | list[tuple[int, ...]] | None
     cause: str  # URL of the record whose arrival produced it

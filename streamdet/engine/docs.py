@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from ..state.schema import Cover, DocState
 from .cover import greedy_cover, source_masks
-from .deltas import ADD, DROP, GAIN, LOSE, Delta
+from .deltas import ADD, DROP, GAIN, GAIN_FROM, LOSE, Delta
 from .params import Params
 
 
@@ -21,40 +21,55 @@ class DocView:
     def doc(self, docno: int) -> DocState | None: ...
     def touch_doc(self, docno: int) -> None: ...
     def name(self, docno: int) -> tuple[str, str] | None: ...
+    def server(self, docno: int) -> str: ...
 
 
 class DocRole:
     def __init__(self, params: Params) -> None:
         self.params = params
+        self._anywhere = params.foreign == "none"
 
     def is_foreign(self, txn: DocView, doc: int, source: int) -> bool:
         """Whether `source` may appear in `doc`'s cover (another server, or foreign=none)."""
-        if self.params.foreign == "none":
+        if self._anywhere:
             return source != doc
-        return txn.name(doc)[0] != txn.name(source)[0]
+        return txn.server(doc) != txn.server(source)
 
     def apply(self, txn: DocView, deltas: Iterable[Delta], dirty: dict[int, str]) -> set[int]:
         """Apply deltas in order; record each changed document with its cause in `dirty`.
 
         Returns the documents this call changed."""
         changed: set[int] = set()
-        for t, op, g, arg, cause in deltas:
+        for t, op, grams, arg, cause in deltas:
             doc = txn.doc(t)
-            if doc is None:
+            if doc is None:  # withdrawn meanwhile
                 continue
+            pg = doc.pg
             if op == GAIN:
-                doc.pg[g] = [s for s in arg if self.is_foreign(txn, t, s)]
-            elif op == LOSE:
-                del doc.pg[g]
+                if self._anywhere:
+                    for g, holders in zip(grams, arg, strict=True):
+                        pg[g] = list(holders)
+                else:
+                    mine, server = txn.server(t), txn.server
+                    for g, holders in zip(grams, arg, strict=True):
+                        pg[g] = [s for s in holders if server(s) != mine]
+            elif op == GAIN_FROM:
+                src = [arg] if self.is_foreign(txn, t, arg) else []
+                for g in grams:
+                    pg[g] = src.copy()
             elif op == ADD:
                 if not self.is_foreign(txn, t, arg):
                     continue
-                doc.pg[g].append(arg)
+                for g in grams:
+                    pg[g].append(arg)
+            elif op == LOSE:
+                for g in grams:
+                    del pg[g]
             elif op == DROP:
-                srcs = doc.pg[g]
-                if arg not in srcs:
-                    continue
-                srcs.remove(arg)
+                if not self.is_foreign(txn, t, arg):
+                    continue  # never listed: only foreign holders are kept
+                for g in grams:
+                    pg[g].remove(arg)
             txn.touch_doc(t)
             dirty[t] = cause
             changed.add(t)

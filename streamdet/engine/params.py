@@ -37,7 +37,8 @@ class Params:
         if not 0.0 <= self.theta <= 1.0:
             raise ParamsError(f"theta must be within [0, 1], got {self.theta}")
         if self.foreign not in FOREIGN_MODES:
-            raise ParamsError(f"foreign must be one of {', '.join(FOREIGN_MODES)}, got {self.foreign!r}")
+            modes = ", ".join(FOREIGN_MODES)
+            raise ParamsError(f"foreign must be one of {modes}, got {self.foreign!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..state.schema import COMMON, Posting
-from .deltas import ADD, DROP, GAIN, LOSE, Delta
+from .deltas import ADD, DROP, GAIN, GAIN_FROM, LOSE, Delta
 
 
 class GramIndexView:
@@ -83,10 +83,14 @@ def add_document(txn: GramIndexView, docno: int, grams: np.ndarray, plan: PagePl
     """Record that `docno` holds `grams`; return the deltas for every holder, d included."""
     fresh = ~plan.known
     txn.add_fresh(grams[fresh], docno, plan.later[fresh])
-    out: list[Delta] = []
+    gained: list[int] = []
+    gained_holders: list[tuple[int, ...]] = []
+    first: dict[int, list[int]] = {}  # holder -> grams that were its alone
+    added: dict[int, list[int]] = {}  # holder -> grams that gain docno as a holder
+    lost: dict[int, list[int]] = {}  # holder -> grams that become common
     for g in grams[plan.known].tolist():
         p = txn.posting(g)
-        if p is None:
+        if p is None:  # a false "known": a repeat whose first holder was not remembered
             txn.add_fresh(np.asarray([g], dtype=np.uint64), docno, np.ones(1, dtype=bool))
             continue
         if p == COMMON:
@@ -97,14 +101,21 @@ def add_document(txn: GramIndexView, docno: int, grams: np.ndarray, plan: PagePl
             txn.set_posting(g, (docno,))
         elif n < m:
             txn.set_posting(g, holders + (docno,))
-            out.append(Delta(docno, GAIN, g, holders, cause))
+            gained.append(g)
+            gained_holders.append(holders)
             if n == 1:
-                out.append(Delta(holders[0], GAIN, g, (docno,), cause))
+                first.setdefault(holders[0], []).append(g)
             else:
-                out.extend(Delta(y, ADD, g, docno, cause) for y in holders)
+                for y in holders:
+                    added.setdefault(y, []).append(g)
         else:
             txn.set_posting(g, COMMON)
-            out.extend(Delta(y, LOSE, g, 0, cause) for y in holders)
+            for y in holders:
+                lost.setdefault(y, []).append(g)
+    out = [Delta(docno, GAIN, gained, gained_holders, cause)] if gained else []
+    out.extend(Delta(y, GAIN_FROM, gs, docno, cause) for y, gs in first.items())
+    out.extend(Delta(y, ADD, gs, docno, cause) for y, gs in added.items())
+    out.extend(Delta(y, LOSE, gs, None, cause) for y, gs in lost.items())
     return out
 
 
@@ -115,14 +126,18 @@ def withdraw_document(
     if not patch_grams:
         return []
     grams = np.asarray(patch_grams, dtype=np.uint64)
-    out: list[Delta] = []
+    alone: dict[int, list[int]] = {}
+    dropped: dict[int, list[int]] = {}
     for g, p in zip(patch_grams, txn.postings(grams), strict=True):
         if p is None or p == COMMON:
             continue
         rest = tuple(x for x in live(p, txn) if x != docno)
         txn.set_posting(g, rest)
         if len(rest) == 1:
-            out.append(Delta(rest[0], LOSE, g, 0, cause))
+            alone.setdefault(rest[0], []).append(g)
         else:
-            out.extend(Delta(y, DROP, g, docno, cause) for y in rest)
+            for y in rest:
+                dropped.setdefault(y, []).append(g)
+    out = [Delta(y, LOSE, gs, None, cause) for y, gs in alone.items()]
+    out.extend(Delta(y, DROP, gs, docno, cause) for y, gs in dropped.items())
     return out

@@ -51,7 +51,8 @@ def decode(raw: bytes | str) -> dict:
         try:
             raw = bytes(raw).decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise BadRecord("not_utf8", f"bytes are not valid UTF-8 (at byte {exc.start})") from None
+            detail = f"bytes are not valid UTF-8 (at byte {exc.start})"
+            raise BadRecord("not_utf8", detail) from None
     try:
         obj = json.loads(raw)
     except (json.JSONDecodeError, RecursionError) as exc:
@@ -72,8 +73,11 @@ def page_from_object(obj: dict, max_body: int = DEFAULT_MAX_BODY) -> Page:
             or any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in url)):
         raise BadRecord("bad_url", f"url is not an absolute http(s) URL: {url[:200]!r}")
     html, text = obj.get("html"), obj.get("text")
-    body_field = "html" if isinstance(html, str) and html else "text" if isinstance(text, str) and text else None
-    if body_field is None:
+    if isinstance(html, str) and html:
+        body_field = "html"
+    elif isinstance(text, str) and text:
+        body_field = "text"
+    else:
         raise BadRecord("no_body")
     body = html if body_field == "html" else text
     if len(body) > max_body // 4 and len(body.encode("utf-8")) > max_body:
@@ -103,7 +107,8 @@ def parse_time(value: object) -> float | None:
         return float(value)
     if isinstance(value, str) and value:
         try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00")).timestamp()
+            iso = value.replace("Z", "+00:00").replace("z", "+00:00")
+            return datetime.fromisoformat(iso).timestamp()
         except ValueError:
             try:
                 return float(value)

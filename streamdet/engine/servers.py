@@ -14,7 +14,9 @@ from urllib.parse import urlsplit
 import tldextract
 
 # suffix_list_urls=() and no cache dir: only the bundled snapshot, no network, no disk.
-_EXTRACT = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True)
+_EXTRACT = tldextract.TLDExtract(
+    suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True
+)
 
 
 def host_of(url: str) -> str:

@@ -1,10 +1,11 @@
 """A register-blocked Bloom filter over 64-bit gram hashes, in numpy.
 
-Each key sets K bits inside one 64-bit word: the word is chosen by the key's low bits and
-the bits by K 6-bit fields of its high bits (gram hashes are already uniformly mixed, so
-no further hashing is needed). A membership test is one gather and one AND per key,
-vectorised over a whole batch, which is what lets the gram index skip every lookup of a
-gram never seen before - most grams on the web.
+Each key sets K bits inside one 64-bit word: the word is chosen by the key's *high* bits
+and the bits by K 6-bit fields of its low bits (gram hashes are already uniformly mixed, so
+no further hashing is needed). Choosing the word by high bits means sorted keys - a
+segment's grams are sorted - fall into words in order, so building is a run-length OR with
+no sort. A membership test is one gather and one AND per key, vectorised over a whole
+batch, which is what lets the gram index skip every lookup of a never-seen gram.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 K = 6
-BITS_PER_KEY = 16  # ~0.5-1% false positives for a blocked filter with K=6
+BITS_PER_KEY = 16  # ~0.5% false positives for a blocked filter with K=6
+MAX_WORD_BITS = 64 - 6 * K  # word index bits must not overlap the mask fields
 _ONE = np.uint64(1)
 _SIX = np.uint64(63)
 
@@ -21,29 +23,38 @@ def probe_masks(grams: np.ndarray) -> np.ndarray:
     """The K-bit mask of each gram (the same whatever the filter's size)."""
     masks = np.zeros(len(grams), dtype=np.uint64)
     for i in range(K):
-        masks |= _ONE << ((grams >> np.uint64(58 - 6 * i)) & _SIX)
+        masks |= _ONE << ((grams >> np.uint64(6 * i)) & _SIX)
     return masks
 
 
 class BlockedBloom:
     def __init__(self, words: np.ndarray) -> None:
-        if len(words) & (len(words) - 1):
-            raise ValueError("a blocked bloom needs a power-of-two number of words")
+        bits = len(words).bit_length() - 1
+        if len(words) != 1 << bits or bits > MAX_WORD_BITS:
+            raise ValueError("a blocked bloom needs a power-of-two number of words, <= 2^28")
         self.words = words
-        self._mask = np.uint64(len(words) - 1)
+        self._shift = np.uint64(64 - bits) if bits else None
+
+    def _word(self, grams: np.ndarray) -> np.ndarray:
+        if self._shift is None:
+            return np.zeros(len(grams), dtype=np.uint64)
+        return grams >> self._shift
 
     @classmethod
-    def build(cls, grams: np.ndarray, masks: np.ndarray | None = None) -> BlockedBloom:
-        n_words = 1 << max(0, int(np.ceil(np.log2(max(1, len(grams)) * BITS_PER_KEY / 64))))
-        words = np.zeros(n_words, dtype=np.uint64)
+    def build(cls, grams: np.ndarray) -> BlockedBloom:
+        """A filter holding `grams` (sorted ascending)."""
+        want = max(1, len(grams)) * BITS_PER_KEY / 64
+        n_words = 1 << min(MAX_WORD_BITS, max(0, int(np.ceil(np.log2(want)))))
+        bloom = cls(np.zeros(n_words, dtype=np.uint64))
         if len(grams):
-            np.bitwise_or.at(words, grams & np.uint64(n_words - 1),
-                             probe_masks(grams) if masks is None else masks)
-        return cls(words)
+            idx = bloom._word(grams)  # non-decreasing, as grams are sorted
+            starts = np.flatnonzero(np.concatenate(([True], idx[1:] != idx[:-1])))
+            bloom.words[idx[starts]] = np.bitwise_or.reduceat(probe_masks(grams), starts)
+        return bloom
 
     def may_contain(self, grams: np.ndarray, masks: np.ndarray) -> np.ndarray:
         """False where a gram is certainly absent."""
-        w = self.words[grams & self._mask]
+        w = self.words[self._word(grams)]
         return (w & masks) == masks
 
     def to_bytes(self) -> bytes:

@@ -43,7 +43,7 @@ class KV(ABC):
     def write(self, ops: Iterable[Op]) -> None:
         """Apply all operations atomically."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release the backend; the state stays readable by a new instance."""
 
     def disk_bytes(self) -> int:

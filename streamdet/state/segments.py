@@ -131,38 +131,41 @@ class SegmentIndex:
         masks = probe_masks(grams)
         for s in self.segments:
             cand = grams[s.bloom.may_contain(grams, masks)]
+            chunk_of = np.searchsorted(s.fences, cand, side="right") - 1
+            cand, chunk_of = cand[chunk_of >= 0], chunk_of[chunk_of >= 0]
             if not len(cand):
                 continue
-            chunk_of = np.searchsorted(s.fences, cand, side="right") - 1
-            keep = chunk_of >= 0
-            cand, chunk_of = cand[keep], chunk_of[keep]
-            for ci in np.unique(chunk_of).tolist():
-                cg, cd = self._chunk(s.id, ci)
-                q = cand[chunk_of == ci]
-                pos = np.searchsorted(cg, q)
-                pos_ok = pos < len(cg)
-                hit = np.zeros(len(q), dtype=bool)
-                hit[pos_ok] = cg[pos[pos_ok]] == q[pos_ok]
-                for g, d in zip(q[hit].tolist(), cd[pos[hit]].tolist(), strict=True):
-                    found.setdefault(g, []).append(d)
+            # chunks hold consecutive gram ranges, so the needed chunks concatenated in
+            # index order are one sorted array: a single binary search for all candidates
+            chunks = self._chunks(s.id, np.unique(chunk_of).tolist())
+            cg = np.concatenate([c[0] for c in chunks])
+            cd = np.concatenate([c[1] for c in chunks])
+            pos = np.minimum(np.searchsorted(cg, cand), len(cg) - 1)
+            hit = cg[pos] == cand
+            for g, d in zip(cand[hit].tolist(), cd[pos[hit]].tolist(), strict=True):
+                found.setdefault(g, []).append(d)
         return found
 
-    def _chunk(self, seg_id: int, index: int) -> tuple[np.ndarray, np.ndarray]:
-        key = (seg_id, index)
-        hit = self._cache.get(key)
-        if hit is not None:
-            self._cache.move_to_end(key)
-            return hit
-        chunk = _decode_chunk(self.kv.get("segs", seg_key(seg_id, b"c", index)))
-        self._cache[key] = chunk
-        if len(self._cache) > CACHE_CHUNKS:
-            self._cache.popitem(last=False)
-        return chunk
+    def _chunks(self, seg_id: int, indices: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Decoded chunks of a segment, from the cache or in one multi-get."""
+        cache = self._cache
+        missing = [i for i in indices if (seg_id, i) not in cache]
+        if missing:
+            raws = self.kv.get_many("segs", [seg_key(seg_id, b"c", i) for i in missing])
+            for i, raw in zip(missing, raws, strict=True):
+                cache[(seg_id, i)] = _decode_chunk(raw)
+        out = []
+        for i in indices:
+            cache.move_to_end((seg_id, i))
+            out.append(cache[(seg_id, i)])
+        while len(cache) > CACHE_CHUNKS:
+            cache.popitem(last=False)
+        return out
 
     # -- writing --------------------------------------------------------------------------
     def new_segment_ops(self, grams: np.ndarray, docnos: np.ndarray) -> tuple[list[Op], Segment]:
         """Ops adding a batch's segment (with the manifest); apply with `installed` after."""
-        order = np.argsort(grams, kind="stable")
+        order = np.argsort(grams)  # grams are distinct: no need for a stable sort
         seg_id = self.next_id
         ops, seg = segment_ops(seg_id, grams[order], docnos[order])
         ops.append(self.manifest_op(self.segments + [seg], seg_id + 1))
@@ -198,7 +201,7 @@ class SegmentIndex:
         d = np.concatenate(docnos)
         if dead:
             g, d = self._without_dead(g, d, dead)
-        order = np.argsort(g, kind="stable")
+        order = np.argsort(g)  # a gram has one first holder: distinct across segments
         seg_id = self.next_id
         self.next_id += 1
         ops, merged = segment_ops(seg_id, g[order], d[order])

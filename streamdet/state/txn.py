@@ -10,6 +10,7 @@ of the previous commit, and the batch is replayed from the stored position.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from .schema import (
 from .segments import SegmentIndex
 
 _MISSING = object()
+DOC_CACHE = 4096  # decoded documents kept between batches (the ones being re-scored)
 
 
 class StateError(RuntimeError):
@@ -45,6 +47,10 @@ class Store:
         self.kv = kv
         self.dead: set[int] = {key_u64(k) for k, _ in kv.items("dead")}
         self.segments = SegmentIndex(kv)
+        # Decoded documents as of the last commit. A transaction takes (pops) what it reads
+        # and gives everything back on commit, so an abandoned transaction can never leave
+        # uncommitted changes here.
+        self.doc_cache: OrderedDict[int, DocState] = OrderedDict()
 
     def meta(self, name: str) -> str | None:
         v = self.kv.get("meta", name.encode())
@@ -80,6 +86,7 @@ class Txn:
         self.dirty_docs: set[int] = set()
         self.names: dict[int, tuple[str, str] | None] = {}
         self.new_names: dict[int, tuple[str, str]] = {}
+        self.servers: dict[int, str] = {}
         self.urls: dict[str, tuple[int, int] | None] = {}
         self.dirty_urls: set[str] = set()
         self.new_dead: set[int] = set()
@@ -167,8 +174,10 @@ class Txn:
     def doc(self, docno: int) -> DocState | None:
         d = self.docs.get(docno, _MISSING)
         if d is _MISSING:
-            raw = self.kv.get("docs", u64key(docno))
-            d = None if raw is None else decode_doc(raw)
+            d = self.store.doc_cache.pop(docno, None)
+            if d is None:
+                raw = self.kv.get("docs", u64key(docno))
+                d = None if raw is None else decode_doc(raw)
             self.docs[docno] = d
         return d
 
@@ -188,6 +197,13 @@ class Txn:
             n = None if raw is None else decode_name(raw)
             self.names[docno] = n
         return n
+
+    def server(self, docno: int) -> str:
+        """Server of a document version (cached: asked once per delta)."""
+        s = self.servers.get(docno)
+        if s is None:
+            s = self.servers[docno] = self.name(docno)[0]
+        return s
 
     def put_name(self, docno: int, server: str, url: str) -> None:
         self.names[docno] = (server, url)
@@ -249,5 +265,11 @@ class Txn:
         """Write everything, with the input positions, in one atomic write."""
         self.kv.write(self.ops(positions))
         self.store.dead |= self.new_dead
+        cache = self.store.doc_cache
+        for docno, d in self.docs.items():
+            if d is not None:
+                cache[docno] = d
+        while len(cache) > DOC_CACHE:
+            cache.popitem(last=False)
         if self._segment is not None:
             self.store.segments.installed(self._segment)
