@@ -58,7 +58,7 @@ class Engine:
         if entry is not None:
             old, seq = entry
             prev = before.pop(old, None) or txn.doc(old).result
-            withdrawn = withdraw_document(txn, old, list(txn.doc(old).pg), page.url)
+            withdrawn = withdraw_document(txn, old, txn.doc(old).patch_grams(), page.url)
             affected = self.docs.apply(txn, withdrawn, dirty)
             txn.put_doc(old, None)
             txn.kill(old)

@@ -3,22 +3,13 @@
 Repeatedly take the foreign source holding the most still-uncovered patch grams; break
 ties by the most patch grams held overall, then by the smallest URL in code-point order;
 stop when no source covers anything new. Each source's patch grams are a Python int used
-as a bitmask, so "still uncovered" is one AND and a popcount per source and step.
+as a bitmask (kept by the document, see state.schema.DocState), so "still uncovered" is
+one AND and a popcount per source and step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-
-
-def source_masks(pg: Mapping[int, Sequence[int]]) -> dict[int, int]:
-    """For each source, the bitmask of the patch grams (by position in pg) it holds."""
-    masks: dict[int, int] = {}
-    for i, srcs in enumerate(pg.values()):
-        bit = 1 << i
-        for s in srcs:
-            masks[s] = masks.get(s, 0) | bit
-    return masks
+from collections.abc import Callable, Mapping
 
 
 def greedy_cover(masks: Mapping[int, int], url_of: Callable[[int], str]) -> list[tuple[int, int]]:

@@ -1,6 +1,7 @@
 """The doc-shard role: patch sets kept current by deltas, and re-scoring.
 
-Each document keeps its patch grams with their foreign holders (DocState.pg). Deltas from
+Each document keeps its patch grams and, per foreign holder, a bitmask of the patch grams it
+holds (DocState). Deltas from
 the gram role are applied in order as they come; a document whose patch set or foreign
 sources changed is marked dirty with the URL that caused it, and re-scored once per batch.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..state.schema import Cover, DocState
-from .cover import greedy_cover, source_masks
+from .cover import greedy_cover
 from .deltas import ADD, DROP, GAIN, GAIN_FROM, LOSE, Delta
 from .params import Params
 
@@ -44,32 +45,29 @@ class DocRole:
             doc = txn.doc(t)
             if doc is None:  # withdrawn meanwhile
                 continue
-            pg = doc.pg
             if op == GAIN:
-                if self._anywhere:
-                    for g, holders in zip(grams, arg, strict=True):
-                        pg[g] = list(holders)
-                else:
-                    mine, server = txn.server(t), txn.server
-                    for g, holders in zip(grams, arg, strict=True):
-                        pg[g] = [s for s in holders if server(s) != mine]
+                doc.gain(grams)
+                by_source: dict[int, list[int]] = {}
+                for g, holders in zip(grams, arg, strict=True):
+                    for s in holders:
+                        by_source.setdefault(s, []).append(g)
+                for s, gs in by_source.items():
+                    if self.is_foreign(txn, t, s):
+                        doc.add_source(s, doc.bits(gs))
             elif op == GAIN_FROM:
-                src = [arg] if self.is_foreign(txn, t, arg) else []
-                for g in grams:
-                    pg[g] = src.copy()
+                doc.gain(grams)
+                if self.is_foreign(txn, t, arg):
+                    doc.add_source(arg, doc.bits(grams))
             elif op == ADD:
                 if not self.is_foreign(txn, t, arg):
                     continue
-                for g in grams:
-                    pg[g].append(arg)
+                doc.add_source(arg, doc.bits(grams))
             elif op == LOSE:
-                for g in grams:
-                    del pg[g]
+                doc.lose(grams)
             elif op == DROP:
                 if not self.is_foreign(txn, t, arg):
                     continue  # never listed: only foreign holders are kept
-                for g in grams:
-                    pg[g].remove(arg)
+                doc.drop_source(arg, doc.bits(grams))
             txn.touch_doc(t)
             dirty[t] = cause
             changed.add(t)
@@ -77,9 +75,9 @@ class DocRole:
 
     def score(self, txn: DocView, doc: DocState) -> Cover:
         """The document's cover and quilted flag from its current patch set."""
-        cover = greedy_cover(source_masks(doc.pg), lambda s: txn.name(s)[1])
+        cover = greedy_cover(doc.masks, lambda s: txn.name(s)[1])
         sources = tuple((txn.name(s)[1], n) for s, n in cover)
-        n_patch = len(doc.pg)
+        n_patch = doc.n_patch
         frac = n_patch / doc.n_grams if doc.n_grams else 0.0
         quilted = frac >= self.params.theta and len(sources) >= self.params.c
         return Cover(sources, quilted, n_patch, doc.n_grams)

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -60,53 +60,122 @@ class Cover:
         return self.n_patch / self.n_grams if self.n_grams else 0.0
 
 
-@dataclass
 class DocState:
-    """One live document version as the doc shard keeps it.
+    """One live document version as the doc role keeps it.
 
-    pg maps each patch gram (2 <= |docs(g)| <= m) to the docnos of the *foreign* documents
-    that also hold it: everything a cover needs, kept current by deltas from gram shards,
-    so re-scoring never reads the gram index.
+    Its patch grams (2 <= |docs(g)| <= m) sit in numbered slots, and each *foreign* holder
+    of any of them has a bitmask over the slots: everything a greedy cover needs (one AND
+    and popcount per source and step), kept current by deltas from the gram role, so
+    re-scoring never reads the gram index and never rebuilds the masks. Freed slots (a gram
+    that went common) are reused.
     """
 
-    n_grams: int
-    pg: dict[int, list[int]] = field(default_factory=dict)
-    result: Cover = field(default_factory=Cover)
+    __slots__ = ("n_grams", "slots", "pos", "free", "masks", "result")
+
+    def __init__(self, n_grams: int, slots: list[int] | None = None,
+                 masks: dict[int, int] | None = None, result: Cover | None = None,
+                 occupied: int | None = None) -> None:
+        self.n_grams = n_grams
+        self.slots: list[int] = slots or []
+        self.masks: dict[int, int] = masks or {}
+        self.result = result or Cover()
+        if occupied is None:
+            occupied = (1 << len(self.slots)) - 1
+        self.pos: dict[int, int] = {
+            g: i for i, g in enumerate(self.slots) if occupied >> i & 1
+        }
+        self.free: list[int] = [i for i in range(len(self.slots)) if not occupied >> i & 1]
+
+    @property
+    def n_patch(self) -> int:
+        return len(self.pos)
+
+    def patch_grams(self) -> list[int]:
+        return list(self.pos)
+
+    def bits(self, grams: list[int]) -> int:
+        """The slot bitmask of some of its patch grams."""
+        b = 0
+        pos = self.pos
+        for g in grams:
+            b |= 1 << pos[g]
+        return b
+
+    def gain(self, grams: list[int]) -> None:
+        """New patch grams, in free slots first."""
+        for g in grams:
+            if self.free:
+                i = self.free.pop()
+                self.slots[i] = g
+            else:
+                i = len(self.slots)
+                self.slots.append(g)
+            self.pos[g] = i
+
+    def lose(self, grams: list[int]) -> None:
+        """Patch grams no more: their slots are cleared in every mask and freed."""
+        clear = ~self.bits(grams)
+        for g in grams:
+            self.free.append(self.pos.pop(g))
+        self.masks = {s: m & clear for s, m in self.masks.items() if m & clear}
+
+    def add_source(self, source: int, bits: int) -> None:
+        self.masks[source] = self.masks.get(source, 0) | bits
+
+    def drop_source(self, source: int, bits: int) -> None:
+        m = self.masks.get(source, 0) & ~bits
+        if m:
+            self.masks[source] = m
+        else:
+            self.masks.pop(source, None)
+
+    def foreign_patch_grams(self) -> int:
+        """How many patch grams some foreign document also holds."""
+        union = 0
+        for m in self.masks.values():
+            union |= m
+        return union.bit_count()
 
 
 def encode_doc(d: DocState) -> bytes:
-    grams = np.fromiter(d.pg.keys(), dtype="<u8", count=len(d.pg))
-    lengths = np.fromiter((len(v) for v in d.pg.values()), dtype="<u4", count=len(d.pg))
-    srcs = [s for v in d.pg.values() for s in v]
+    occupied = 0
+    for i in d.pos.values():
+        occupied |= 1 << i
+    n_slots = len(d.slots)
+    mask_len = (n_slots + 7) // 8
     cover = "\x00".join(f"{u}\x01{n}" for u, n in d.result.sources).encode("utf-8")
+    sources = np.fromiter(d.masks.keys(), dtype="<u8", count=len(d.masks))
     return b"".join((
-        _DOC_HEADER.pack(d.n_grams, len(d.pg), len(srcs), len(cover), d.result.quilted),
-        grams.tobytes(),
-        lengths.tobytes(),
-        np.asarray(srcs, dtype="<u8").tobytes(),
+        _DOC_HEADER.pack(d.n_grams, n_slots, len(d.masks), len(cover), d.result.quilted),
+        np.asarray(d.slots, dtype="<u8").tobytes(),
+        occupied.to_bytes(mask_len, "little"),
+        sources.tobytes(),
+        b"".join(m.to_bytes(mask_len, "little") for m in d.masks.values()),
         cover,
     ))
 
 
 def decode_doc(b: bytes) -> DocState:
-    n_grams, n_pg, n_src, n_cover, quilted = _DOC_HEADER.unpack_from(b)
+    n_grams, n_slots, n_src, n_cover, quilted = _DOC_HEADER.unpack_from(b)
+    mask_len = (n_slots + 7) // 8
     off = _DOC_HEADER.size
-    grams = np.frombuffer(b, dtype="<u8", count=n_pg, offset=off).tolist()
-    off += 8 * n_pg
-    lengths = np.frombuffer(b, dtype="<u4", count=n_pg, offset=off).tolist()
-    off += 4 * n_pg
-    srcs = np.frombuffer(b, dtype="<u8", count=n_src, offset=off).tolist()
+    slots = np.frombuffer(b, dtype="<u8", count=n_slots, offset=off).tolist()
+    off += 8 * n_slots
+    occupied = int.from_bytes(b[off : off + mask_len], "little")
+    off += mask_len
+    sources = np.frombuffer(b, dtype="<u8", count=n_src, offset=off).tolist()
     off += 8 * n_src
+    masks = {}
+    for s in sources:
+        masks[s] = int.from_bytes(b[off : off + mask_len], "little")
+        off += mask_len
     cover_text = b[off : off + n_cover].decode("utf-8")
-    pg: dict[int, list[int]] = {}
-    pos = 0
-    for g, n in zip(grams, lengths, strict=True):
-        pg[g] = srcs[pos : pos + n]
-        pos += n
-    sources = tuple(
+    result_sources = tuple(
         (u, int(n)) for u, n in (item.split("\x01") for item in cover_text.split("\x00"))
     ) if cover_text else ()
-    return DocState(n_grams, pg, Cover(sources, bool(quilted), len(pg), n_grams))
+    d = DocState(n_grams, slots, masks, None, occupied)
+    d.result = Cover(result_sources, bool(quilted), d.n_patch, n_grams)
+    return d
 
 
 def encode_name(server: str, url: str) -> bytes:
