@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import signal
 import sys
 import time
 
 from .adapters.inputs import InputError, open_source, sample_source
-from .adapters.outputs import JsonlSink
+from .adapters.outputs import JsonlSink, SinkError
 from .engine.params import FOREIGN_MODES, Params, ParamsError
 from .engine.records import DEFAULT_MAX_BODY
 
@@ -40,9 +40,34 @@ def open_store(path: str, must_exist: bool = False):
     from .state.rocks import RocksKV
     from .state.txn import Store
 
-    if must_exist and not os.path.exists(os.path.join(path, "CURRENT")):
-        raise UsageError(f"no streamdet state in {path}")
-    return Store(RocksKV(path))
+    if must_exist:
+        if not os.path.exists(path):
+            raise UsageError(f"no streamdet state in {path}: no such directory")
+        if not os.path.isdir(path):
+            raise UsageError(f"no streamdet state in {path}: not a directory")
+        if not os.path.exists(os.path.join(path, "CURRENT")):
+            raise UsageError(f"no streamdet state in {path} (made by `streamdet run --state`)")
+    elif os.path.exists(path):
+        if not os.path.isdir(path):
+            raise UsageError(f"state directory {path} is a file, not a directory")
+        if not os.path.exists(os.path.join(path, "CURRENT")):
+            other = [n for n in os.listdir(path) if not n.startswith("dead-letter")]
+            if other:
+                raise UsageError(f"{path} is not empty and holds no streamdet state "
+                                 f"(e.g. {sorted(other)[0]}); give a new directory as --state")
+    from .state.rocks import StateDirError
+
+    try:
+        store = Store(RocksKV(path))
+    except StateDirError as exc:
+        if "lock" in str(exc).lower():
+            raise UsageError(f"state {path} is in use by another streamdet process") from None
+        raise
+    if must_exist and store.meta("params") is None:
+        store.close()
+        raise UsageError(f"no streamdet state in {path}: a database without streamdet "
+                         "parameters (an interrupted first run, or not a streamdet state)")
+    return store
 
 
 class Progress:
@@ -58,53 +83,101 @@ class Progress:
             return
         self._last = now
         rate = s.pages / s.seconds if s.seconds else 0.0
-        sys.stderr.write(f"\r{s.pages:,} pages  {rate:,.0f} pages/s  "
+        pct = (f"{min(100.0, 100.0 * s.bytes_read / s.bytes_total):5.1f}%  "
+               if s.bytes_total else "")
+        sys.stderr.write(f"\r\033[K{pct}{s.pages:,} pages  {rate:,.0f} pages/s  "
                          f"{s.events['quilt']:,} quilts  {s.dead_total:,} dead letters ")
         sys.stderr.flush()
 
     def done(self) -> None:
         if self.enabled and self._last:
             sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def _same_file(a: str, b: str) -> bool:
+    return a not in ("-", None) and b not in ("-", None) and (
+        os.path.realpath(a) == os.path.realpath(b))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .adapters.embedded import EmbeddedRunner
-
+    if args.batch < 1:
+        raise UsageError(f"--batch must be at least 1, got {args.batch}")
+    if args.max_body < 1:
+        raise UsageError(f"--max-body must be at least 1 byte, got {args.max_body}")
     params = params_of(args)
     sources = [open_source(p) for p in args.input] if args.input else [sample_source()]
-    store = open_store(args.state)
+    seen: dict[str, str] = {}
+    for src in sources:
+        if src.key in seen:
+            raise UsageError(f"input given twice: {src.label}"
+                             + (f" (same file as {seen[src.key]})" if seen[src.key] != src.label
+                                else ""))
+        seen[src.key] = src.label
     dead_path = args.dead_letter or os.path.join(args.state, "dead-letter.jsonl")
-    events = JsonlSink(args.events)
-    dead = JsonlSink(dead_path)
+    for what, out in (("--events", args.events), ("--dead-letter", dead_path)):
+        for src in sources:
+            if src.key not in ("stdin", "sample") and _same_file(out, src.key):
+                raise UsageError(f"{what} {out} is also an input")
+    if _same_file(args.events, dead_path):
+        raise UsageError(f"--events and --dead-letter are the same file: {dead_path}")
+    spill_dir = (dead_path + ".records" if dead_path != "-"
+                 else os.path.join(args.state, "dead-letter.records"))
+    from .adapters.embedded import EmbeddedRunner
+
+    if any(src.key == "stdin" for src in sources) and sys.stdin.isatty():
+        print("streamdet: reading JSONL records from the terminal; end with Ctrl-D",
+              file=sys.stderr)
+    store = open_store(args.state)
     progress = Progress(sys.stderr.isatty())
     try:
-        runner = EmbeddedRunner(store, params, events, dead, batch_size=args.batch,
-                                max_body=args.max_body, on_batch=progress)
-        s = runner.run(sources)
+        try:
+            events = JsonlSink(args.events, "events")
+        except SinkError as exc:
+            raise UsageError(str(exc)) from None
+        try:
+            try:
+                dead = JsonlSink(dead_path, "dead-letter")
+            except SinkError as exc:
+                raise UsageError(str(exc)) from None
+            try:
+                runner = EmbeddedRunner(store, params, events, dead, batch_size=args.batch,
+                                        max_body=args.max_body, on_batch=progress,
+                                        spill_dir=spill_dir)
+                s = runner.run(sources)
+            finally:
+                progress.done()
+                dead.close()
+        finally:
+            events.close()
         disk = store.kv.disk_bytes()
     finally:
-        progress.done()
-        events.close()
-        dead.close()
         store.close()
+    for note in s.notes:
+        print(f"streamdet: note: {note}", file=sys.stderr)
     rate = s.pages / s.seconds if s.seconds else 0.0
     ev = ", ".join(f"{n} {k}" for k, n in sorted(s.events.items())) or "no events"
     dl = (f"{s.dead_total} dead letters ({', '.join(f'{n} {k}' for k, n in s.dead.most_common())})"
           f" -> {dead_path}") if s.dead_total else "0 dead letters"
     skipped = f", {s.skipped} already applied" if s.skipped else ""
+    ignored = sum(s.ignored.values())
+    ign = (f"; {ignored} WARC responses ignored as not pages "
+           f"({', '.join(f'{n} {k}' for k, n in s.ignored.most_common(3))})") if ignored else ""
     print(f"streamdet: {s.pages} pages in {s.seconds:.1f} s ({rate:.0f} pages/s){skipped}; "
-          f"{ev}; {dl}; state {disk / 1e6:.1f} MB in {args.state}", file=sys.stderr)
+          f"{ev}; {dl}{ign}; state {disk / 1e6:.1f} MB in {args.state}", file=sys.stderr)
     return 0
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
+    from .adapters.outputs import _line
     from .adapters.report import dump_rows
 
     store = open_store(args.state, must_exist=True)
     try:
-        out = sys.stdout
+        out = sys.stdout.buffer
         for row in dump_rows(store):
-            out.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n")
+            out.write(_line(row))
+        out.flush()
     finally:
         store.close()
     return 0
@@ -115,10 +188,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     store = open_store(args.state, must_exist=True)
     try:
-        print(explain(store, args.url))
+        text, found = explain(store, args.url)
     finally:
         store.close()
-    return 0
+    print(text)
+    sys.stdout.flush()
+    return 0 if found else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -152,22 +227,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminate(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     from .state.rocks import StateDirError
     from .state.txn import StateError
 
     args = build_parser().parse_args(argv)
+    if args.command == "run" and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate)  # stop between batches, close the state
     try:
         return args.func(args)
     except (UsageError, InputError, ParamsError, StateDirError, StateError) as exc:
         print(f"streamdet: error: {exc}", file=sys.stderr)
         return 2
+    except SinkError as exc:
+        print(f"streamdet: error: {exc}", file=sys.stderr)
+        return 1
     except BrokenPipeError:
+        # The reader of stdout went away (`streamdet dump | head`): stop quietly, and keep
+        # Python from complaining when it flushes stdout at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        if args.command == "run":
+            print("streamdet: events output closed; stopped, the state is consistent up to "
+                  "the last batch", file=sys.stderr)
+            return 1
         return 0
     except KeyboardInterrupt:
-        print("streamdet: interrupted; the state is consistent up to the last batch",
-              file=sys.stderr)
+        if args.command == "run":
+            print("streamdet: interrupted; the state is consistent up to the last batch",
+                  file=sys.stderr)
         return 130
+    except OSError as exc:  # disk full, I/O error: one line, not a traceback
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"streamdet: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -4,24 +4,37 @@ Records are read in batches; each batch is validated, analysed, applied to the e
 state transaction, its events and dead letters are flushed, and then the transaction
 commits together with the new input positions. Killed at any moment, the state is that of
 the last commit, and the next run skips exactly the records that commit covered.
+
+A position is the number of records of a source applied and a digest of those records.
+On a new run the first `count` records are read again and their digest compared: only
+when it matches are they skipped, so a file rewritten in place, or stdin carrying another
+stream, is read from its start instead of losing its first records. (A file that only
+grew continues where it stopped.)
 """
 
 from __future__ import annotations
 
+import dataclasses
+import pickle
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ..engine.analysis import Analyzed, analyze
-from ..engine.core import Engine
 from ..engine.params import Params
-from ..engine.records import DEFAULT_MAX_BODY, BadRecord, page_from_object, parse_record
+from ..engine.records import DEFAULT_MAX_BODY, BadRecord, Page, decode, page_from_object
 from ..state.txn import StateError, Store
-from .inputs import RawRecord, Source
+from .inputs import RawRecord, ReadOptions, Source, record_limit
 from .outputs import JsonlSink, dead_letter, utc_now
 
+if TYPE_CHECKING:
+    from ..engine.analysis import Analyzed
+
 STATE_FORMAT = "1"
+CHAIN = "\x00chain"  # positions[key + CHAIN]: digest of the records applied
+HEAD = "\x00head"  # positions[key + HEAD]: digest of the first record alone
 
 
 @dataclass
@@ -30,8 +43,12 @@ class RunSummary:
     skipped: int = 0  # records already applied by an earlier run
     dead: Counter = field(default_factory=Counter)
     events: Counter = field(default_factory=Counter)
+    ignored: Counter = field(default_factory=Counter)  # WARC responses that are not pages
+    notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     fanout: list[int] = field(default_factory=list)
+    bytes_read: int = 0
+    bytes_total: int | None = None  # None when some input has no known size (stdin)
 
     @property
     def dead_total(self) -> int:
@@ -42,7 +59,8 @@ def open_store_checked(store: Store, params: Params) -> None:
     """Refuse a state built with other parameters or by an incompatible format."""
     fmt = store.meta("format")
     if fmt is not None and fmt != STATE_FORMAT:
-        raise StateError(f"state format {fmt} is not supported by this version (expects {STATE_FORMAT})")
+        raise StateError(f"state format {fmt} is not supported by this version "
+                         f"(expects {STATE_FORMAT})")
     stored = store.meta("params")
     if stored is None:
         store.set_meta("format", STATE_FORMAT)
@@ -54,8 +72,15 @@ def open_store_checked(store: Store, params: Params) -> None:
 class EmbeddedRunner:
     def __init__(self, store: Store, params: Params, events: JsonlSink, dead: JsonlSink,
                  batch_size: int = 128, max_body: int = DEFAULT_MAX_BODY,
-                 on_batch: Callable[[RunSummary], None] | None = None) -> None:
+                 on_batch: Callable[[RunSummary], None] | None = None,
+                 spill_dir: str | None = None) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
         open_store_checked(store, params)
+        from ..engine.analysis import analyze  # the engine takes ~1 s to import: only now
+        from ..engine.core import Engine
+
+        self._analyze_page = analyze
         self.store = store
         self.params = params
         self.engine = Engine(params)
@@ -64,28 +89,33 @@ class EmbeddedRunner:
         self.batch_size = batch_size
         self.max_body = max_body
         self.on_batch = on_batch
+        self.read_opts = ReadOptions(max_body=max_body, spill_dir=spill_dir)
 
     def run(self, sources: Iterable[Source]) -> RunSummary:
+        sources = list(sources)
         summary = RunSummary()
+        sizes = [s.size for s in sources]
+        summary.bytes_total = None if None in sizes else sum(sizes)
         start = time.perf_counter()
         positions = self.store.positions()
         for batch in self._batches(sources, positions, summary):
             self._apply(batch, positions, summary)
             summary.seconds = time.perf_counter() - start
+            summary.bytes_read = sum(s.bytes_read for s in sources)
             if self.on_batch:
                 self.on_batch(summary)
         summary.seconds = time.perf_counter() - start
+        summary.bytes_read = sum(s.bytes_read for s in sources)
+        for s in sources:
+            summary.ignored.update(s.ignored)
         return summary
 
-    def _batches(self, sources: Iterable[Source], positions: dict[str, int],
-                 summary: RunSummary) -> Iterator[list[RawRecord]]:
+    # -- reading --------------------------------------------------------------------------
+    def _batches(self, sources: list[Source], positions: dict, summary: RunSummary
+                 ) -> Iterator[list[RawRecord]]:
         batch: list[RawRecord] = []
         for source in sources:
-            done = positions.get(source.key, 0)
-            for rec in source.records():
-                if rec.index < done:
-                    summary.skipped += 1
-                    continue
+            for rec in self._unapplied(source, positions, summary):
                 batch.append(rec)
                 if len(batch) >= self.batch_size:
                     yield batch
@@ -93,16 +123,55 @@ class EmbeddedRunner:
         if batch:
             yield batch
 
-    def _apply(self, batch: list[RawRecord], positions: dict[str, int],
-               summary: RunSummary) -> None:
+    def _unapplied(self, source: Source, positions: dict, summary: RunSummary
+                   ) -> Iterator[RawRecord]:
+        """The records of a source that the state has not applied yet."""
+        done = positions.get(source.key, 0)
+        it = source.records(self.read_opts)
+        if not done:
+            yield from it
+            return
+        want, head = positions.get(source.key + CHAIN), positions.get(source.key + HEAD)
+        spool = None if source.rereadable else _Spool()
+        last, n = None, 0
+        for rec in it:
+            if spool is not None:
+                spool.add(rec)
+            last, n = rec, n + 1
+            if rec.index == 0 and head is not None and rec.chain != head:
+                break  # another input: no need to read further to know
+            if rec.index >= done - 1:
+                break
+        same = (last is not None and last.index == done - 1
+                and (want is None or last.chain == want))
+        if same:
+            summary.skipped += n
+            if spool is not None:
+                spool.close()
+            yield from it
+            return
+        if source.rereadable:
+            summary.notes.append(f"{source.label} is not the input this state applied "
+                                 f"{done} records of (changed since?): read from its start")
+            it.close()
+            yield from source.records(self.read_opts)
+        else:
+            yield from spool.replay()
+            yield from it
+
+    # -- applying -------------------------------------------------------------------------
+    def _apply(self, batch: list[RawRecord], positions: dict, summary: RunSummary) -> None:
         pages: list[Analyzed] = []
         for rec in batch:
             try:
-                pages.append(analyze(self._page(rec), self.params))
+                pages.append(self._analyze(rec))
             except BadRecord as err:
                 self.dead.write(dead_letter(rec, err))
                 summary.dead[err.reason] += 1
             positions[rec.source] = rec.index + 1
+            positions[rec.source + CHAIN] = rec.chain
+            if rec.index == 0:
+                positions[rec.source + HEAD] = rec.chain
         txn = self.store.begin()
         events, stats = self.engine.process(txn, pages)
         at = utc_now()
@@ -113,12 +182,58 @@ class EmbeddedRunner:
         self.events.flush()
         self.dead.flush()
         txn.commit(positions)
+        self.store.compact()
         summary.pages += stats.pages
         summary.fanout.extend(stats.fanout or ())
 
-    def _page(self, rec: RawRecord):
+    def _analyze(self, rec: RawRecord) -> Analyzed:
+        page = self._page(rec)
+        try:
+            return self._analyze_page(page, self.params)
+        except (RecursionError, ValueError, UnicodeError, OverflowError) as exc:
+            # The engine could not read this page; one page must not stop the stream.
+            raise BadRecord("unparsable", f"page cannot be analysed: {type(exc).__name__}: "
+                            f"{str(exc)[:200]}") from None
+
+    def _page(self, rec: RawRecord) -> Page:
+        """Validate a record (SPEC §2) into a Page, or raise BadRecord with its reason."""
         if rec.error is not None:
             raise rec.error
-        if isinstance(rec.payload, dict):
-            return page_from_object(rec.payload, self.max_body)
-        return parse_record(rec.payload, self.max_body)
+        obj = rec.payload
+        if not isinstance(obj, dict):
+            if len(obj) > record_limit(self.max_body):
+                raise BadRecord("too_large", f"record is larger than the limit for a body of "
+                                f"{self.max_body:,} bytes")
+            obj = decode(obj)
+        try:
+            return page_from_object(obj, self.max_body)
+        except BadRecord:
+            raise
+        except (ValueError, OverflowError, TypeError) as exc:
+            raise BadRecord("unparsable", f"{type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+class _Spool:
+    """Records of a stream that cannot be read twice (stdin), kept on disk in case they
+    turn out not to be the ones the state applied."""
+
+    def __init__(self) -> None:
+        self._f = tempfile.TemporaryFile()  # noqa: SIM115 - closed in replay/close
+        self.n = 0
+
+    def add(self, rec: RawRecord) -> None:
+        err = None if rec.error is None else (rec.error.reason, rec.error.detail)
+        pickle.dump((dataclasses.replace(rec, error=None), err), self._f)
+        self.n += 1
+
+    def replay(self) -> Iterator[RawRecord]:
+        self._f.seek(0)
+        for _ in range(self.n):
+            rec, err = pickle.load(self._f)
+            if err is not None:
+                rec.error = BadRecord(*err)
+            yield rec
+        self.close()
+
+    def close(self) -> None:
+        self._f.close()

@@ -1,28 +1,63 @@
 """Where records come from: JSONL, JSONL.gz, WARC(.gz), stdin, or the bundled sample.
 
 The format is recognised by content (gzip magic, then "WARC/"), not by file name, so a
-`.gz` of either works and `-` (stdin) needs no flag. Every record carries its source key
-and index: the embedded runner stores how many records of each source it has applied,
-atomically with the state, and skips them when run again.
+`.gz` of either works and `-` (stdin) needs no flag. Every record carries its source key,
+its index and a chained digest of the source's records up to and including it: the
+embedded runner stores, atomically with the state, how many records of each source it has
+applied and that digest, and when run again skips exactly those records - after checking
+that the input really is the one it applied (stdin may carry another stream each time).
+
+Robustness rules (nothing crashes the run, nothing is dropped without a count):
+- JSONL: CRLF line endings and a UTF-8 byte-order mark at the start of a line are
+  accepted; blank lines are not records. A line longer than the record limit is never held
+  in memory: it is streamed to a side file beside the dead letters (`spill_dir`) and
+  becomes a `too_large` dead letter that names that file.
+- WARC: only `response` records with an HTTP 2xx status and an HTML (or text/plain, read
+  as text) content type are pages; other responses are counted as ignored. The body is
+  decoded with the charset of the Content-Type header, else of a `<meta charset>` in the
+  first bytes, else UTF-8; a body that does not decode is a `not_utf8` dead letter with its
+  bytes, a body above the limit a `too_large` one (spilled like a long line).
+- A file that cannot be read to its end (truncated or corrupt gzip or WARC, I/O error)
+  yields the records before the damage and then one `unreadable` dead letter.
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import os
+import re
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from importlib import resources
 
-from ..engine.records import BadRecord
+from ..engine.records import DEFAULT_MAX_BODY, BadRecord
 
 SAMPLE = "sample"
+STDIN = "stdin"
+BOM = b"\xef\xbb\xbf"
+PREFIX_KEPT = 64 * 1024  # bytes of an oversized record kept inline in its dead letter
+CHUNK = 1 << 20
 
 
 class InputError(RuntimeError):
-    """An input that cannot be opened at all (missing file, unreadable, unknown format)."""
+    """An input that cannot be opened at all (missing file, unreadable, a directory)."""
+
+
+def record_limit(max_body: int) -> int:
+    """Longest JSONL line read into memory: beyond it the body cannot be under max_body
+    (engine.records.parse_record rejects at 2 * max_body + 64 KiB as well)."""
+    return 2 * max_body + 65536
+
+
+@dataclass
+class ReadOptions:
+    max_body: int = DEFAULT_MAX_BODY
+    spill_dir: str | None = None  # where originals too large to keep inline are written
 
 
 @dataclass
@@ -33,92 +68,388 @@ class RawRecord:
     index: int
     payload: bytes | dict
     error: BadRecord | None = None  # a record the reader itself could not decode
+    offset: int | None = None  # byte offset of the record (decompressed JSONL; WARC file)
+    chain: str = ""  # digest of this source's records 0..index
+    spilled: str | None = None  # file holding the original when too large to keep inline
+    size: int | None = None  # size of the original in bytes, when spilled or truncated
+
+
+class _Chain:
+    """Digest of a sequence of records, extended record by record."""
+
+    def __init__(self) -> None:
+        self.value = b""
+
+    def add(self, *parts: bytes) -> str:
+        h = hashlib.blake2b(self.value, digest_size=16)
+        for p in parts:
+            h.update(len(p).to_bytes(8, "little"))
+            h.update(p)
+        self.value = h.digest()
+        return self.value.hex()
 
 
 @dataclass
 class Source:
-    key: str  # identity for positions: absolute path with size, "stdin" or "sample"
+    key: str  # identity for positions: real path, "stdin" or "sample"
     label: str
-    opener: object  # () -> binary file object
+    opener: Callable[[], io.IOBase]  # () -> binary file object
+    size: int | None = None  # bytes on disk, when known (progress)
+    rereadable: bool = True  # False for stdin: records() can run only once
+    bytes_read: int = 0  # raw bytes read so far (progress)
+    ignored: Counter = field(default_factory=Counter)  # WARC responses that are not pages
+
+    def records(self, opts: ReadOptions | None = None) -> Iterator[RawRecord]:
+        opts = opts or ReadOptions()
+        self.bytes_read = 0
+        try:
+            raw = self.opener()
+        except OSError as exc:
+            raise InputError(f"cannot open {self.label}: {exc.strerror or exc}") from None
+        with raw:
+            reader = _Reader(self, raw, opts)
+            yield from reader.records()
+
+
+class _Counting(io.RawIOBase):
+    """A raw stream that first serves `prefix`, then `f`, counting the bytes of `f`."""
+
+    def __init__(self, f, source: Source, prefix: bytes = b"") -> None:
+        self._f = f
+        self._source = source
+        self._prefix = prefix
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self._prefix:
+            n = min(len(b), len(self._prefix))
+            b[:n] = self._prefix[:n]
+            self._prefix = self._prefix[n:]
+            return n
+        read1 = getattr(self._f, "read1", None)
+        data = read1(len(b)) if read1 else self._f.read(len(b))
+        n = len(data)
+        b[:n] = data
+        self._source.bytes_read += n
+        return n
+
+
+class _Reader:
+    def __init__(self, source: Source, raw, opts: ReadOptions) -> None:
+        self.source = source
+        self.key = source.key
+        self.raw = raw
+        self.opts = opts
+        self.chain = _Chain()
+        self.index = 0
+
+    # -- format detection -----------------------------------------------------------------
+    def _read_exact(self, n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = self.raw.read(n - len(out))
+            if not chunk:
+                break
+            out += chunk
+        self.source.bytes_read += len(out)
+        return out
+
+    def _sniff(self) -> tuple[bytes, bool, bytes]:
+        """(raw bytes read, gzip?, first decompressed bytes) without losing anything."""
+        head = self._read_exact(2)
+        if head != b"\x1f\x8b":
+            return head + self._read_exact(6), False, b""
+        dec = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            plain = dec.decompress(head)
+            while len(plain) < 8:
+                chunk = self._read_exact(512)
+                if not chunk:
+                    break
+                head += chunk
+                plain += dec.decompress(chunk)
+        except zlib.error:
+            plain = b""  # reported by the real reader below, with the records before it
+        return head, True, plain
 
     def records(self) -> Iterator[RawRecord]:
-        with self.opener() as raw:
-            stream = _unwrap_gzip(raw)
-            head = stream.peek(5)[:5] if hasattr(stream, "peek") else b""
-            if head == b"WARC/":
-                yield from _warc_records(self.key, stream)
-            else:
-                yield from _jsonl_records(self.key, stream)
-
-
-def _unwrap_gzip(raw) -> io.BufferedReader:
-    stream = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
-    if stream.peek(2)[:2] == b"\x1f\x8b":
-        return io.BufferedReader(gzip.GzipFile(fileobj=stream))
-    return stream
-
-
-def _jsonl_records(key: str, stream) -> Iterator[RawRecord]:
-    index = 0
-    for line in stream:
-        if not line.strip():
-            continue
-        yield RawRecord(key, index, line.rstrip(b"\r\n"))
-        index += 1
-
-
-def _warc_records(key: str, stream) -> Iterator[RawRecord]:
-    from warcio.archiveiterator import ArchiveIterator
-
-    index = 0
-    for rec in ArchiveIterator(stream):
-        if rec.rec_type != "response" or rec.http_headers is None:
-            continue
-        ctype = (rec.http_headers.get_header("Content-Type") or "").lower()
-        if ctype and "html" not in ctype and not ctype.startswith("text/"):
-            continue  # images, scripts, PDFs: not pages, not bad records either
-        body = rec.content_stream().read()
-        obj = {
-            "url": rec.rec_headers.get_header("WARC-Target-URI"),
-            "ip": rec.rec_headers.get_header("WARC-IP-Address"),
-            "fetched_at": rec.rec_headers.get_header("WARC-Date"),
-        }
-        error = None
         try:
-            obj["html"] = body.decode(_charset(ctype) or "utf-8")
-        except (UnicodeDecodeError, LookupError):
-            error = BadRecord("not_utf8", f"body is not valid {_charset(ctype) or 'UTF-8'}")
-            obj["html_bytes"] = body
-        yield RawRecord(key, index, obj, error)
-        index += 1
+            head, gz, plain = self._sniff()
+        except OSError as exc:
+            yield self._unreadable(exc)
+            return
+        first = plain if gz else head
+        stream = io.BufferedReader(_Counting(self.raw, self.source, head), CHUNK)
+        if first.startswith(b"WARC/"):
+            try:
+                yield from self._warc(stream)  # warcio reads gzip members itself
+            except MemoryError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any read failure ends this input only
+                yield self._unreadable(exc)
+        else:
+            yield from self._jsonl(gzip.GzipFile(fileobj=stream).read1 if gz else stream.read1)
+
+    def _unreadable(self, exc: Exception, rest: bytes = b"", offset: int | None = None,
+                    record: dict | None = None) -> RawRecord:
+        """The dead letter that ends an input which cannot be read to its end; `rest` is
+        what was read of the record it stopped in."""
+        what = str(exc) or type(exc).__name__
+        if isinstance(exc, OSError) and exc.strerror:
+            what = exc.strerror
+        err = BadRecord("unreadable", f"input cannot be read past record {self.index}: {what}")
+        size = len(rest) if len(rest) > PREFIX_KEPT else None
+        rec = RawRecord(self.key, self.index, rest[:PREFIX_KEPT] if record is None else record,
+                        err, offset=offset, chain=self.chain.add(b"unreadable", rest), size=size)
+        self.index += 1
+        return rec
+
+    def _next(self, payload, error=None, **kw) -> RawRecord:
+        rec = RawRecord(self.key, self.index, payload, error, **kw)
+        self.index += 1
+        return rec
+
+    # -- JSONL ----------------------------------------------------------------------------
+    def _jsonl(self, read1) -> Iterator[RawRecord]:
+        """Records of a JSONL stream read with `read1(n)`. A line is held in memory only up
+        to the record limit (plus one read); a longer one is streamed aside."""
+        limit = record_limit(self.opts.max_body)
+        buf = bytearray()
+        offset = 0  # stream offset of buf[0]
+        scan = 0  # buf[:scan] holds no newline
+        while True:
+            nl = buf.find(b"\n", scan)
+            if nl < 0 or nl > limit:
+                if len(buf) > limit:
+                    try:
+                        rec, rest, n = self._long_line(read1, bytes(buf), offset)
+                    except MemoryError:
+                        raise
+                    except Exception as exc:  # noqa: BLE001
+                        yield self._unreadable(exc, offset=offset)
+                        return
+                    offset += n
+                    buf = bytearray(rest)
+                    scan = 0
+                    yield rec
+                    continue
+                scan = len(buf)
+                try:
+                    chunk = read1(CHUNK)
+                except MemoryError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - truncated gzip, I/O error, ...
+                    yield self._unreadable(exc, bytes(buf), offset)
+                    return
+                if chunk:
+                    buf += chunk
+                    continue
+                if not buf:
+                    return
+                nl = len(buf)  # last line without a newline
+                buf += b"\n"
+            line = bytes(buf[:nl])
+            del buf[: nl + 1]
+            scan = 0
+            start, offset = offset, offset + nl + 1
+            rec = self._line(line, start)
+            if rec is not None:
+                yield rec
+
+    def _line(self, line: bytes, start: int) -> RawRecord | None:
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if line.startswith(BOM):
+            line = line[3:]
+        if not line.strip():
+            return None  # a blank line is not a record
+        return self._next(line, offset=start, chain=self.chain.add(line))
+
+    def _long_line(self, read1, first: bytes, start: int) -> tuple[RawRecord, bytes, int]:
+        """Stream an oversized line to a spill file. Returns its dead letter, the bytes
+        read past its end, and its length with the newline."""
+        h = hashlib.blake2b(self.chain.value, digest_size=16)
+        out, path = self._spill_open()
+        total, rest, data, ended = 0, b"", first, False
+        try:
+            while True:
+                nl = data.find(b"\n")
+                part = data if nl < 0 else data[:nl]
+                total += len(part)
+                h.update(part)
+                if out is not None:
+                    out.write(part)
+                if nl >= 0:
+                    rest, ended = data[nl + 1:], True
+                    break
+                data = read1(CHUNK)
+                if not data:
+                    break
+        finally:
+            if out is not None:
+                out.close()
+                os.replace(path + ".part", path)
+        self.chain.value = h.digest()
+        err = BadRecord("too_large", f"record of {total:,} bytes is larger than the limit "
+                        f"for a body of {self.opts.max_body:,} bytes")
+        rec = self._next(first[:PREFIX_KEPT], err, offset=start, chain=h.hexdigest(),
+                         spilled=path if out is not None else None, size=total)
+        return rec, rest, total + ended
+
+    def _spill_open(self):
+        if not self.opts.spill_dir:
+            return None, None
+        os.makedirs(self.opts.spill_dir, exist_ok=True)
+        tag = hashlib.sha1(self.key.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+        path = os.path.join(self.opts.spill_dir, f"{tag}-{self.index}.bin")
+        return open(path + ".part", "wb"), path  # noqa: SIM115 - closed by the caller
+
+    # -- WARC -----------------------------------------------------------------------------
+    def _warc(self, stream) -> Iterator[RawRecord]:
+        from warcio.archiveiterator import ArchiveIterator
+
+        limit = self.opts.max_body
+        it = ArchiveIterator(stream)
+        for rec in it:
+            if rec.rec_type != "response":
+                continue
+            if rec.http_headers is None:
+                self.source.ignored["not HTTP"] += 1
+                continue
+            status = rec.http_headers.get_statuscode() or ""
+            if not status.startswith("2"):
+                self.source.ignored[f"HTTP {status or '?'}"] += 1
+                continue
+            ctype = (rec.http_headers.get_header("Content-Type") or "").strip().lower()
+            mime = ctype.split(";")[0].strip()
+            if mime and "html" not in mime and mime != "text/plain":
+                self.source.ignored[mime] += 1
+                continue
+            obj = {
+                "url": rec.rec_headers.get_header("WARC-Target-URI"),
+                "ip": rec.rec_headers.get_header("WARC-IP-Address"),
+                "fetched_at": rec.rec_headers.get_header("WARC-Date"),
+            }
+            meta = "\x00".join(str(v) for v in obj.values()).encode("utf-8", "surrogateescape")
+            content = rec.content_stream()
+            body = content.read(limit + 1)
+            if len(body) > limit:
+                h = hashlib.blake2b(self.chain.value, digest_size=16)
+                h.update(meta)
+                out, path = self._spill_open()
+                total = 0
+                try:
+                    while body:
+                        total += len(body)
+                        h.update(body)
+                        if out is not None:
+                            out.write(body)
+                        body = content.read(CHUNK)
+                finally:
+                    if out is not None:
+                        out.close()
+                        os.replace(path + ".part", path)
+                self.chain.value = h.digest()
+                err = BadRecord("too_large", f"body of {total:,} bytes is larger than the "
+                                f"limit of {limit:,} bytes")
+                offset = it.get_record_offset()  # only after the content: it reads to the end
+                yield self._next(obj, err, offset=offset, chain=h.hexdigest(),
+                                 spilled=path if out is not None else None, size=total)
+                continue
+            missing = getattr(rec.raw_stream, "limit", 0)
+            if missing:  # the file ends inside this record (Content-Length not reached)
+                obj["html_bytes"] = body
+                yield self._unreadable(EOFError(f"the WARC file ends {missing:,} bytes short "
+                                                "of the end of this record"), offset=None,
+                                       record=obj)
+                return
+            chain = self.chain.add(meta, body)
+            offset = it.get_record_offset()  # only after the content: it reads to the end
+            field_name = "text" if mime == "text/plain" else "html"
+            text, error = _decode_body(body, _charset(ctype))
+            if error is None:
+                obj[field_name] = text
+            else:
+                obj[field_name + "_bytes"] = body
+            yield self._next(obj, error, offset=offset, chain=chain)
+
+
+_META_CHARSET = re.compile(rb"""<meta[^>]{0,512}?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
+_LATIN1 = {"iso-8859-1", "iso8859-1", "latin1", "latin-1", "l1", "us-ascii", "ascii",
+           "windows-1252", "cp1252"}
+
+
+def _decode_body(body: bytes, charset: str | None) -> tuple[str | None, BadRecord | None]:
+    """Decode an HTTP body like a browser would, within reason; BadRecord when it cannot be."""
+    if body.startswith(BOM):
+        body, charset = body[3:], "utf-8"
+    if charset is None:
+        m = _META_CHARSET.search(body[:4096])
+        charset = m.group(1).decode("ascii").lower() if m else None
+    label = (charset or "utf-8").lower()
+    if label in _LATIN1:  # as WHATWG does: these labels all mean windows-1252
+        try:
+            return body.decode("cp1252"), None
+        except UnicodeDecodeError:
+            return body.decode("latin-1"), None
+    try:
+        return body.decode(label), None
+    except LookupError:
+        try:
+            return body.decode("utf-8"), None
+        except UnicodeDecodeError as exc:
+            return None, BadRecord("not_utf8", f"unknown charset {label!r} and the body is not "
+                                   f"valid UTF-8 (at byte {exc.start})")
+    except UnicodeDecodeError as exc:
+        return None, BadRecord("not_utf8", f"body is not valid {label} (at byte {exc.start})")
 
 
 def _charset(ctype: str) -> str | None:
     for part in ctype.split(";"):
         name, _, value = part.strip().partition("=")
-        if name == "charset" and value:
-            return value.strip("\"' ")
+        if name.strip() == "charset" and value.strip("\"' "):
+            return value.strip("\"' ").lower()
     return None
 
 
 def open_source(path: str) -> Source:
     """A Source for a path, `-` for stdin; InputError when it cannot be read."""
     if path == "-":
-        return Source("stdin", "stdin", lambda: _NoClose(sys.stdin.buffer))
+        return Source(STDIN, "stdin", lambda: _NoClose(sys.stdin.buffer), rereadable=False)
     if not os.path.exists(path):
         raise InputError(f"input file not found: {path}")
     if os.path.isdir(path):
         raise InputError(f"input is a directory, not a file: {path}")
-    if not os.access(path, os.R_OK):
+    if os.path.isfile(path):
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            raise InputError(f"input file is not readable: {path}: {exc.strerror or exc}") from None
+    elif not os.access(path, os.R_OK):
         raise InputError(f"input file is not readable: {path}")
-    full = os.path.abspath(path)
-    return Source(f"{full}:{os.path.getsize(full)}", path, lambda: open(full, "rb"))
+    full = os.path.realpath(path)
+    if os.path.isfile(full):
+        return Source(full, path, lambda: open(full, "rb"), size=os.path.getsize(full))
+    # a pipe or device (`<(zcat ...)`, /dev/stdin): like stdin, it can be read only once
+    # and has no lasting identity beyond the name it was given
+    return Source(f"stream:{path}", path, lambda: open(path, "rb"), rereadable=False)
 
 
 def sample_source() -> Source:
     """The bundled sample crawl (real pages plus a few planted quilts)."""
     ref = resources.files("streamdet") / "sample" / "sample-crawl.jsonl.gz"
-    return Source(SAMPLE, "bundled sample crawl", lambda: ref.open("rb"))
+    if not ref.is_file():
+        raise InputError("the bundled sample crawl is missing from this installation "
+                         "(streamdet/sample/sample-crawl.jsonl.gz); give --input PATH")
+    size = None
+    try:
+        size = os.path.getsize(str(ref))
+    except (OSError, TypeError):
+        pass
+    return Source(SAMPLE, "bundled sample crawl", lambda: ref.open("rb"), size=size)
 
 
 class _NoClose(io.RawIOBase):

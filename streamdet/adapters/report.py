@@ -19,27 +19,56 @@ def dump_rows(store: Store) -> Iterator[dict]:
         yield {
             "url": key.decode("utf-8"),
             "n_grams": doc.n_grams,
-            "n_patch_grams": len(doc.pg),
-            "patch_fraction": len(doc.pg) / doc.n_grams if doc.n_grams else 0.0,
+            "n_patch_grams": doc.n_patch,
+            "patch_fraction": doc.n_patch / doc.n_grams if doc.n_grams else 0.0,
             "sources": [{"url": u, "grams": n} for u, n in r.sources],
             "quilted": r.quilted,
         }
 
 
-def explain(store: Store, url: str) -> str:
-    """Why a page is or is not quilted, in plain words."""
+def _variants(url: str) -> list[str]:
+    """Spellings of a URL a person may have meant: trailing slash, scheme, www."""
+    out = []
+    out.append(url[:-1] if url.endswith("/") else url + "/")
+    if url.startswith("https://"):
+        out.append("http://" + url[8:])
+    elif url.startswith("http://"):
+        out.append("https://" + url[7:])
+    for scheme in ("https://", "http://"):
+        if url.startswith(scheme + "www."):
+            out.append(scheme + url[len(scheme) + 4:])
+        elif url.startswith(scheme):
+            out.append(scheme + "www." + url[len(scheme):])
+    return out
+
+
+def explain(store: Store, url: str) -> tuple[str, bool]:
+    """Why a page is or is not quilted, in plain words; and whether the URL is known."""
     params = Params.from_fingerprint(store.meta("params"))
     txn = store.begin()
-    entry = txn.url_entry(url)
+    url = url.strip()
+    try:
+        entry = txn.url_entry(url)
+    except UnicodeError:
+        entry = None
     if entry is None:
-        return f"{url} is not in this state (never seen, or spelled differently)."
+        near = []
+        for v in _variants(url):
+            try:
+                if txn.url_entry(v) is not None:
+                    near.append(v)
+            except UnicodeError:
+                pass
+        hint = f" Did you mean {' or '.join(near)}?" if near else ""
+        return (f"{url} is not in this state (never seen, or spelled differently).{hint}",
+                False)
     docno, seq = entry
     doc = txn.doc(docno)
     server, _ = txn.name(docno)
     r = doc.result
-    n_pg = len(doc.pg)
+    n_pg = doc.n_patch
     frac = n_pg / doc.n_grams if doc.n_grams else 0.0
-    foreign_pg = sum(1 for srcs in doc.pg.values() if srcs)
+    foreign_pg = doc.foreign_patch_grams()
     lines = [
         f"{url}",
         f"  server ({params.foreign}): {server or '-'}",
@@ -64,4 +93,4 @@ def explain(store: Store, url: str) -> str:
     else:
         verdict = "not quilted: the shared text comes from too few foreign sources"
     lines.append(f"  {verdict} (events so far: {seq})")
-    return "\n".join(lines)
+    return "\n".join(lines), True

@@ -22,6 +22,8 @@ REASONS = {
     "bad_url": "url is not an absolute http(s) URL",
     "no_body": "neither html nor text is a non-empty string",
     "too_large": "body is larger than the limit",
+    "unreadable": "the input is damaged here (truncated or corrupt file)",
+    "unparsable": "the page cannot be analysed",
 }
 
 
@@ -55,8 +57,8 @@ def decode(raw: bytes | str) -> dict:
             raise BadRecord("not_utf8", detail) from None
     try:
         obj = json.loads(raw)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise BadRecord("not_json", f"not JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, or a 5,000-digit number
+        raise BadRecord("not_json", f"not JSON: {str(exc)[:200]}") from None
     if not isinstance(obj, dict):
         raise BadRecord("not_object")
     return obj
@@ -68,9 +70,7 @@ def page_from_object(obj: dict, max_body: int = DEFAULT_MAX_BODY) -> Page:
     if not isinstance(url, str) or not url.strip():
         raise BadRecord("no_url")
     url = url.strip()
-    parts = urlsplit(url)
-    if (parts.scheme.lower() not in ("http", "https") or not parts.hostname
-            or any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in url)):
+    if not valid_url(url):
         raise BadRecord("bad_url", f"url is not an absolute http(s) URL: {url[:200]!r}")
     html, text = obj.get("html"), obj.get("text")
     if isinstance(html, str) and html:
@@ -82,14 +82,45 @@ def page_from_object(obj: dict, max_body: int = DEFAULT_MAX_BODY) -> Page:
     body = html if body_field == "html" else text
     if len(body) > max_body // 4 and len(body.encode("utf-8")) > max_body:
         raise BadRecord("too_large", f"{body_field} is larger than the limit of {max_body} bytes")
-    ip = obj.get("ip")
+    ip = clean_ip(obj.get("ip"))
     return Page(
         url=url,
         html=body if body_field == "html" else None,
         text=body if body_field == "text" else None,
-        ip=ip if isinstance(ip, str) and ip else None,
+        ip=ip,
         fetched_at=parse_time(obj.get("fetched_at")),
     )
+
+
+def valid_url(url: str) -> bool:
+    """Absolute http(s), a host, no whitespace or control characters, encodable as UTF-8."""
+    if any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in url) or not _is_utf8(url):
+        return False
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname  # raises ValueError on a malformed [IPv6] literal
+    except ValueError:
+        return False
+    return parts.scheme.lower() in ("http", "https") and bool(host)
+
+
+def clean_ip(value: object) -> str | None:
+    """The optional ip field, or None when absent or unusable (it is only a server key)."""
+    if not isinstance(value, str):
+        return None
+    ip = value.strip()
+    if not ip or not _is_utf8(ip) or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in ip):
+        return None
+    return ip
+
+
+def _is_utf8(s: str) -> bool:
+    """False for text holding unpaired surrogates (JSON can escape them, UTF-8 cannot)."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse_record(raw: bytes | str, max_body: int = DEFAULT_MAX_BODY) -> Page:

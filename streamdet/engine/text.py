@@ -25,7 +25,7 @@ _BLOCKS = ", ".join(BLOCK_TAGS)
 
 def visible_text(html: str) -> str:
     """The words a reader sees, with block boundaries as spaces."""
-    tree = LexborHTMLParser(html)
+    tree = LexborHTMLParser(html, scripting=True)  # parse <noscript> as a browser does
     for node in tree.css(HIDDEN):
         node.decompose()
     root = tree.root

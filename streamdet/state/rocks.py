@@ -60,6 +60,18 @@ def _table_options(cache: Cache, point_lookup: bool) -> Options:
     return opts
 
 
+def dir_bytes(path: str) -> int:
+    """Bytes of all files under a directory (SST, WAL, manifest, ...)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total
+
+
 class RocksKV(KV):
     """A RocksDB database in `path`, one column family per table."""
 
@@ -110,14 +122,7 @@ class RocksKV(KV):
         self._db.write(batch, self._write_opts)
 
     def disk_bytes(self) -> int:
-        total = 0
-        for root, _dirs, files in os.walk(self.path):
-            for f in files:
-                try:
-                    total += os.path.getsize(os.path.join(root, f))
-                except OSError:
-                    pass
-        return total
+        return dir_bytes(self.path)
 
     def close(self) -> None:
         if not self._closed:

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import heapq
 import struct
 from dataclasses import dataclass
 
@@ -105,7 +106,7 @@ class DocState:
         """New patch grams, in free slots first."""
         for g in grams:
             if self.free:
-                i = self.free.pop()
+                i = heapq.heappop(self.free)  # lowest free slot: layout independent of history
                 self.slots[i] = g
             else:
                 i = len(self.slots)
@@ -116,7 +117,7 @@ class DocState:
         """Patch grams no more: their slots are cleared in every mask and freed."""
         clear = ~self.bits(grams)
         for g in grams:
-            self.free.append(self.pos.pop(g))
+            heapq.heappush(self.free, self.pos.pop(g))
         self.masks = {s: m & clear for s, m in self.masks.items() if m & clear}
 
     def add_source(self, source: int, bits: int) -> None:
@@ -138,19 +139,20 @@ class DocState:
 
 
 def encode_doc(d: DocState) -> bytes:
-    occupied = 0
-    for i in d.pos.values():
-        occupied |= 1 << i
     n_slots = len(d.slots)
+    occupied = (1 << n_slots) - 1
+    for i in d.free:
+        occupied ^= 1 << i
     mask_len = (n_slots + 7) // 8
     cover = "\x00".join(f"{u}\x01{n}" for u, n in d.result.sources).encode("utf-8")
-    sources = np.fromiter(d.masks.keys(), dtype="<u8", count=len(d.masks))
+    order = sorted(d.masks)  # canonical bytes whatever order sources arrived in
+    sources = np.asarray(order, dtype="<u8")
     return b"".join((
         _DOC_HEADER.pack(d.n_grams, n_slots, len(d.masks), len(cover), d.result.quilted),
         np.asarray(d.slots, dtype="<u8").tobytes(),
         occupied.to_bytes(mask_len, "little"),
         sources.tobytes(),
-        b"".join(m.to_bytes(mask_len, "little") for m in d.masks.values()),
+        b"".join(d.masks[s].to_bytes(mask_len, "little") for s in order),
         cover,
     ))
 

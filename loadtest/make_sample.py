@@ -1,0 +1,122 @@
+"""Build streamdet/sample/sample-crawl.jsonl.gz, the crawl `streamdet run` uses without --input.
+
+    /work/venv/bin/python loadtest/make_sample.py            # write the sample and its truth
+    /work/venv/bin/python loadtest/make_sample.py --check    # ... and run the detector on it
+
+The sample is `--pages` small real pages (html of at most `--max-html` bytes and at least
+`--min-words` words of visible text) and `--quilts` planted quilts from
+`corpus.planted_corpus`, in a seeded shuffled order. The output is deterministic: the same
+arguments give the same bytes (gzip with mtime 0). The planted truth goes beside it in
+sample-truth.json ({quilt_url: [donor urls]}; not packaged, for tests and people).
+
+--check runs the embedded pipeline (in memory, default parameters) on the written file and
+prints the recall of the planted quilts and every other page found quilted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from loadtest.corpus import load_pages, planted_corpus, write_jsonl  # noqa: E402
+from streamdet.engine.analysis import page_text  # noqa: E402
+from streamdet.engine.records import Page  # noqa: E402
+from streamdet.engine.tokens import tokenize  # noqa: E402
+
+SAMPLE_DIR = Path(__file__).resolve().parent.parent / "streamdet" / "sample"
+SAMPLE = SAMPLE_DIR / "sample-crawl.jsonl.gz"
+TRUTH = SAMPLE_DIR / "sample-truth.json"
+
+
+def small_pages(max_html: int, min_words: int) -> list[dict]:
+    """Real pages small enough for the bundle, with enough visible text to matter."""
+    out = []
+    for rec in load_pages():
+        if len(rec["html"].encode("utf-8")) > max_html:
+            continue
+        if len(tokenize(page_text(Page(url=rec["url"], html=rec["html"])))) < min_words:
+            continue
+        out.append(rec)
+    return out
+
+
+def evaluate(path: str, truth: dict, params=None) -> dict:
+    """Run the embedded pipeline on `path` in memory; recall and other quilted pages."""
+    from streamdet.adapters.embedded import EmbeddedRunner
+    from streamdet.adapters.inputs import open_source
+    from streamdet.adapters.outputs import JsonlSink
+    from streamdet.adapters.report import dump_rows
+    from streamdet.engine.params import Params
+    from streamdet.state.kv import MemoryKV
+    from streamdet.state.txn import Store
+
+    params = params or Params()
+    store = Store(MemoryKV())
+    runner = EmbeddedRunner(store, params, JsonlSink(None), JsonlSink(None))
+    summary = runner.run([open_source(path)])
+    rows = {r["url"]: r for r in dump_rows(store)}
+    found = {u for u, r in rows.items() if r["quilted"]}
+    planted = set(truth)
+    return {
+        "pages": summary.pages,
+        "dead": summary.dead_total,
+        "events": dict(summary.events),
+        "recall": len(found & planted) / len(planted) if planted else 1.0,
+        "missed": {u: rows.get(u) for u in sorted(planted - found)},
+        "planted": {u: rows.get(u) for u in sorted(planted)},
+        "other_quilted": {u: rows[u] for u in sorted(found - planted)},
+        "seconds": summary.seconds,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seed", type=int, default=20261122)
+    ap.add_argument("--pages", type=int, default=150, help="real pages (default 150)")
+    ap.add_argument("--quilts", type=int, default=8, help="planted quilts (default 8)")
+    ap.add_argument("--donors", type=int, nargs=2, default=(4, 10), metavar=("LO", "HI"))
+    ap.add_argument("--max-html", type=int, default=45_000, help="largest html in bytes")
+    ap.add_argument("--min-words", type=int, default=150, help="fewest visible tokens")
+    ap.add_argument("--out", default=str(SAMPLE), help=f"output (default {SAMPLE})")
+    ap.add_argument("--truth", default=None, help="truth JSON (default beside --out)")
+    ap.add_argument("--check", action="store_true", help="run the detector on the result")
+    args = ap.parse_args(argv)
+
+    pool = small_pages(args.max_html, args.min_words)
+    records, truth = planted_corpus(args.seed, args.pages, args.quilts, tuple(args.donors),
+                                    pool=pool)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    n = write_jsonl(records, out)
+    truth_path = Path(args.truth) if args.truth else out.parent / (
+        out.name.replace("-crawl.jsonl.gz", "").replace(".jsonl.gz", "") + "-truth.json")
+    truth_path.write_text(json.dumps(truth, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"{out}: {n} records ({args.pages} real pages of {len(pool)} eligible, "
+          f"{len(truth)} planted quilts), {os.path.getsize(out) / 1e6:.2f} MB; "
+          f"truth in {truth_path}")
+    if args.check:
+        res = evaluate(str(out), truth)
+        print(f"detector: {res['pages']} pages in {res['seconds']:.1f} s, "
+              f"{res['dead']} dead letters, events {res['events']}")
+        print(f"recall of planted quilts: {res['recall']:.2f} "
+              f"({len(truth) - len(res['missed'])}/{len(truth)})")
+        for u, row in res["planted"].items():
+            mark = "ok    " if row and row["quilted"] else "MISSED"
+            if row is None:
+                print(f"  {mark} {u}: not in state")
+                continue
+            print(f"  {mark} pf={row['patch_fraction']:.2f} sources={len(row['sources'])} "
+                  f"donors={len(truth[u])} {u}")
+        print(f"other pages quilted: {len(res['other_quilted'])}")
+        for u, row in res["other_quilted"].items():
+            print(f"  pf={row['patch_fraction']:.2f} sources={len(row['sources'])} {u}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

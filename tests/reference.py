@@ -1,0 +1,272 @@
+"""A brute-force reference for SPEC §1, written straight from the definition.
+
+Deliberately independent of the engine's code paths: no regex tokenizer, no hashing, no
+postings, no deltas, no bitmasks, no selectolax. It recomputes everything from scratch
+from the list of records, in arrival order:
+
+- tokens by a per-character loop over `unicodedata.category` (L*, N*, M*); each token is
+  casefolded after it is cut (SPEC: "maximal runs of ..., casefolded"). The only engine
+  function used is `is_segmented_letter` (the Unicode Script property is not in
+  `unicodedata`);
+- visible text of `html` by the stdlib `html.parser`;
+- grams as exact tuples of k tokens;
+- docs(g) over the latest version of each URL;
+- the sticky exception ("a gram that once had more than m documents may stay common") by a
+  sequential replay of counts, one record at a time, a re-fetch withdrawing the old
+  version before adding the new one;
+- servers by `streamdet.engine.servers.server_of` (the brief allows it: the PSL lives there);
+- the greedy cover with Python sets.
+
+`reference(records, params)` returns {url: row}, each row shaped like
+`streamdet.adapters.report.dump_rows`: {"url", "n_grams", "n_patch_grams",
+"patch_fraction", "sources": [{"url", "grams"}, ...] in greedy order, "quilted"}.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from typing import Any
+from urllib.parse import urlsplit
+
+from streamdet.engine.servers import server_of
+from streamdet.engine.tokens import is_segmented_letter
+
+# ----------------------------------------------------------------------------- tokens
+
+
+def ref_tokenize(text: str) -> list[str]:
+    """SPEC §1 tokens, one character at a time.
+
+    A token is a maximal run of L*/N*/M* characters; a letter of a segmented script
+    (Han, Hiragana, Katakana, Hangul syllables, Thai, Lao, Khmer, Myanmar) is a token of
+    its own together with the marks that follow it; a mark with nothing before it in its
+    run (start of a run) is dropped. Each token is casefolded once it is cut.
+    """
+    tokens: list[str] = []
+    cur: list[str] = []
+    kind: str | None = None  # None (between tokens), "word" or "seg"
+
+    def flush() -> None:
+        nonlocal cur, kind
+        if cur:
+            tokens.append("".join(cur).casefold())
+        cur = []
+        kind = None
+
+    for ch in text:
+        major = unicodedata.category(ch)[0]
+        if major == "L" and is_segmented_letter(ch):
+            flush()
+            cur, kind = [ch], "seg"
+        elif major in ("L", "N"):
+            if kind != "word":
+                flush()
+                kind = "word"
+            cur.append(ch)
+        elif major == "M":
+            if kind is not None:
+                cur.append(ch)  # marks follow whatever token is open (word or seg letter)
+            # else: a mark with no letter/number before it: dropped
+        else:
+            flush()
+    flush()
+    return tokens
+
+
+# ----------------------------------------------------------------------------- html
+
+HIDDEN_TAGS = frozenset({"script", "style", "noscript", "template", "head"})
+
+# Elements that separate words (HTML block-level / flow-breaking elements, plus <br>).
+BLOCK_TAGS = frozenset(
+    """address article aside blockquote body br caption center dd details dialog dir div dl
+    dt fieldset figcaption figure footer form frameset h1 h2 h3 h4 h5 h6 header hgroup hr
+    html legend li main menu nav ol optgroup option p pre section summary table tbody td
+    tfoot th thead title tr ul""".split()
+)
+
+VOID_TAGS = frozenset("area base br col embed hr img input link meta source track wbr".split())
+
+
+class _Visible(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.hidden = 0
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        if tag in HIDDEN_TAGS:
+            self.hidden += 1
+        if tag in BLOCK_TAGS:
+            self.parts.append(" ")
+
+    def handle_startendtag(self, tag: str, attrs: Any) -> None:
+        # <br/> and friends: a separator, never an open hidden element
+        if tag in BLOCK_TAGS:
+            self.parts.append(" ")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in HIDDEN_TAGS and self.hidden:
+            self.hidden -= 1
+        if tag in BLOCK_TAGS:
+            self.parts.append(" ")
+
+    def handle_data(self, data: str) -> None:
+        if not self.hidden:
+            self.parts.append(data)
+
+
+def ref_visible_text(html: str) -> str:
+    """Visible text of simple, well-formed HTML (what the equivalence tests generate)."""
+    p = _Visible()
+    p.feed(html)
+    p.close()
+    return "".join(p.parts)
+
+
+# ----------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class RefDoc:
+    url: str
+    text: str
+    ip: str | None
+
+
+def ref_record(rec: Mapping[str, Any]) -> RefDoc | None:
+    """SPEC §2 validity, independently: None for a record that goes to the dead letters."""
+    url = rec.get("url")
+    if not isinstance(url, str) or not url.strip():
+        return None
+    url = url.strip()
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return None
+    if any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in url):
+        return None
+    html, text = rec.get("html"), rec.get("text")
+    # Reading of SPEC when both are present: html wins (the engine's choice too).
+    if isinstance(html, str) and html:
+        body = ref_visible_text(html)
+    elif isinstance(text, str) and text:
+        body = text
+    else:
+        return None
+    ip = rec.get("ip")
+    return RefDoc(url, body, ip if isinstance(ip, str) and ip else None)
+
+
+# ----------------------------------------------------------------------------- grams
+
+
+def ref_grams(tokens: list[str], k: int) -> frozenset[tuple[str, ...]]:
+    """The set of k-token windows (none when fewer than k tokens)."""
+    return frozenset(tuple(tokens[i : i + k]) for i in range(len(tokens) - k + 1))
+
+
+def _param(params: Any, name: str) -> Any:
+    return params[name] if isinstance(params, Mapping) else getattr(params, name)
+
+
+# ----------------------------------------------------------------------------- cover
+
+
+def ref_cover(
+    patch: frozenset, candidates: Mapping[str, frozenset]
+) -> list[tuple[str, int]]:
+    """Greedy cover of `patch` by candidate documents (url -> gram set).
+
+    Repeatedly take the candidate holding most still-uncovered grams; ties: most grams of
+    `patch` held overall, then the smallest URL (code-point order); stop when no candidate
+    covers anything new. Returns (url, newly covered) in pick order."""
+    held = {u: patch & g for u, g in candidates.items()}
+    held = {u: h for u, h in held.items() if h}
+    uncovered = set(patch)
+    out: list[tuple[str, int]] = []
+    while uncovered and held:
+        best = None
+        best_key = None
+        for u, h in held.items():
+            gain = len(h & uncovered)
+            if gain == 0:
+                continue
+            key = (-gain, -len(h), u)
+            if best_key is None or key < best_key:
+                best, best_key = u, key
+        if best is None:
+            break
+        out.append((best, -best_key[0]))
+        uncovered -= held.pop(best)
+    return out
+
+
+# ----------------------------------------------------------------------------- reference
+
+
+def ever_common(seq: Iterable[tuple[str, frozenset]], m: int) -> set:
+    """Grams whose live document count ever exceeded m, replaying arrivals in order."""
+    counts: dict = {}
+    current: dict[str, frozenset] = {}
+    common: set = set()
+    for url, grams in seq:
+        old = current.get(url)
+        if old is not None:
+            for g in old:
+                counts[g] -= 1
+        for g in grams:
+            n = counts.get(g, 0) + 1
+            counts[g] = n
+            if n > m:
+                common.add(g)
+        current[url] = grams
+    return common
+
+
+def reference(records: Iterable[Mapping[str, Any]], params: Any) -> dict[str, dict]:
+    """{url: row} for every live document after all records, per SPEC §1."""
+    k, m = _param(params, "k"), _param(params, "m")
+    c, theta, foreign = _param(params, "c"), _param(params, "theta"), _param(params, "foreign")
+
+    arrivals: list[tuple[str, frozenset]] = []
+    latest: dict[str, tuple[frozenset, str]] = {}  # url -> (grams, server)
+    for rec in records:
+        doc = ref_record(rec)
+        if doc is None:
+            continue
+        grams = ref_grams(ref_tokenize(doc.text), k)
+        arrivals.append((doc.url, grams))
+        latest[doc.url] = (grams, server_of(doc.url, doc.ip, foreign))
+
+    sticky = ever_common(arrivals, m)
+    docs_of: dict = {}
+    for url, (grams, _) in latest.items():
+        for g in grams:
+            docs_of.setdefault(g, set()).add(url)
+
+    rows: dict[str, dict] = {}
+    for url in sorted(latest):
+        grams, server = latest[url]
+        patch = frozenset(
+            g for g in grams if 2 <= len(docs_of[g]) <= m and g not in sticky
+        )
+        candidates = {
+            u: latest[u][0]
+            for u in latest
+            if u != url and (foreign == "none" or latest[u][1] != server)
+        }
+        cover = ref_cover(patch, candidates)
+        n, p = len(grams), len(patch)
+        frac = p / n if n else 0.0
+        rows[url] = {
+            "url": url,
+            "n_grams": n,
+            "n_patch_grams": p,
+            "patch_fraction": frac,
+            "sources": [{"url": u, "grams": g} for u, g in cover],
+            "quilted": frac >= theta and len(cover) >= c,
+        }
+    return rows

@@ -1,0 +1,251 @@
+"""Bad input never stops `streamdet run` and is never silently dropped (SPEC §2): each bad
+record lands in the dead-letter file with its reason and its original bytes, the good
+records around it are all processed, and the summary line counts them."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from .cli_helpers import dump_rows, read_jsonl, real_pages, streamdet, summary
+
+MAX_BODY = 150_000
+
+
+def _good_pages(n: int) -> list[dict]:
+    return [p for p in real_pages(40) if len(p["html"].encode()) < MAX_BODY - 1000][:n]
+
+
+def _line(obj) -> bytes:
+    return json.dumps(obj, ensure_ascii=False).encode() + b"\n"
+
+
+def _original(entry: dict) -> bytes:
+    """The original record bytes kept by a dead letter."""
+    if "record_base64" in entry:
+        return base64.b64decode(entry["record_base64"])
+    return entry["record"].encode("utf-8")
+
+
+# (reason, original line) for every way a record can be bad
+BAD = [
+    ("not_json", b"this is not json"),
+    ("not_json", b'{"url": "http://example.com/a", "text": "unterminated'),
+    ("not_json", b'{"url": "http://example.com/n", "text": "x", "n": 1' + b"0" * 5000 + b"}"),
+    ("not_object", b"[1, 2, 3]"),
+    ("not_object", b"42"),
+    ("not_object", b'"a string"'),
+    ("not_object", b"null"),
+    ("no_url", b'{"html": "<p>a page without a url</p>"}'),
+    ("no_url", b'{"url": null, "text": "a b c d e f"}'),
+    ("no_url", b'{"url": 42, "text": "a b c d e f"}'),
+    ("no_url", b'{"url": "", "text": "a b c d e f"}'),
+    ("bad_url", b'{"url": "ftp://example.com/file.txt", "text": "a b c d e f"}'),
+    ("bad_url", b'{"url": "/relative/page.html", "text": "a b c d e f"}'),
+    ("bad_url", b'{"url": "mailto:someone@example.com", "text": "a b c d e f"}'),
+    ("bad_url", b'{"url": "javascript:alert(1)", "text": "a b c d e f"}'),
+    ("bad_url", b'{"url": "http://", "text": "a b c d e f"}'),
+    ("bad_url", b'{"url": "http://[::1/broken", "text": "a b c d e f"}'),
+    ("bad_url", b'{"url": "http://example.com/\\ud800", "text": "a lone surrogate"}'),
+    ("no_body", b'{"url": "http://example.com/nobody"}'),
+    ("no_body", b'{"url": "http://example.com/empty", "html": "", "text": ""}'),
+    ("no_body", b'{"url": "http://example.com/null", "html": null}'),
+    ("no_body", b'{"url": "http://example.com/number", "text": 12345}'),
+    ("not_utf8", b'{"url": "http://example.com/latin1", "text": "caf\xe9 cr\xe8me"}'),
+    ("not_utf8", b'\xff\xfe{\x00"\x00u\x00r\x00l\x00"\x00'),
+    ("too_large", _line({"url": "http://example.com/big", "text": "word " * (MAX_BODY // 5 + 1)})
+     .rstrip(b"\n")),
+    ("too_large", _line({"url": "http://example.com/bightml",
+                         "html": "<p>" + "é" * (MAX_BODY // 2) + "</p>"}).rstrip(b"\n")),
+]
+
+
+@pytest.fixture(scope="module")
+def bad_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bad")
+    good = _good_pages(8)
+    good.append({"url": "http://text.example.net/plain", "text": "a plain text record " * 20})
+    # optional fields of the wrong type are ignored, the page is good
+    good.append({"url": "http://odd.example.net/ip", "text": "odd ip " * 30, "ip": 12345,
+                 "fetched_at": {"not": "a time"}})
+    good.append({"url": "http://odd.example.net/time", "text": "odd time " * 30,
+                 "ip": ["1.2.3.4"], "fetched_at": "yesterday-ish"})
+    good.append({"url": "http://odd.example.net/nul", "text": "nul \u0000 inside " * 20,
+                 "ip": "\u0000", "fetched_at": 1e308, "extra": {"kept": "opaque"}})
+    lines: list[tuple[str | None, bytes]] = []
+    bad = list(BAD)
+    for i, g in enumerate(good):
+        lines.append((None, _line(g).rstrip(b"\n")))
+        for _ in range(3):
+            if bad:
+                lines.append(bad.pop(0))
+        if i % 3 == 0:
+            lines.append(("blank", b"   "))  # blank lines are not records
+    lines += [(r, b) for r, b in bad]
+    path = d / "mixed.jsonl"
+    path.write_bytes(b"".join(b + b"\n" for _, b in lines))
+    state = d / "state"
+    proc = streamdet("run", "--input", path, "--state", state, "--events", d / "events.jsonl",
+                     "--max-body", MAX_BODY)
+    records = [(r, b) for r, b in lines if r != "blank"]
+    return proc, state, records, good
+
+
+def test_run_finishes_and_counts(bad_run):
+    proc, state, records, good = bad_run
+    assert proc.returncode == 0
+    s = summary(proc.stderr)
+    want: dict[str, int] = {}
+    for reason, _ in BAD:
+        want[reason] = want.get(reason, 0) + 1
+    assert s["dead_total"] == len(BAD), s["line"]
+    assert s["dead"] == want, s["line"]
+    assert s["pages"] == len(good), s["line"]
+    assert b"Traceback" not in proc.stderr
+
+
+def test_every_good_record_is_processed(bad_run):
+    _, state, _, good = bad_run
+    rows = dump_rows(state)
+    assert set(rows) == {g["url"] for g in good}
+    assert rows["http://text.example.net/plain"]["n_grams"] > 0
+
+
+def test_every_bad_record_is_dead_lettered_with_its_bytes(bad_run):
+    _, state, records, _ = bad_run
+    dead = read_jsonl(state / "dead-letter.jsonl")
+    by_index = {e["index"]: e for e in dead}
+    assert len(by_index) == len(dead) == len(BAD)
+    for index, (reason, original) in enumerate(records):
+        if reason is None:
+            assert index not in by_index
+            continue
+        e = by_index[index]
+        assert e["reason"] == reason, (original[:80], e["error"])
+        assert e["error"]
+        assert _original(e) == original, reason
+        assert e["source"].endswith("mixed.jsonl")
+
+
+def test_crlf_bom_and_blank_lines(tmp_path):
+    a, b = _good_pages(2)
+    data = (b"\xef\xbb\xbf" + _line(a).rstrip(b"\n") + b"\r\n\r\n  \r\n"
+            + b"\xef\xbb\xbf" + _line(b).rstrip(b"\n") + b"\r\n")
+    path = tmp_path / "crlf.jsonl"
+    path.write_bytes(data)
+    proc = streamdet("run", "--input", path, "--state", tmp_path / "s", "--events", "-")
+    s = summary(proc.stderr)
+    assert (s["pages"], s["dead_total"]) == (2, 0), s["line"]
+    assert set(dump_rows(tmp_path / "s")) == {a["url"], b["url"]}
+
+
+def test_huge_line_is_streamed_aside_not_lost(tmp_path):
+    """A line far beyond the record limit is never held in memory: its bytes go to a side
+    file named by its dead letter, and the records after it are read normally."""
+    a = {"url": "http://small.example.com/a", "text": "small page one " * 50}
+    b = {"url": "http://small.example.com/b", "text": "small page two " * 50}
+    huge = json.dumps({"url": "http://example.com/huge", "text": "x" * 400_000}).encode()
+    path = tmp_path / "huge.jsonl"
+    path.write_bytes(_line(a) + huge + b"\n" + _line(b))
+    proc = streamdet("run", "--input", path, "--state", tmp_path / "s", "--events", "-",
+                     "--max-body", 10_000, "--dead-letter", tmp_path / "dl.jsonl")
+    s = summary(proc.stderr)
+    assert (s["pages"], s["dead"]) == (2, {"too_large": 1}), s["line"]
+    [e] = read_jsonl(tmp_path / "dl.jsonl")
+    assert e["record_size"] == len(huge) and e["record_truncated"]
+    assert Path(e["record_file"]).read_bytes() == huge
+    assert huge.startswith(_original(e))
+    assert e["offset"] == len(_line(a))
+
+
+def test_truncated_gzip_keeps_what_was_read(tmp_path):
+    pages = _good_pages(6)
+    blob = gzip.compress(b"".join(_line(p) for p in pages))
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(blob[: len(blob) * 2 // 3])
+    proc = streamdet("run", "--input", path, "--state", tmp_path / "s", "--events", "-")
+    s = summary(proc.stderr)
+    assert s["dead"] == {"unreadable": 1}, s["line"]
+    assert 1 <= s["pages"] < 6
+    assert set(dump_rows(tmp_path / "s")) <= {p["url"] for p in pages}
+    [e] = read_jsonl(tmp_path / "s" / "dead-letter.jsonl")
+    assert "cannot be read" in e["error"]
+
+
+def _warc(records, gz=True) -> bytes:
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    out = io.BytesIO()
+    w = WARCWriter(out, gzip=gz)
+    for url, status, ctype, body in records:
+        headers = [("Content-Type", ctype)] if ctype else []
+        http = StatusAndHeaders(status, headers, protocol="HTTP/1.1")
+        w.write_record(w.create_warc_record(url, "response", payload=io.BytesIO(body),
+                                            http_headers=http,
+                                            warc_headers_dict={"WARC-IP-Address": "192.0.2.1"}))
+    return out.getvalue()
+
+
+def test_warc_bad_bodies(tmp_path):
+    good = [dict(p, html=p["html"][:12_000]) for p in _good_pages(3)]
+    assert all(len(p["html"].encode()) < 20_000 for p in good)
+    bad_bytes = b"<html><body><p>caf\xe9 cr\xe8me br\xfbl\xe9e</p></body></html>"
+    recs = [
+        (good[0]["url"], "200 OK", "text/html; charset=utf-8", good[0]["html"].encode()),
+        ("http://warc.example.com/bad", "200 OK", "text/html; charset=utf-8", bad_bytes),
+        ("http://warc.example.com/latin", "200 OK", "text/html; charset=ISO-8859-1", bad_bytes),
+        ("http://warc.example.com/meta", "200 OK", "text/html",
+         b'<html><head><meta charset="windows-1252"></head><body><p>na\xefve</p></body></html>'),
+        ("http://warc.example.com/bogus", "200 OK", "text/html; charset=no-such-charset",
+         b"<p>plain ascii under a bogus charset label</p>"),
+        ("http://warc.example.com/plain", "200 OK", "text/plain", b"just <some> text here"),
+        ("http://warc.example.com/logo.png", "200 OK", "image/png", b"\x89PNG\r\n\x1a\n..."),
+        ("http://warc.example.com/app.js", "200 OK", "text/javascript", b"var a = 1;"),
+        ("http://warc.example.com/gone", "404 Not Found", "text/html", b"<p>not found</p>"),
+        ("http://warc.example.com/moved", "301 Moved", "text/html", b"<p>moved</p>"),
+        ("http://warc.example.com/huge", "200 OK", "text/html", b"<p>" + b"y" * 30_000),
+        (good[1]["url"], "200 OK", "text/html; charset=utf-8", good[1]["html"].encode()),
+    ]
+    blob = _warc(recs)
+    path = tmp_path / "mixed.warc.gz"
+    path.write_bytes(blob)
+    dl = tmp_path / "dl.jsonl"
+    proc = streamdet("run", "--input", path, "--state", tmp_path / "s", "--events", "-",
+                     "--max-body", 20_000,
+                     "--dead-letter", dl)
+    s = summary(proc.stderr)
+    assert "WARC responses ignored" in s["line"] and " 4 WARC" in s["line"], s["line"]
+    rows = dump_rows(tmp_path / "s")
+    for url in ("http://warc.example.com/latin", "http://warc.example.com/meta",
+                "http://warc.example.com/bogus", "http://warc.example.com/plain"):
+        assert url in rows
+    for url in ("http://warc.example.com/logo.png", "http://warc.example.com/gone",
+                "http://warc.example.com/bad"):
+        assert url not in rows
+    dead = {e["record"]["url"]: e for e in read_jsonl(dl)}
+    e = dead["http://warc.example.com/bad"]
+    assert e["reason"] == "not_utf8"
+    assert base64.b64decode(e["record"]["html_bytes"]) == bad_bytes
+    assert isinstance(e["offset"], int)
+    e = dead["http://warc.example.com/huge"]
+    assert e["reason"] == "too_large"
+    assert Path(e["record_file"]).read_bytes() == b"<p>" + b"y" * 30_000
+    assert s["dead"] == {"not_utf8": 1, "too_large": 1}, s["line"]
+    assert s["pages"] == 6
+
+
+def test_truncated_warc_keeps_what_was_read(tmp_path):
+    good = _good_pages(4)
+    blob = _warc([(p["url"], "200 OK", "text/html", p["html"].encode()) for p in good])
+    path = tmp_path / "cut.warc.gz"
+    path.write_bytes(blob[: len(blob) - 200])
+    proc = streamdet("run", "--input", path, "--state", tmp_path / "s", "--events", "-")
+    s = summary(proc.stderr)
+    assert s["dead"] == {"unreadable": 1}, s["line"]
+    assert s["pages"] == 3

@@ -1,0 +1,151 @@
+"""The greedy cover's rule and tie-breaks (SPEC §1 "cover"), computed by hand.
+
+Each case is a document's patch grams (small ints) and the patch grams each foreign
+candidate holds. It is checked three ways: the engine's `greedy_cover` on bitmasks, the
+reference's `ref_cover` on sets, and end to end through the engine with k=1 (each gram a
+word) on pages built so that their patch grams are exactly the case's sets.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from streamdet.engine.cover import greedy_cover
+from streamdet.engine.params import Params
+
+from .harness import assert_same_rows, memory_pipeline
+from .reference import ref_cover, reference
+
+# (name, patch grams of d, {candidate URL: grams it holds}, expected [(url, newly covered)])
+CASES = [
+    (
+        "most newly covered first; a source adding nothing new is left out",
+        {1, 2, 3, 4, 5, 6},
+        {"http://a.org/": {1, 2, 3, 4}, "http://b.org/": {1, 2, 3},
+         "http://c.org/": {5}, "http://d.org/": {5, 6}},
+        [("http://a.org/", 4), ("http://d.org/", 2)],
+    ),
+    (
+        "equal new grams: the one holding more patch grams overall wins",
+        {1, 2, 3, 4, 5, 6},
+        {"http://a.org/": {1, 2, 3, 4}, "http://y.org/": {1, 2, 5},
+         "http://b.org/": {6}, "http://c.org/": {5}},
+        # after a: y, b and c each add 1; y holds 3 overall -> y; then b (6); c adds nothing
+        [("http://a.org/", 4), ("http://y.org/", 1), ("http://b.org/", 1)],
+    ),
+    (
+        "overall count breaks the tie even on the first pick",
+        {1, 2, 3, 4},
+        {"http://a.org/": {1, 2}, "http://z.org/": {3, 4}, "http://m.org/": {1, 2}},
+        # all gain 2 and hold 2: smallest URL a, then z (m adds nothing new)
+        [("http://a.org/", 2), ("http://z.org/", 2)],
+    ),
+    (
+        "equal new and overall: smallest URL by code point (upper case before lower)",
+        {1, 2},
+        {"http://b.org/": {1, 2}, "http://a.org/": {1, 2}, "http://B.org/": {1, 2}},
+        [("http://B.org/", 2)],
+    ),
+    (
+        "code-point order, not locale order: z before a-umlaut",
+        {1, 2},
+        {"http://\u00e4.org/": {1}, "http://z.org/": {1}, "http://x.org/": {2}},
+        [("http://x.org/", 1), ("http://z.org/", 1)],
+    ),
+    (
+        "patch grams nobody foreign holds stay uncovered; the cover stops",
+        {1, 2, 3, 4},
+        {"http://a.org/": {1}},
+        [("http://a.org/", 1)],
+    ),
+    (
+        "newly covered counts, not holdings",
+        {1, 2, 3, 4, 5},
+        {"http://a.org/": {1, 2, 3}, "http://b.org/": {2, 3, 4}, "http://c.org/": {3, 4, 5}},
+        # a (3, ties with b and c on 3/3; smallest URL); then c adds {4,5} = 2, b adds {4} = 1
+        [("http://a.org/", 3), ("http://c.org/", 2)],
+    ),
+    (
+        "no candidates",
+        {1, 2},
+        {},
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize("name, patch, cands, expected", CASES, ids=[c[0] for c in CASES])
+def test_engine_greedy_cover(name, patch, cands, expected):
+    urls = sorted(cands, reverse=True)  # source ids not in URL order
+    bit = {g: 1 << i for i, g in enumerate(sorted(patch))}
+    masks = {}
+    for sid, u in enumerate(urls):
+        mask = 0
+        for g in cands[u]:
+            mask |= bit[g]
+        if mask:
+            masks[sid] = mask
+    got = greedy_cover(masks, lambda s: urls[s])
+    assert [(urls[s], n) for s, n in got] == expected
+
+
+@pytest.mark.parametrize("name, patch, cands, expected", CASES, ids=[c[0] for c in CASES])
+def test_reference_cover(name, patch, cands, expected):
+    assert ref_cover(frozenset(patch), {u: frozenset(g) for u, g in cands.items()}) == expected
+
+
+def test_astral_urls_sort_by_code_point():
+    """U+FFFF < U+10000 in code points (UTF-16 order would put the astral one first)."""
+    cands = {"http://h/\U00010000": {1}, "http://h/\uffff": {1}}
+    assert ref_cover(frozenset({1}), {u: frozenset(g) for u, g in cands.items()}) == [
+        ("http://h/\uffff", 1)]
+    urls = list(cands)
+    assert [(urls[s], n) for s, n in greedy_cover({0: 1, 1: 1}, lambda s: urls[s])] == [
+        ("http://h/\uffff", 1)]
+
+
+def _word(g: int) -> str:
+    return f"g{g}"
+
+
+@pytest.mark.parametrize("name, patch, cands, expected", CASES, ids=[c[0] for c in CASES])
+def test_cover_end_to_end(name, patch, cands, expected):
+    """d holds its patch grams plus one word of its own; each candidate page holds its
+    grams; one extra page on d's own server holds every patch gram so that each one has
+    at least two documents but it can never be a source (same registered domain)."""
+    params = Params(k=1, m=50, c=len(expected), theta=0.5, foreign="domain")
+    d = "http://www.d.com/"
+    records = [{"url": d, "text": " ".join(map(_word, sorted(patch))) + " own"}]
+    records += [{"url": u, "text": " ".join(map(_word, sorted(g)))} for u, g in cands.items()]
+    records.append({"url": "http://blog.d.com/", "text": " ".join(map(_word, sorted(patch)))})
+    rows = reference(records, params)
+    row = rows[d]
+    assert row["n_grams"] == len(patch) + 1
+    assert row["n_patch_grams"] == len(patch)
+    assert [(s["url"], s["grams"]) for s in row["sources"]] == expected
+    assert row["quilted"]
+    for batches in ([len(records)], [1] * len(records)):
+        assert_same_rows(rows, memory_pipeline(records, params, batches))
+        assert_same_rows(rows, memory_pipeline(records[::-1], params, batches))
+
+
+def test_same_server_excluded_unless_host_mode():
+    """A same-site page holding everything is no source under foreign=domain, and is
+    the first source under foreign=host; under foreign=none every other page counts."""
+    records = [
+        {"url": "http://www.d.com/", "text": "g1 g2 g3 g4"},
+        {"url": "http://blog.d.com/", "text": "g1 g2 g3 g4"},
+        {"url": "http://a.org/", "text": "g1 g2"},
+        {"url": "http://b.org/", "text": "g3"},
+    ]
+    expect = {
+        "domain": [("http://a.org/", 2), ("http://b.org/", 1)],
+        "host": [("http://blog.d.com/", 4)],
+        "none": [("http://blog.d.com/", 4)],
+        "ip": [("http://blog.d.com/", 4)],  # no ip field: the host name
+    }
+    for foreign, sources in expect.items():
+        params = Params(k=1, m=50, c=1, theta=0.5, foreign=foreign)
+        rows = reference(records, params)
+        assert [(s["url"], s["grams"]) for s in rows["http://www.d.com/"]["sources"]] == sources
+        assert_same_rows(rows, memory_pipeline(records, params, [4]))
