@@ -9,29 +9,35 @@ one AND and a popcount per source and step.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Mapping
 
 
 def greedy_cover(masks: Mapping[int, int], url_of: Callable[[int], str]) -> list[tuple[int, int]]:
-    """(source, newly covered grams) in the order the greedy algorithm picks them."""
-    if not masks:
-        return []
-    candidates = {s: (m, m.bit_count(), url_of(s)) for s, m in masks.items()}
+    """(source, newly covered grams) in the order the greedy algorithm picks them.
+
+    Lazy evaluation (as in CELF): a source's gain can only shrink as the cover grows, so a
+    heap keyed by (stale gain, total, URL) is re-checked only at its top. A popped source
+    whose fresh key still beats the next stale key is the exact greedy choice, ties
+    included: the key order *is* the SPEC's tie-breaking order.
+    """
+    heap = []
     uncovered = 0
-    for m in masks.values():
+    for s, m in masks.items():
+        total = m.bit_count()
+        heap.append((-total, -total, url_of(s), s, m))
         uncovered |= m
+    heapq.heapify(heap)
     cover: list[tuple[int, int]] = []
-    while uncovered and candidates:
-        best, best_key = None, None
-        for s, (m, total, url) in candidates.items():
-            gain = (m & uncovered).bit_count()
-            if gain == 0:
-                continue
-            key = (-gain, -total, url)
-            if best_key is None or key < best_key:
-                best, best_key = s, key
-        if best is None:
-            break
-        cover.append((best, -best_key[0]))
-        uncovered &= ~candidates.pop(best)[0]
+    while heap and uncovered:
+        _, neg_total, url, s, m = heapq.heappop(heap)
+        gain = (m & uncovered).bit_count()
+        if gain == 0:
+            continue
+        fresh = (-gain, neg_total, url, s, m)
+        if heap and fresh > heap[0]:
+            heapq.heappush(heap, fresh)
+            continue
+        cover.append((s, gain))
+        uncovered &= ~m
     return cover

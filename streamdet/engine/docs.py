@@ -23,6 +23,7 @@ class DocView:
     def touch_doc(self, docno: int) -> None: ...
     def name(self, docno: int) -> tuple[str, str] | None: ...
     def server(self, docno: int) -> str: ...
+    def url_of(self, docno: int) -> str: ...
 
 
 class DocRole:
@@ -75,8 +76,8 @@ class DocRole:
 
     def score(self, txn: DocView, doc: DocState) -> Cover:
         """The document's cover and quilted flag from its current patch set."""
-        cover = greedy_cover(doc.masks, lambda s: txn.name(s)[1])
-        sources = tuple((txn.name(s)[1], n) for s, n in cover)
+        cover = greedy_cover(doc.masks, txn.url_of)
+        sources = tuple((txn.url_of(s), n) for s, n in cover)
         n_patch = doc.n_patch
         frac = n_patch / doc.n_grams if doc.n_grams else 0.0
         quilted = frac >= self.params.theta and len(sources) >= self.params.c

@@ -29,12 +29,7 @@ class GramIndexView:
     def postings(self, grams: np.ndarray) -> list[Posting | None]: ...
     def set_posting(self, gram: int, posting: Posting) -> None: ...
     def add_fresh(self, grams: np.ndarray, docno: int, remember: np.ndarray) -> None: ...
-    def is_dead(self, docno: int) -> bool: ...
-
-
-def live(posting: tuple[int, ...], txn: GramIndexView) -> tuple[int, ...]:
-    """The holders of a posting that are not withdrawn versions."""
-    return tuple(x for x in posting if not txn.is_dead(x))
+    def live(self, posting: tuple[int, ...]) -> tuple[int, ...]: ...
 
 
 @dataclass
@@ -95,7 +90,7 @@ def add_document(txn: GramIndexView, docno: int, grams: np.ndarray, plan: PagePl
             continue
         if p == COMMON:
             continue
-        holders = live(p, txn)
+        holders = txn.live(p)
         n = len(holders)
         if n == 0:
             txn.set_posting(g, (docno,))
@@ -131,7 +126,7 @@ def withdraw_document(
     for g, p in zip(patch_grams, txn.postings(grams), strict=True):
         if p is None or p == COMMON:
             continue
-        rest = tuple(x for x in live(p, txn) if x != docno)
+        rest = tuple(x for x in txn.live(p) if x != docno)
         txn.set_posting(g, rest)
         if len(rest) == 1:
             alone.setdefault(rest[0], []).append(g)

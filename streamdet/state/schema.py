@@ -38,13 +38,13 @@ def key_u64(b: bytes) -> int:
 def encode_posting(p: Posting) -> bytes:
     if p == COMMON:
         return _COMMON_BYTES
-    return np.asarray(p, dtype="<u8").tobytes()
+    return struct.pack(f"<{len(p)}Q", *p)
 
 
 def decode_posting(b: bytes) -> Posting:
     if b == _COMMON_BYTES:
         return COMMON
-    return tuple(np.frombuffer(b, dtype="<u8").tolist())
+    return struct.unpack(f"<{len(b) // 8}Q", b)
 
 
 @dataclass
@@ -75,17 +75,17 @@ class DocState:
 
     def __init__(self, n_grams: int, slots: list[int] | None = None,
                  masks: dict[int, int] | None = None, result: Cover | None = None,
-                 occupied: int | None = None) -> None:
+                 free: list[int] | None = None) -> None:
         self.n_grams = n_grams
         self.slots: list[int] = slots or []
         self.masks: dict[int, int] = masks or {}
         self.result = result or Cover()
-        if occupied is None:
-            occupied = (1 << len(self.slots)) - 1
-        self.pos: dict[int, int] = {
-            g: i for i, g in enumerate(self.slots) if occupied >> i & 1
-        }
-        self.free: list[int] = [i for i in range(len(self.slots)) if not occupied >> i & 1]
+        self.free: list[int] = free or []  # a heap (ascending order is one)
+        if self.free:  # a freed slot still holds its old gram, which may live elsewhere
+            gone = set(self.free)
+            self.pos = {g: i for i, g in enumerate(self.slots) if i not in gone}
+        else:
+            self.pos = dict(zip(self.slots, range(len(self.slots)), strict=True))
 
     @property
     def n_patch(self) -> int:
@@ -121,7 +121,8 @@ class DocState:
         self.masks = {s: m & clear for s, m in self.masks.items() if m & clear}
 
     def add_source(self, source: int, bits: int) -> None:
-        self.masks[source] = self.masks.get(source, 0) | bits
+        if bits:
+            self.masks[source] = self.masks.get(source, 0) | bits
 
     def drop_source(self, source: int, bits: int) -> None:
         m = self.masks.get(source, 0) & ~bits
@@ -163,7 +164,9 @@ def decode_doc(b: bytes) -> DocState:
     off = _DOC_HEADER.size
     slots = np.frombuffer(b, dtype="<u8", count=n_slots, offset=off).tolist()
     off += 8 * n_slots
-    occupied = int.from_bytes(b[off : off + mask_len], "little")
+    occupied = np.unpackbits(np.frombuffer(b, dtype=np.uint8, count=mask_len, offset=off),
+                             bitorder="little")[:n_slots]
+    free = np.flatnonzero(occupied == 0).tolist()
     off += mask_len
     sources = np.frombuffer(b, dtype="<u8", count=n_src, offset=off).tolist()
     off += 8 * n_src
@@ -175,7 +178,7 @@ def decode_doc(b: bytes) -> DocState:
     result_sources = tuple(
         (u, int(n)) for u, n in (item.split("\x01") for item in cover_text.split("\x00"))
     ) if cover_text else ()
-    d = DocState(n_grams, slots, masks, None, occupied)
+    d = DocState(n_grams, slots, masks, None, free)
     d.result = Cover(result_sources, bool(quilted), d.n_patch, n_grams)
     return d
 

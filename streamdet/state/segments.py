@@ -123,9 +123,10 @@ class SegmentIndex:
             hit |= s.bloom.may_contain(grams, masks)
         return hit
 
-    def find(self, grams: np.ndarray) -> dict[int, list[int]]:
-        """gram -> first holders found in segments (usually one), for grams given."""
-        found: dict[int, list[int]] = {}
+    def find(self, grams: np.ndarray) -> dict[int, int]:
+        """gram -> its first holder, for the grams given that some segment holds. (A gram
+        has one first-holder pair: later holders go to the overlay.)"""
+        found: dict[int, int] = {}
         if not len(grams) or not self.segments:
             return found
         masks = probe_masks(grams)
@@ -142,8 +143,7 @@ class SegmentIndex:
             cd = np.concatenate([c[1] for c in chunks])
             pos = np.minimum(np.searchsorted(cg, cand), len(cg) - 1)
             hit = cg[pos] == cand
-            for g, d in zip(cand[hit].tolist(), cd[pos[hit]].tolist(), strict=True):
-                found.setdefault(g, []).append(d)
+            found.update(zip(cand[hit].tolist(), cd[pos[hit]].tolist(), strict=True))
         return found
 
     def _chunks(self, seg_id: int, indices: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -33,7 +33,7 @@ from .schema import (
 from .segments import SegmentIndex
 
 _MISSING = object()
-DOC_CACHE = 4096  # decoded documents kept between batches (the ones being re-scored)
+DOC_CACHE_SLOTS = 1 << 20  # patch-gram slots of decoded documents kept between batches
 
 
 class StateError(RuntimeError):
@@ -51,6 +51,7 @@ class Store:
         # and gives everything back on commit, so an abandoned transaction can never leave
         # uncommitted changes here.
         self.doc_cache: OrderedDict[int, DocState] = OrderedDict()
+        self._cached_slots = 0
 
     def meta(self, name: str) -> str | None:
         v = self.kv.get("meta", name.encode())
@@ -62,6 +63,25 @@ class Store:
     def positions(self) -> dict[str, int]:
         text = self.meta("positions")
         return json.loads(text) if text else {}
+
+    def take_doc(self, docno: int) -> DocState | None:
+        d = self.doc_cache.pop(docno, None)
+        if d is not None:
+            self._cached_slots -= len(d.slots)
+        return d
+
+    def keep_docs(self, docs: dict[int, DocState | None]) -> None:
+        """Keep a committed transaction's documents decoded, within a size budget (a
+        document costs about 100 bytes per patch-gram slot in Python objects)."""
+        cache = self.doc_cache
+        for docno, d in docs.items():
+            if d is not None:
+                cache[docno] = d
+                cache.move_to_end(docno)
+                self._cached_slots += len(d.slots)
+        while self._cached_slots > DOC_CACHE_SLOTS and cache:
+            _, old = cache.popitem(last=False)
+            self._cached_slots -= len(old.slots)
 
     def begin(self) -> Txn:
         return Txn(self)
@@ -132,8 +152,8 @@ class Txn:
             else:
                 cache[g] = decode_posting(raw)
         if rest:
-            for g, holders in self.store.segments.find(np.asarray(rest, dtype=np.uint64)).items():
-                cache[g] = tuple(holders)
+            for g, holder in self.store.segments.find(np.asarray(rest, dtype=np.uint64)).items():
+                cache[g] = (holder,)
 
     def posting(self, gram: int) -> Posting | None:
         """Posting of a prefetched gram (None: no document holds it)."""
@@ -164,8 +184,12 @@ class Txn:
         self.postings_cache[gram] = posting
         self.dirty_postings.add(gram)
 
-    def is_dead(self, docno: int) -> bool:
-        return docno in self.store.dead or docno in self.new_dead
+    def live(self, posting: tuple[int, ...]) -> tuple[int, ...]:
+        """The holders of a posting that are not withdrawn versions."""
+        dead, new_dead = self.store.dead, self.new_dead
+        if not dead and not new_dead:
+            return posting
+        return tuple(x for x in posting if x not in dead and x not in new_dead)
 
     def kill(self, docno: int) -> None:
         self.new_dead.add(docno)
@@ -174,7 +198,7 @@ class Txn:
     def doc(self, docno: int) -> DocState | None:
         d = self.docs.get(docno, _MISSING)
         if d is _MISSING:
-            d = self.store.doc_cache.pop(docno, None)
+            d = self.store.take_doc(docno)
             if d is None:
                 raw = self.kv.get("docs", u64key(docno))
                 d = None if raw is None else decode_doc(raw)
@@ -204,6 +228,11 @@ class Txn:
         if s is None:
             s = self.servers[docno] = self.name(docno)[0]
         return s
+
+    def url_of(self, docno: int) -> str:
+        """URL of a document version."""
+        n = self.names.get(docno)
+        return n[1] if n is not None else self.name(docno)[1]
 
     def put_name(self, docno: int, server: str, url: str) -> None:
         self.names[docno] = (server, url)
@@ -265,11 +294,6 @@ class Txn:
         """Write everything, with the input positions, in one atomic write."""
         self.kv.write(self.ops(positions))
         self.store.dead |= self.new_dead
-        cache = self.store.doc_cache
-        for docno, d in self.docs.items():
-            if d is not None:
-                cache[docno] = d
-        while len(cache) > DOC_CACHE:
-            cache.popitem(last=False)
+        self.store.keep_docs(self.docs)
         if self._segment is not None:
             self.store.segments.installed(self._segment)
