@@ -26,19 +26,21 @@ from rocksdict import (
     ReadOptions,
     SliceTransform,
     WriteBatch,
+    WriteBufferManager,
     WriteOptions,
 )
 
 from .kv import KV, TABLES, DeleteRange, Op
 
-BLOCK_CACHE_BYTES = 256 << 20
+BLOCK_CACHE_BYTES = 128 << 20  # data blocks, and the memtables charged to it (below)
+MEMTABLES_BYTES = 64 << 20  # all column families' memtables together
 
 
 class StateDirError(RuntimeError):
     """The state directory cannot be created, opened or locked."""
 
 
-def _table_options(cache: Cache, point_lookup: bool) -> Options:
+def _table_options(cache: Cache, memtables: WriteBufferManager, point_lookup: bool) -> Options:
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)
     opts.create_missing_column_families(True)
@@ -50,13 +52,15 @@ def _table_options(cache: Cache, point_lookup: bool) -> Options:
     opts.increase_parallelism(os.cpu_count() or 2)
     opts.set_max_background_jobs(2)
     opts.set_allow_concurrent_memtable_write(False)  # DB-wide; the hash memtable needs it
+    opts.set_write_buffer_manager(memtables)  # one memory budget for every memtable
+    opts.set_max_write_buffer_number(2)
     if point_lookup:
-        opts.set_write_buffer_size(64 << 20)
+        opts.set_write_buffer_size(32 << 20)
         opts.set_prefix_extractor(SliceTransform.create_fixed_prefix(8))
         opts.set_memtable_factory(MemtableFactory.hash_link_list(1 << 20))
         opts.set_memtable_prefix_bloom_ratio(0.1)
     else:
-        opts.set_write_buffer_size(16 << 20)
+        opts.set_write_buffer_size(8 << 20)
     return opts
 
 
@@ -84,9 +88,12 @@ class RocksKV(KV):
         if not os.access(path, os.W_OK | os.X_OK):
             raise StateDirError(f"state directory {path} is not writable")
         cache = Cache(BLOCK_CACHE_BYTES)
-        families = {t: _table_options(cache, t == "grams") for t in TABLES if t != "default"}
+        memtables = WriteBufferManager.new_write_buffer_manager_with_cache(
+            MEMTABLES_BYTES, False, cache)
+        families = {t: _table_options(cache, memtables, t == "grams") for t in TABLES}
         try:
-            self._db = Rdict(path, _table_options(cache, False), column_families=families)
+            self._db = Rdict(path, _table_options(cache, memtables, False),
+                             column_families=families)
         except Exception as exc:  # rocksdict raises plain Exception for IO / lock errors
             raise StateDirError(f"cannot open state in {path}: {exc}") from None
         self._cf = {t: self._db.get_column_family(t) for t in TABLES}
