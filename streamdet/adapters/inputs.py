@@ -31,7 +31,7 @@ import re
 import sys
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -271,40 +271,50 @@ class _Reader:
         """Stream an oversized line to a spill file. Returns its dead letter, the bytes
         read past its end, and its length with the newline."""
         h = hashlib.blake2b(self.chain.value, digest_size=16)
-        out, path = self._spill_open()
-        total, rest, data, ended = 0, b"", first, False
-        try:
-            while True:
+        tail = {"rest": b"", "ended": False}
+
+        def parts() -> Iterator[bytes]:
+            data = first
+            while data:
                 nl = data.find(b"\n")
-                part = data if nl < 0 else data[:nl]
-                total += len(part)
-                h.update(part)
-                if out is not None:
-                    out.write(part)
                 if nl >= 0:
-                    rest, ended = data[nl + 1:], True
-                    break
+                    tail.update(rest=data[nl + 1:], ended=True)
+                    yield data[:nl]
+                    return
+                yield data
                 data = read1(CHUNK)
-                if not data:
-                    break
-        finally:
-            if out is not None:
-                out.close()
-                os.replace(path + ".part", path)
+
+        total, path = self._spill(parts(), h)
+        rest, ended = tail["rest"], tail["ended"]
         self.chain.value = h.digest()
         err = BadRecord("too_large", f"record of {total:,} bytes is larger than the limit "
                         f"for a body of {self.opts.max_body:,} bytes")
         rec = self._next(first[:PREFIX_KEPT], err, offset=start, chain=h.hexdigest(),
-                         spilled=path if out is not None else None, size=total)
+                         spilled=path, size=total)
         return rec, rest, total + ended
 
-    def _spill_open(self):
-        if not self.opts.spill_dir:
-            return None, None
-        os.makedirs(self.opts.spill_dir, exist_ok=True)
-        tag = hashlib.sha1(self.key.encode("utf-8", "surrogateescape")).hexdigest()[:12]
-        path = os.path.join(self.opts.spill_dir, f"{tag}-{self.index}.bin")
-        return open(path + ".part", "wb"), path  # noqa: SIM115 - closed by the caller
+    def _spill(self, chunks: Iterable[bytes], h) -> tuple[int, str | None]:
+        """Stream an oversized record into the hash `h` and, when there is a spill
+        directory, a file beside the dead letters. Returns its size and the file."""
+        path = None
+        out = None
+        if self.opts.spill_dir:
+            os.makedirs(self.opts.spill_dir, exist_ok=True)
+            tag = hashlib.sha1(self.key.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+            path = os.path.join(self.opts.spill_dir, f"{tag}-{self.index}.bin")
+            out = open(path + ".part", "wb")  # noqa: SIM115 - closed below
+        total = 0
+        try:
+            for chunk in chunks:
+                total += len(chunk)
+                h.update(chunk)
+                if out is not None:
+                    out.write(chunk)
+        finally:
+            if out is not None:
+                out.close()
+                os.replace(path + ".part", path)
+        return total, path
 
     # -- WARC -----------------------------------------------------------------------------
     def _warc(self, stream) -> Iterator[RawRecord]:
@@ -338,25 +348,13 @@ class _Reader:
             if len(body) > limit:
                 h = hashlib.blake2b(self.chain.value, digest_size=16)
                 h.update(meta)
-                out, path = self._spill_open()
-                total = 0
-                try:
-                    while body:
-                        total += len(body)
-                        h.update(body)
-                        if out is not None:
-                            out.write(body)
-                        body = content.read(CHUNK)
-                finally:
-                    if out is not None:
-                        out.close()
-                        os.replace(path + ".part", path)
+                total, path = self._spill(_chunks(body, content), h)
                 self.chain.value = h.digest()
                 err = BadRecord("too_large", f"body of {total:,} bytes is larger than the "
                                 f"limit of {limit:,} bytes")
                 offset = it.get_record_offset()  # only after the content: it reads to the end
                 yield self._next(obj, err, offset=offset, chain=h.hexdigest(),
-                                 spilled=path if out is not None else None, size=total)
+                                 spilled=path, size=total)
                 continue
             missing = getattr(rec.raw_stream, "limit", 0)
             if missing:  # the file ends inside this record (Content-Length not reached)
@@ -465,3 +463,11 @@ class _NoClose(io.RawIOBase):
         data = self._f.read1(len(b)) if hasattr(self._f, "read1") else self._f.read(len(b))
         b[: len(data)] = data
         return len(data)
+
+
+def _chunks(first: bytes, content) -> Iterator[bytes]:
+    """`first`, then the rest of a stream in CHUNK pieces."""
+    data = first
+    while data:
+        yield data
+        data = content.read(CHUNK)
