@@ -20,7 +20,7 @@ def dump_rows(store: Store) -> Iterator[dict]:
             "url": key.decode("utf-8"),
             "n_grams": doc.n_grams,
             "n_patch_grams": doc.n_patch,
-            "patch_fraction": doc.n_patch / doc.n_grams if doc.n_grams else 0.0,
+            "patch_fraction": doc.patch_fraction,
             "sources": [{"url": u, "grams": n} for u, n in r.sources],
             "quilted": r.quilted,
         }
@@ -67,7 +67,7 @@ def explain(store: Store, url: str) -> tuple[str, bool]:
     server, _ = txn.name(docno)
     r = doc.result
     n_pg = doc.n_patch
-    frac = n_pg / doc.n_grams if doc.n_grams else 0.0
+    frac = doc.patch_fraction
     foreign_pg = doc.foreign_patch_grams()
     lines = [
         f"{url}",

@@ -78,7 +78,5 @@ class DocRole:
         """The document's cover and quilted flag from its current patch set."""
         cover = greedy_cover(doc.masks, txn.url_of)
         sources = tuple((txn.url_of(s), n) for s, n in cover)
-        n_patch = doc.n_patch
-        frac = n_patch / doc.n_grams if doc.n_grams else 0.0
-        quilted = frac >= self.params.theta and len(sources) >= self.params.c
-        return Cover(sources, quilted, n_patch, doc.n_grams)
+        quilted = doc.patch_fraction >= self.params.theta and len(sources) >= self.params.c
+        return Cover(sources, quilted, doc.n_patch, doc.n_grams)

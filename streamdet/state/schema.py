@@ -31,6 +31,12 @@ def u64key(n: int) -> bytes:
     return n.to_bytes(8, "big")
 
 
+def u64keys(values: np.ndarray) -> list[bytes]:
+    """The 8-byte big-endian keys of many uint64 values (gram keys of the overlay)."""
+    blob = np.asarray(values, dtype=np.uint64).astype(">u8").tobytes()
+    return [blob[i : i + 8] for i in range(0, len(blob), 8)]
+
+
 def key_u64(b: bytes) -> int:
     return int.from_bytes(b, "big")
 
@@ -90,6 +96,10 @@ class DocState:
     @property
     def n_patch(self) -> int:
         return len(self.pos)
+
+    @property
+    def patch_fraction(self) -> float:
+        return self.n_patch / self.n_grams if self.n_grams else 0.0
 
     def patch_grams(self) -> list[int]:
         return list(self.pos)

@@ -26,6 +26,7 @@ import numpy as np
 
 from .bloom import BlockedBloom, probe_masks
 from .kv import KV, DeleteRange, Op
+from .schema import u64keys
 
 CHUNK = 512  # pairs per chunk value: 8 KB, a few us to read
 MERGE_FANIN = 4  # merge when this many segments share a size tier
@@ -223,10 +224,8 @@ class SegmentIndex:
         if not is_dead.any():
             return g, d
         dead_grams = g[is_dead]
-        blob = dead_grams.astype(">u8").tobytes()
         in_overlay = np.fromiter(
-            (v is not None for v in self.kv.get_many(
-                "grams", [blob[8 * i : 8 * i + 8] for i in range(len(dead_grams))])),
+            (v is not None for v in self.kv.get_many("grams", u64keys(dead_grams))),
             dtype=bool, count=len(dead_grams))
         drop = is_dead.copy()
         drop[np.flatnonzero(is_dead)[in_overlay]] = False

@@ -29,6 +29,7 @@ from .schema import (
     encode_url_entry,
     key_u64,
     u64key,
+    u64keys,
 )
 from .segments import SegmentIndex
 
@@ -106,7 +107,6 @@ class Txn:
         self.dirty_docs: set[int] = set()
         self.names: dict[int, tuple[str, str] | None] = {}
         self.new_names: dict[int, tuple[str, str]] = {}
-        self.servers: dict[int, str] = {}
         self.urls: dict[str, tuple[int, int] | None] = {}
         self.dirty_urls: set[str] = set()
         self.new_dead: set[int] = set()
@@ -142,9 +142,8 @@ class Txn:
             grams = grams[[g not in cache for g in grams.tolist()]]
         if not len(grams):
             return
-        blob = grams.astype(">u8").tobytes()
         glist = grams.tolist()
-        raws = self.kv.get_many("grams", [blob[8 * j : 8 * j + 8] for j in range(len(glist))])
+        raws = self.kv.get_many("grams", u64keys(grams))
         rest = []
         for g, raw in zip(glist, raws, strict=True):
             if raw is None:
@@ -223,11 +222,9 @@ class Txn:
         return n
 
     def server(self, docno: int) -> str:
-        """Server of a document version (cached: asked once per delta)."""
-        s = self.servers.get(docno)
-        if s is None:
-            s = self.servers[docno] = self.name(docno)[0]
-        return s
+        """Server of a document version."""
+        n = self.names.get(docno)
+        return n[0] if n is not None else self.name(docno)[0]
 
     def url_of(self, docno: int) -> str:
         """URL of a document version."""
@@ -269,10 +266,9 @@ class Txn:
             ops.extend(seg_ops)
         if self.dirty_postings:
             grams = sorted(self.dirty_postings)
-            blob = np.asarray(grams, dtype=np.uint64).astype(">u8").tobytes()
             cache = self.postings_cache
-            ops.extend(("grams", blob[8 * j : 8 * j + 8], encode_posting(cache[g]))
-                       for j, g in enumerate(grams))
+            ops.extend(("grams", key, encode_posting(cache[g]))
+                       for key, g in zip(u64keys(grams), grams, strict=True))
         for docno in sorted(self.dirty_docs):
             d = self.docs[docno]
             ops.append(("docs", u64key(docno), None if d is None else encode_doc(d)))
