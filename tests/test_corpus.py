@@ -165,8 +165,8 @@ def test_replay_varies_content_keeps_template():
 
 
 def test_bundled_sample_matches_its_truth():
-    if not SAMPLE.exists() or not SAMPLE_TRUTH.exists():
-        pytest.skip("no bundled sample (run loadtest/make_sample.py)")
+    assert SAMPLE.exists() and SAMPLE_TRUTH.exists(), (
+        "no bundled sample (run loadtest/make_sample.py)")
     with gzip.open(SAMPLE, "rt", encoding="utf-8") as f:
         records = [json.loads(line) for line in f]
     truth = json.loads(SAMPLE_TRUTH.read_text())
