@@ -8,7 +8,7 @@ import signal
 import sys
 import time
 
-from .adapters.inputs import InputError, open_source, sample_source
+from .adapters.inputs import DEFAULT_BATCH, InputError, open_source, sample_source
 from .adapters.outputs import JsonlSink, SinkError
 from .engine.params import FOREIGN_MODES, Params, ParamsError
 from .engine.records import DEFAULT_MAX_BODY
@@ -103,6 +103,8 @@ def _same_file(a: str, b: str) -> bool:
 def cmd_run(args: argparse.Namespace) -> int:
     if args.batch < 1:
         raise UsageError(f"--batch must be at least 1, got {args.batch}")
+    if args.analyzers is not None and args.analyzers < 0:
+        raise UsageError(f"--analyzers must be 0 or more, got {args.analyzers}")
     if args.max_body < 1:
         raise UsageError(f"--max-body must be at least 1 byte, got {args.max_body}")
     params = params_of(args)
@@ -123,7 +125,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--events and --dead-letter are the same file: {dead_path}")
     spill_dir = (dead_path + ".records" if dead_path != "-"
                  else os.path.join(args.state, "dead-letter.records"))
+    from .adapters.analyzers import default_processes
     from .adapters.embedded import EmbeddedRunner
+
+    analyzers = default_processes() if args.analyzers is None else args.analyzers
 
     if any(src.key == "stdin" for src in sources) and sys.stdin.isatty():
         print("streamdet: reading JSONL records from the terminal; end with Ctrl-D",
@@ -143,7 +148,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             try:
                 runner = EmbeddedRunner(store, params, events, dead, batch_size=args.batch,
                                         max_body=args.max_body, on_batch=progress,
-                                        spill_dir=spill_dir)
+                                        spill_dir=spill_dir, analyzers=analyzers)
                 s = runner.run(sources)
             finally:
                 progress.done()
@@ -210,7 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="events JSONL (default - : stdout)")
     run.add_argument("--dead-letter", metavar="PATH",
                      help="dead-letter JSONL (default DIR/dead-letter.jsonl)")
-    run.add_argument("--batch", type=int, default=128, help="records per atomic batch")
+    run.add_argument("--batch", type=int, default=DEFAULT_BATCH,
+                     help=f"records per atomic batch (default {DEFAULT_BATCH}; a batch also "
+                     "closes at 64 MB of records)")
+    run.add_argument("--analyzers", type=int, default=None, metavar="N",
+                     help="worker processes that parse pages ahead of the engine (default: 1 "
+                     "when the machine has 2 or more cores, else 0: parse in this process)")
     run.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY,
                      help="largest html/text body accepted, in bytes (default 10 MB)")
     add_params(run)

@@ -9,8 +9,10 @@ word) on pages built so that their patch grams are exactly the case's sets.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from streamdet.engine.cover import greedy_cover
+from streamdet.engine.cover import greedy_cover, still_greedy
 from streamdet.engine.params import Params
 
 from .harness import assert_same_rows, memory_pipeline
@@ -149,3 +151,23 @@ def test_same_server_excluded_unless_host_mode():
         rows = reference(records, params)
         assert [(s["url"], s["grams"]) for s in rows["http://www.d.com/"]["sources"]] == sources
         assert_same_rows(rows, memory_pipeline(records, params, [4]))
+
+
+URLS = st.sampled_from([f"http://{c}.org/" for c in "abcdefgh"])
+MASKS = st.dictionaries(st.integers(1, 8), st.integers(1, 2**10 - 1), max_size=6)
+
+
+@settings(max_examples=500, deadline=None)
+@given(old=MASKS, new=MASKS, url_of=st.dictionaries(st.integers(1, 16), URLS,
+                                                     min_size=16, max_size=16),
+       fresh_bits=st.integers(0, 3))
+def test_still_greedy_tells_exactly_whether_new_sources_change_the_cover(
+        old, new, url_of, fresh_bits):
+    """still_greedy's verdict equals running the greedy again, when the only changes are
+    new sources (which may hold new patch grams no earlier source holds)."""
+    new = {s + 8: m | (((1 << fresh_bits) - 1) << 10 if m & 1 else 0) for s, m in new.items()}
+    cover = greedy_cover(old, url_of.__getitem__)
+    after = {**old, **new}
+    verdict = still_greedy(after, cover, [url_of[s] for s, _ in cover],
+                           [(s, url_of[s]) for s in new])
+    assert verdict == (greedy_cover(after, url_of.__getitem__) == cover)

@@ -24,15 +24,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..engine.params import Params
-from ..engine.records import DEFAULT_MAX_BODY, BadRecord, Page, decode, page_from_object
+from ..engine.records import DEFAULT_MAX_BODY, BadRecord
 from ..state.txn import StateError, Store
-from .inputs import RawRecord, ReadOptions, Source, record_limit
+from .analyzers import Analyzers
+from .inputs import BATCH_BYTES, DEFAULT_BATCH, RawRecord, ReadOptions, Source
 from .outputs import JsonlSink, dead_letter, utc_now
 
 if TYPE_CHECKING:
     from ..engine.analysis import Analyzed
 
-STATE_FORMAT = "1"
+STATE_FORMAT = "2"
+
 CHAIN = "\x00chain"  # positions[key + CHAIN]: digest of the records applied
 HEAD = "\x00head"  # positions[key + HEAD]: digest of the first record alone
 
@@ -71,16 +73,15 @@ def open_store_checked(store: Store, params: Params) -> None:
 
 class EmbeddedRunner:
     def __init__(self, store: Store, params: Params, events: JsonlSink, dead: JsonlSink,
-                 batch_size: int = 128, max_body: int = DEFAULT_MAX_BODY,
+                 batch_size: int = DEFAULT_BATCH, max_body: int = DEFAULT_MAX_BODY,
                  on_batch: Callable[[RunSummary], None] | None = None,
-                 spill_dir: str | None = None) -> None:
+                 spill_dir: str | None = None, analyzers: int = 0) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         open_store_checked(store, params)
-        from ..engine.analysis import analyze  # the engine takes ~1 s to import: only now
-        from ..engine.core import Engine
+        from ..engine.core import Engine  # the engine takes ~1 s to import: only now
 
-        self._analyze_page = analyze
+        self.analyzers = analyzers
         self.store = store
         self.params = params
         self.engine = Engine(params)
@@ -98,12 +99,16 @@ class EmbeddedRunner:
         summary.bytes_total = None if None in sizes else sum(sizes)
         start = time.perf_counter()
         positions = self.store.positions()
-        for batch in self._batches(sources, positions, summary):
-            self._apply(batch, positions, summary)
-            summary.seconds = time.perf_counter() - start
-            summary.bytes_read = sum(s.bytes_read for s in sources)
-            if self.on_batch:
-                self.on_batch(summary)
+        analyzers = Analyzers(self.params, self.max_body, self.analyzers)
+        try:
+            for batch, results in analyzers.run(self._batches(sources, positions, summary)):
+                self._apply(batch, results, positions, summary)
+                summary.seconds = time.perf_counter() - start
+                summary.bytes_read = sum(s.bytes_read for s in sources)
+                if self.on_batch:
+                    self.on_batch(summary)
+        finally:
+            analyzers.close()
         summary.seconds = time.perf_counter() - start
         summary.bytes_read = sum(s.bytes_read for s in sources)
         for s in sources:
@@ -114,12 +119,14 @@ class EmbeddedRunner:
     def _batches(self, sources: list[Source], positions: dict, summary: RunSummary
                  ) -> Iterator[list[RawRecord]]:
         batch: list[RawRecord] = []
+        size = 0
         for source in sources:
             for rec in self._unapplied(source, positions, summary):
                 batch.append(rec)
-                if len(batch) >= self.batch_size:
+                size += _payload_bytes(rec.payload)
+                if len(batch) >= self.batch_size or size >= BATCH_BYTES:
                     yield batch
-                    batch = []
+                    batch, size = [], 0
         if batch:
             yield batch
 
@@ -160,14 +167,15 @@ class EmbeddedRunner:
             yield from it
 
     # -- applying -------------------------------------------------------------------------
-    def _apply(self, batch: list[RawRecord], positions: dict, summary: RunSummary) -> None:
+    def _apply(self, batch: list[RawRecord], results: list, positions: dict,
+               summary: RunSummary) -> None:
         pages: list[Analyzed] = []
-        for rec in batch:
-            try:
-                pages.append(self._analyze(rec))
-            except BadRecord as err:
-                self.dead.write(dead_letter(rec, err))
-                summary.dead[err.reason] += 1
+        for rec, result in zip(batch, results, strict=True):
+            if isinstance(result, BadRecord):
+                self.dead.write(dead_letter(rec, result))
+                summary.dead[result.reason] += 1
+            else:
+                pages.append(result)
             positions[rec.source] = rec.index + 1
             positions[rec.source + CHAIN] = rec.chain
             if rec.index == 0:
@@ -186,31 +194,11 @@ class EmbeddedRunner:
         summary.pages += stats.pages
         summary.fanout.extend(stats.fanout or ())
 
-    def _analyze(self, rec: RawRecord) -> Analyzed:
-        page = self._page(rec)
-        try:
-            return self._analyze_page(page, self.params)
-        except (RecursionError, ValueError, UnicodeError, OverflowError) as exc:
-            # The engine could not read this page; one page must not stop the stream.
-            raise BadRecord("unparsable", f"page cannot be analysed: {type(exc).__name__}: "
-                            f"{str(exc)[:200]}") from None
 
-    def _page(self, rec: RawRecord) -> Page:
-        """Validate a record (SPEC §2) into a Page, or raise BadRecord with its reason."""
-        if rec.error is not None:
-            raise rec.error
-        obj = rec.payload
-        if not isinstance(obj, dict):
-            if len(obj) > record_limit(self.max_body):
-                raise BadRecord("too_large", f"record is larger than the limit for a body of "
-                                f"{self.max_body:,} bytes")
-            obj = decode(obj)
-        try:
-            return page_from_object(obj, self.max_body)
-        except BadRecord:
-            raise
-        except (ValueError, OverflowError, TypeError) as exc:
-            raise BadRecord("unparsable", f"{type(exc).__name__}: {str(exc)[:200]}") from None
+def _payload_bytes(payload: bytes | dict) -> int:
+    if isinstance(payload, dict):  # WARC: the page body dominates
+        return sum(len(v) for v in payload.values() if isinstance(v, str))
+    return len(payload)
 
 
 class _Spool:

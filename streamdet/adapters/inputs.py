@@ -48,6 +48,10 @@ class InputError(RuntimeError):
     """An input that cannot be opened at all (missing file, unreadable, a directory)."""
 
 
+DEFAULT_BATCH = 512  # records per atomic batch; earlier documents are re-scored once per batch
+BATCH_BYTES = 64 << 20  # a batch also closes once its records hold this many bytes
+
+
 def record_limit(max_body: int) -> int:
     """Longest JSONL line read into memory: beyond it the body cannot be under max_body
     (engine.records.parse_record rejects at 2 * max_body + 64 KiB as well)."""

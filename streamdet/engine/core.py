@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..state.schema import Cover, DocState
 from ..state.txn import Txn
 from .analysis import Analyzed
-from .docs import DocRole
+from .docs import Dirty, DocRole, Touch
 from .events import change_kind, make_event
 from .params import Params
 from .postings import PagePlan, add_document, plan_batch, withdraw_document
@@ -36,7 +36,7 @@ class Engine:
 
     def process(self, txn: Txn, pages: Iterable[Analyzed]) -> tuple[list[dict], BatchStats]:
         """Apply a batch of analysed pages; return the events and counters."""
-        dirty: dict[int, str] = {}
+        dirty: Dirty = {}
         before: dict[int, Cover] = {}  # previous result of re-fetched URLs, by new docno
         stats = BatchStats(fanout=[])
         pages = list(pages)
@@ -48,7 +48,7 @@ class Engine:
         stats.rescored = len(dirty)
         return events, stats
 
-    def _arrive(self, txn: Txn, page: Analyzed, plan: PagePlan, dirty: dict[int, str],
+    def _arrive(self, txn: Txn, page: Analyzed, plan: PagePlan, dirty: Dirty,
                 before: dict[int, Cover]) -> int:
         """Apply one arrival; return how many earlier documents it changed."""
         entry = txn.url_entry(page.url)
@@ -68,19 +68,19 @@ class Engine:
         txn.put_name(docno, page.server, page.url)
         txn.put_doc(docno, DocState(n_grams=len(page.grams)))
         txn.put_url(page.url, docno, seq)
-        dirty[docno] = page.url
+        dirty[docno] = Touch(page.url, None)
         added = add_document(txn, docno, page.grams, plan, self.params.m, page.url)
         affected |= self.docs.apply(txn, added, dirty)
         affected.discard(docno)
         return len(affected)
 
-    def _rescore(self, txn: Txn, dirty: dict[int, str], before: dict[int, Cover]) -> list[dict]:
+    def _rescore(self, txn: Txn, dirty: Dirty, before: dict[int, Cover]) -> list[dict]:
         events = []
-        for docno, cause in dirty.items():
+        for docno, touch in dirty.items():
             doc = txn.doc(docno)
             if doc is None:
                 continue
-            result = self.docs.score(txn, doc)
+            result = self.docs.score(txn, doc, touch)
             prev = before.get(docno, doc.result)
             doc.result = result
             txn.touch_doc(docno)
@@ -90,5 +90,5 @@ class Engine:
             url = txn.name(docno)[1]
             _, seq = txn.url_entry(url)
             txn.put_url(url, docno, seq + 1)
-            events.append(make_event(kind, url, seq + 1, result, cause, self.params))
+            events.append(make_event(kind, url, seq + 1, result, touch.cause, self.params))
         return events

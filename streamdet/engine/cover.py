@@ -10,7 +10,7 @@ one AND and a popcount per source and step.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 
 def greedy_cover(masks: Mapping[int, int], url_of: Callable[[int], str]) -> list[tuple[int, int]]:
@@ -41,3 +41,38 @@ def greedy_cover(masks: Mapping[int, int], url_of: Callable[[int], str]) -> list
         cover.append((s, gain))
         uncovered &= ~m
     return cover
+
+
+def still_greedy(masks: Mapping[int, int], cover: Sequence[tuple[int, int]],
+                 cover_urls: Sequence[str], new: Iterable[tuple[int, str]]) -> bool:
+    """Whether `cover` is still exactly the greedy cover after sources `new` were added.
+
+    Valid when, since `cover` was computed from the masks, the only changes are new sources
+    (given with their URLs), possibly holding new patch grams that no earlier source holds:
+    every earlier source then has the same gain at every step as before, so the old
+    sequence stands unless, at some step, a new source's key beats the chosen one's, or a
+    new source still covers something once the old sequence has run out. Checking that
+    costs one AND and popcount per (step, new source) instead of a greedy run over all
+    sources.
+    """
+    added = []
+    uncovered = 0
+    for m in masks.values():
+        uncovered |= m
+    for s, url in new:
+        m = masks.get(s, 0)
+        if m:
+            added.append((m, -m.bit_count(), url))
+    if not added:
+        return True
+    for (s, gain), url in zip(cover, cover_urls, strict=True):
+        m = masks.get(s, 0)
+        if (m & uncovered).bit_count() != gain:  # not the situation this check is for
+            return False
+        key = (-gain, -m.bit_count(), url)
+        for am, neg_total, aurl in added:
+            g = (am & uncovered).bit_count()
+            if g and (-g, neg_total, aurl) < key:
+                return False
+        uncovered &= ~m
+    return not any(am & uncovered for am, _, _ in added)

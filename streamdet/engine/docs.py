@@ -1,9 +1,14 @@
 """The doc-shard role: patch sets kept current by deltas, and re-scoring.
 
 Each document keeps its patch grams and, per foreign holder, a bitmask of the patch grams it
-holds (DocState). Deltas from
-the gram role are applied in order as they come; a document whose patch set or foreign
-sources changed is marked dirty with the URL that caused it, and re-scored once per batch.
+holds (DocState). Deltas from the gram role are applied in order as they come; a document
+whose patch set or foreign sources changed is marked dirty (a Touch: the URL that caused
+it, and what kind of change), and re-scored once per batch.
+
+Most changes to an earlier document are a newly arrived foreign source sharing some of its
+text. Those only add candidates to the greedy cover, so re-scoring first checks whether
+the stored cover still stands (cover.still_greedy) and runs the greedy only when it might
+not: a loss of patch grams or of a source always re-runs it.
 """
 
 from __future__ import annotations
@@ -11,9 +16,36 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..state.schema import Cover, DocState
-from .cover import greedy_cover
+from .cover import greedy_cover, still_greedy
 from .deltas import ADD, DROP, GAIN, GAIN_FROM, LOSE, Delta
 from .params import Params
+
+
+class Touch:
+    """What happened to a document in this batch: the URL that last caused a change, and
+    the sources it gained (`added`), or None once anything else changed (full re-score)."""
+
+    __slots__ = ("cause", "added")
+
+    def __init__(self, cause: str, added: set[int] | None) -> None:
+        self.cause = cause
+        self.added = added
+
+    def full(self, cause: str) -> None:
+        self.cause = cause
+        self.added = None
+
+    def gained(self, cause: str, source: int, doc: DocState) -> None:
+        """A foreign source; it counts as added only when the document had no mask for it
+        before this batch (an old source growing would change old gains)."""
+        self.cause = cause
+        if self.added is not None and (source in self.added or source not in doc.masks):
+            self.added.add(source)
+        else:
+            self.added = None
+
+
+Dirty = dict[int, Touch]
 
 
 class DocView:
@@ -37,7 +69,7 @@ class DocRole:
             return source != doc
         return txn.server(doc) != txn.server(source)
 
-    def apply(self, txn: DocView, deltas: Iterable[Delta], dirty: dict[int, str]) -> set[int]:
+    def apply(self, txn: DocView, deltas: Iterable[Delta], dirty: Dirty) -> set[int]:
         """Apply deltas in order; record each changed document with its cause in `dirty`.
 
         Returns the documents this call changed."""
@@ -46,6 +78,9 @@ class DocRole:
             doc = txn.doc(t)
             if doc is None:  # withdrawn meanwhile
                 continue
+            touch = dirty.get(t)
+            if touch is None:
+                touch = dirty[t] = Touch(cause, set())
             if op == GAIN:
                 doc.gain(grams)
                 by_source: dict[int, list[int]] = {}
@@ -55,28 +90,45 @@ class DocRole:
                 for s, gs in by_source.items():
                     if self.is_foreign(txn, t, s):
                         doc.add_source(s, doc.bits(gs))
+                touch.full(cause)
             elif op == GAIN_FROM:
-                doc.gain(grams)
+                doc.gain(grams)  # new slots: no earlier source holds them
                 if self.is_foreign(txn, t, arg):
+                    touch.gained(cause, arg, doc)
                     doc.add_source(arg, doc.bits(grams))
+                else:
+                    touch.cause = cause  # more patch grams, same sources
             elif op == ADD:
                 if not self.is_foreign(txn, t, arg):
                     continue
+                touch.gained(cause, arg, doc)
                 doc.add_source(arg, doc.bits(grams))
             elif op == LOSE:
                 doc.lose(grams)
+                touch.full(cause)
             elif op == DROP:
                 if not self.is_foreign(txn, t, arg):
                     continue  # never listed: only foreign holders are kept
                 doc.drop_source(arg, doc.bits(grams))
+                touch.full(cause)
             txn.touch_doc(t)
-            dirty[t] = cause
             changed.add(t)
         return changed
 
-    def score(self, txn: DocView, doc: DocState) -> Cover:
-        """The document's cover and quilted flag from its current patch set."""
-        cover = greedy_cover(doc.masks, txn.url_of)
-        sources = tuple((txn.url_of(s), n) for s, n in cover)
+    def score(self, txn: DocView, doc: DocState, touch: Touch | None = None) -> Cover:
+        """The document's cover and quilted flag from its current patch set; the stored
+        cover is kept when `touch` shows only new sources that cannot change it."""
+        prev = doc.result
+        if (touch is not None and touch.added is not None and prev.n_grams == doc.n_grams
+                and len(prev.docnos) == len(prev.sources)
+                and still_greedy(doc.masks, [(s, n) for s, (_, n) in
+                                             zip(prev.docnos, prev.sources, strict=True)],
+                                 [u for u, _ in prev.sources],
+                                 [(s, txn.url_of(s)) for s in touch.added])):
+            docnos, sources = prev.docnos, prev.sources
+        else:
+            cover = greedy_cover(doc.masks, txn.url_of)
+            docnos = tuple(s for s, _ in cover)
+            sources = tuple((txn.url_of(s), n) for s, n in cover)
         quilted = doc.patch_fraction >= self.params.theta and len(sources) >= self.params.c
-        return Cover(sources, quilted, doc.n_patch, doc.n_grams)
+        return Cover(sources, quilted, doc.n_patch, doc.n_grams, docnos)

@@ -23,7 +23,7 @@ COMMON = "common"  # posting marker: the gram had more than m documents
 Posting = tuple[int, ...] | str
 
 _COMMON_BYTES = b"\x00"
-_DOC_HEADER = struct.Struct("<QIIIB")
+_DOC_HEADER = struct.Struct("<QIIIIB")
 _URL_ENTRY = struct.Struct("<QQ")
 
 
@@ -61,6 +61,7 @@ class Cover:
     quilted: bool = False
     n_patch: int = 0
     n_grams: int = 0
+    docnos: tuple[int, ...] = ()  # the sources' document versions, aligned with `sources`
 
     @property
     def patch_fraction(self) -> float:
@@ -88,8 +89,11 @@ class DocState:
         self.result = result or Cover()
         self.free: list[int] = free or []  # a heap (ascending order is one)
         if self.free:  # a freed slot still holds its old gram, which may live elsewhere
-            gone = set(self.free)
-            self.pos = {g: i for i, g in enumerate(self.slots) if i not in gone}
+            live = np.ones(len(self.slots), dtype=bool)
+            live[self.free] = False
+            at = np.flatnonzero(live)
+            self.pos = dict(zip(np.asarray(self.slots, dtype=np.uint64)[at].tolist(),
+                                at.tolist(), strict=True))
         else:
             self.pos = dict(zip(self.slots, range(len(self.slots)), strict=True))
 
@@ -150,26 +154,31 @@ class DocState:
 
 
 def encode_doc(d: DocState) -> bytes:
+    """Canonical bytes: the same document state gives the same bytes, whatever the order
+    its sources arrived in. Layout: header, slots (u64), occupied-slot bitmap, sources
+    (u64, ascending), one mask per source, cover docnos (u64), cover URL and count text."""
     n_slots = len(d.slots)
-    occupied = (1 << n_slots) - 1
-    for i in d.free:
-        occupied ^= 1 << i
     mask_len = (n_slots + 7) // 8
+    occupied = np.ones(mask_len * 8, dtype=bool)
+    occupied[d.free] = False
+    occupied[n_slots:] = False
     cover = "\x00".join(f"{u}\x01{n}" for u, n in d.result.sources).encode("utf-8")
-    order = sorted(d.masks)  # canonical bytes whatever order sources arrived in
-    sources = np.asarray(order, dtype="<u8")
+    order = sorted(d.masks)
+    masks = d.masks
     return b"".join((
-        _DOC_HEADER.pack(d.n_grams, n_slots, len(d.masks), len(cover), d.result.quilted),
+        _DOC_HEADER.pack(d.n_grams, n_slots, len(order), len(d.result.docnos), len(cover),
+                         d.result.quilted),
         np.asarray(d.slots, dtype="<u8").tobytes(),
-        occupied.to_bytes(mask_len, "little"),
-        sources.tobytes(),
-        b"".join(d.masks[s].to_bytes(mask_len, "little") for s in order),
+        np.packbits(occupied, bitorder="little").tobytes(),
+        np.asarray(order, dtype="<u8").tobytes(),
+        b"".join([masks[s].to_bytes(mask_len, "little") for s in order]),
+        np.asarray(d.result.docnos, dtype="<u8").tobytes(),
         cover,
     ))
 
 
 def decode_doc(b: bytes) -> DocState:
-    n_grams, n_slots, n_src, n_cover, quilted = _DOC_HEADER.unpack_from(b)
+    n_grams, n_slots, n_src, n_docnos, n_cover, quilted = _DOC_HEADER.unpack_from(b)
     mask_len = (n_slots + 7) // 8
     off = _DOC_HEADER.size
     slots = np.frombuffer(b, dtype="<u8", count=n_slots, offset=off).tolist()
@@ -180,16 +189,20 @@ def decode_doc(b: bytes) -> DocState:
     off += mask_len
     sources = np.frombuffer(b, dtype="<u8", count=n_src, offset=off).tolist()
     off += 8 * n_src
-    masks = {}
-    for s in sources:
-        masks[s] = int.from_bytes(b[off : off + mask_len], "little")
-        off += mask_len
+    view = memoryview(b)
+    from_bytes = int.from_bytes
+    masks = {s: from_bytes(view[o : o + mask_len], "little")
+             for s, o in zip(sources, range(off, off + n_src * mask_len, mask_len or 1),
+                             strict=True)}
+    off += n_src * mask_len
+    docnos = tuple(np.frombuffer(b, dtype="<u8", count=n_docnos, offset=off).tolist())
+    off += 8 * n_docnos
     cover_text = b[off : off + n_cover].decode("utf-8")
     result_sources = tuple(
         (u, int(n)) for u, n in (item.split("\x01") for item in cover_text.split("\x00"))
     ) if cover_text else ()
     d = DocState(n_grams, slots, masks, None, free)
-    d.result = Cover(result_sources, bool(quilted), d.n_patch, n_grams)
+    d.result = Cover(result_sources, bool(quilted), d.n_patch, n_grams, docnos)
     return d
 
 
