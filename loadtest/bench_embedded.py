@@ -84,21 +84,23 @@ def generate(path: Path, pages: int, seed: int, vary: float) -> dict:
 
 
 def streamdet_command(mode: str, stream: Path, state: Path, events: Path, dead: Path,
-                      batch: int) -> list[str]:
+                      batch: int | None) -> list[str]:
     if mode == "cli":
         exe = Path(sys.executable).parent / "streamdet"
         base = [str(exe)] if exe.exists() else [sys.executable, "-m", "streamdet"]
         return base + ["run", "--input", str(stream), "--state", str(state),
-                       "--events", str(events), "--dead-letter", str(dead),
-                       "--batch", str(batch)]
+                       "--events", str(events), "--dead-letter", str(dead)] + (
+                           [] if batch is None else ["--batch", str(batch)])
     return [sys.executable, str(Path(__file__).resolve()), "--_child-api", str(stream),
-            str(state), str(events), str(dead), "--batch", str(batch)]
+            str(state), str(events), str(dead)] + (
+                [] if batch is None else ["--batch", str(batch)])
 
 
-def child_api(stream: str, state: str, events: str, dead: str, batch: int) -> int:
+def child_api(stream: str, state: str, events: str, dead: str, batch: int | None) -> int:
     """--mode api: the in-process API, run in this (child) process."""
+    from streamdet.adapters.analyzers import default_processes
     from streamdet.adapters.embedded import EmbeddedRunner
-    from streamdet.adapters.inputs import open_source
+    from streamdet.adapters.inputs import DEFAULT_BATCH, open_source
     from streamdet.adapters.outputs import JsonlSink
     from streamdet.engine.params import Params
     from streamdet.state.rocks import RocksKV
@@ -107,7 +109,8 @@ def child_api(stream: str, state: str, events: str, dead: str, batch: int) -> in
     store = Store(RocksKV(state))
     ev, dl = JsonlSink(events), JsonlSink(dead)
     try:
-        s = EmbeddedRunner(store, Params(), ev, dl, batch_size=batch).run([open_source(stream)])
+        s = EmbeddedRunner(store, Params(), ev, dl, batch_size=batch or DEFAULT_BATCH,
+                           analyzers=default_processes()).run([open_source(stream)])
     finally:
         ev.close()
         dl.close()
@@ -282,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
                     "replays; 0.7 gives 61%% new and ten-fold near-duplicates, a stress case)")
     ap.add_argument("--mode", choices=("cli", "api"), default="cli",
                     help="cli: the streamdet run command; api: EmbeddedRunner in a child")
-    ap.add_argument("--batch", type=int, default=128, help="records per batch (default 128)")
+    ap.add_argument("--batch", type=int, default=None,
+                    help="records per batch (default: streamdet's own default)")
     ap.add_argument("--floor-runs", type=int, choices=(1, 2), default=1,
                     help="2: measure the floor before and after streamdet, keep the faster")
     ap.add_argument("--workdir", help="where the stream and state go (default: a temp dir)")

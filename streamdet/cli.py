@@ -20,16 +20,29 @@ class UsageError(RuntimeError):
     """A problem the user can fix: printed as one line, exit status 2."""
 
 
-def add_params(p: argparse.ArgumentParser) -> None:
+def _int_env(name: str, default: int | None = None) -> int | None:
+    v = os.environ.get(f"STREAMDET_{name}")
+    return default if v in (None, "") else int(v)
+
+
+def add_params(p: argparse.ArgumentParser, env_prefix: bool = False) -> None:
+    """-k -m -c --theta --foreign; with env_prefix, defaults from STREAMDET_K, _M, _C,
+    _THETA, _FOREIGN (the worker's configuration in a container)."""
     d = Params()
-    p.add_argument("-k", type=int, default=d.k, help=f"gram length in tokens (default {d.k})")
-    p.add_argument("-m", type=int, default=d.m, help=f"postings cap: grams on more documents "
-                   f"are common, not patches (default {d.m})")
-    p.add_argument("-c", type=int, default=d.c, help=f"minimum number of sources (default {d.c})")
-    p.add_argument("--theta", type=float, default=d.theta,
-                   help=f"minimum patch fraction (default {d.theta})")
-    p.add_argument("--foreign", choices=FOREIGN_MODES, default=d.foreign,
-                   help="what counts as another server (default domain)")
+    get = os.environ.get if env_prefix else (lambda _name, default=None: default)
+    k = int(get("STREAMDET_K", d.k))
+    m = int(get("STREAMDET_M", d.m))
+    c = int(get("STREAMDET_C", d.c))
+    theta = float(get("STREAMDET_THETA", d.theta))
+    foreign = get("STREAMDET_FOREIGN", d.foreign)
+    p.add_argument("-k", type=int, default=k, help=f"gram length in tokens (default {k})")
+    p.add_argument("-m", type=int, default=m, help=f"postings cap: grams on more documents "
+                   f"are common, not patches (default {m})")
+    p.add_argument("-c", type=int, default=c, help=f"minimum number of sources (default {c})")
+    p.add_argument("--theta", type=float, default=theta,
+                   help=f"minimum patch fraction (default {theta})")
+    p.add_argument("--foreign", choices=FOREIGN_MODES, default=foreign,
+                   help=f"what counts as another server (default {foreign})")
 
 
 def params_of(args: argparse.Namespace) -> Params:
@@ -175,16 +188,90 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_dump(args: argparse.Namespace) -> int:
     from .adapters.outputs import _line
-    from .adapters.report import dump_rows
+    from .adapters.report import dump_rows, shard_dirs
 
-    store = open_store(args.state, must_exist=True)
-    try:
-        out = sys.stdout.buffer
-        for row in dump_rows(store):
-            out.write(_line(row))
-        out.flush()
-    finally:
-        store.close()
+    states = args.state or [DEFAULT_STATE]
+    dirs = shard_dirs(states)  # worker states: their doc shards, newest copy of each
+    if dirs is None:
+        if len(states) > 1:
+            raise UsageError("several --state directories are only for worker states")
+        dirs = states
+    rows: list[dict] = []
+    for path in dirs:
+        store = open_store(path, must_exist=True)
+        try:
+            rows.extend(dump_rows(store))
+        finally:
+            store.close()
+    out = sys.stdout.buffer
+    for row in sorted(rows, key=lambda r: r["url"].encode("utf-8")) if len(dirs) > 1 else rows:
+        out.write(_line(row))
+    out.flush()
+    return 0
+
+
+def env(name: str, default: str | None = None) -> str | None:
+    """Worker settings from the environment (deploy/): STREAMDET_<NAME>."""
+    return os.environ.get(f"STREAMDET_{name}", default)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from .adapters.kafka import Topics
+    from .adapters.worker import Worker
+
+    if not args.broker:
+        raise UsageError("--broker HOST:PORT (or STREAMDET_BROKER) is required")
+    if args.shards < 1:
+        raise UsageError(f"--shards must be at least 1, got {args.shards}")
+    params = params_of(args)
+    import logging
+
+    logging.basicConfig(format="streamdet: %(levelname)s %(name)s: %(message)s",
+                        level=logging.WARNING, stream=sys.stderr)
+    logging.getLogger("streamdet").setLevel(logging.INFO)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        from .adapters.metrics import serve
+
+        port = serve(args.port, args.host) if args.port is not None else None
+        if port is not None:
+            print(f"streamdet: worker metrics on http://{args.host}:{port}/metrics",
+                  file=sys.stderr, flush=True)
+        worker = Worker(args.broker, args.state, params, args.shards,
+                        topics=Topics.named(args.prefix), group=args.group or args.prefix,
+                        max_body=args.max_body)
+        await worker.run(stop)
+
+    asyncio.run(main())
+    return 0
+
+
+def cmd_produce(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from .adapters.kafka import Topics
+    from .adapters.publish import produce
+
+    sources = [open_source(p) for p in args.files]
+    n = asyncio.run(produce(args.broker, sources, Topics.named(args.prefix), rate=args.rate,
+                            shards=args.shards))
+    print(f"streamdet: {n} records sent to the pages topic", file=sys.stderr)
+    return 0
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from .adapters.kafka import Topics
+    from .adapters.publish import print_events
+
+    asyncio.run(print_events(args.broker, sys.stdout.buffer, args.idle, Topics.named(args.prefix)))
     return 0
 
 
@@ -227,8 +314,43 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
 
     dump = sub.add_parser("dump", help="print every document's result as JSONL, sorted by URL")
-    dump.add_argument("--state", default=DEFAULT_STATE, metavar="DIR")
+    dump.add_argument("--state", action="append", metavar="DIR",
+                      help="a `run` state, or worker state directories (repeatable)")
     dump.set_defaults(func=cmd_dump)
+
+    wk = sub.add_parser("worker", help="join the Kafka pipeline as a worker")
+    wk.add_argument("--broker", default=env("BROKER"), metavar="HOST:PORT")
+    wk.add_argument("--state", default=env("STATE", DEFAULT_STATE), metavar="DIR",
+                    help="directory for this worker's shard states")
+    wk.add_argument("--port", type=int, default=_int_env("PORT"),
+                    help="HTTP port for /metrics (0: any free port; default: none)")
+    wk.add_argument("--host", default=env("HOST", "127.0.0.1"), help="address for --port")
+    wk.add_argument("--shards", type=int, default=_int_env("SHARDS", 4),
+                    help="doc and gram shards of the pipeline (default 4; all workers alike)")
+    wk.add_argument("--group", default=env("GROUP"), help="consumer group (default: the prefix)")
+    wk.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY)
+    add_params(wk, env_prefix=True)
+    wk.set_defaults(func=cmd_worker)
+
+    pr = sub.add_parser("produce", help="publish records to the pages topic")
+    pr.add_argument("--broker", default=env("BROKER"), required=env("BROKER") is None,
+                    metavar="HOST:PORT")
+    pr.add_argument("--rate", type=float, help="records per second (default: as fast as possible)")
+    pr.add_argument("--shards", type=int, default=_int_env("SHARDS", 4),
+                    help="shards, when this creates the pipeline's topics (default 4)")
+    pr.add_argument("files", nargs="+", metavar="FILE")
+    pr.set_defaults(func=cmd_produce)
+
+    evs = sub.add_parser("events", help="print the events topic as JSONL")
+    evs.add_argument("--broker", default=env("BROKER"), required=env("BROKER") is None,
+                     metavar="HOST:PORT")
+    evs.add_argument("--idle", type=float, default=5.0,
+                     help="stop once no event arrived for this many seconds (default 5)")
+    evs.set_defaults(func=cmd_events)
+    for sp in (wk, pr, evs):
+        sp.add_argument("--prefix", default=env("PREFIX", "streamdet"),
+                        help="topic name prefix: PREFIX-pages, PREFIX-events, ... (default "
+                        "streamdet)")
 
     exp = sub.add_parser("explain", help="say why a page is (not) quilted")
     exp.add_argument("url")
@@ -251,6 +373,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (UsageError, InputError, ParamsError, StateDirError, StateError) as exc:
+        print(f"streamdet: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        if type(exc).__name__ != "PipelineError":  # adapters.kafka, imported only when used
+            raise
         print(f"streamdet: error: {exc}", file=sys.stderr)
         return 2
     except SinkError as exc:

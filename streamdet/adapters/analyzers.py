@@ -20,6 +20,22 @@ from ..engine.records import BadRecord, Page, decode, page_from_object
 from .inputs import RawRecord, record_limit
 
 
+def _die_with_parent() -> None:
+    """In a pool worker: exit when the runner does, even if it was killed with SIGKILL
+    (Linux; elsewhere the worker exits when its task pipe closes)."""
+    import signal
+    import sys
+
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+    from ..engine import analysis  # noqa: F401 - import now, not in the first task
+
+
 def default_processes() -> int:
     """One analysis process when there is a core to spare for it, else none."""
     import os
@@ -73,9 +89,10 @@ class Analyzers:
         self.processes = processes
         self._pool: ProcessPoolExecutor | None = None
         if processes > 0:
-            ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(["streamdet.engine.analysis"])
-            self._pool = ProcessPoolExecutor(processes, mp_context=ctx)
+            # spawn, not fork: the parent holds RocksDB threads and locks; a fresh
+            # interpreter imports only what analysis needs.
+            self._pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context(
+                "spawn"), initializer=_die_with_parent)
 
     def run(self, batches: Iterable[list[RawRecord]]
             ) -> Iterator[tuple[list[RawRecord], list]]:

@@ -94,3 +94,32 @@ def explain(store: Store, url: str) -> tuple[str, bool]:
         verdict = "not quilted: the shared text comes from too few foreign sources"
     lines.append(f"  {verdict} (events so far: {seq})")
     return "\n".join(lines), True
+
+
+def shard_dirs(states: list[str]) -> list[str] | None:
+    """The doc-shard directories of worker states (STATE/doc-<s>), one per shard: where
+    a shard moved between workers, the copy that has applied the most. None when the
+    directories are not worker states."""
+    import os
+
+    from ..state.rocks import RocksKV
+
+    best: dict[int, tuple[int, str]] = {}
+    found = False
+    for state in states:
+        if not os.path.isdir(state):
+            continue
+        for name in sorted(os.listdir(state)):
+            if not name.startswith("doc-") or not name[4:].isdigit():
+                continue
+            found = True
+            path = os.path.join(state, name)
+            store = Store(RocksKV(path))
+            try:
+                applied = sum(store.positions().values())
+            finally:
+                store.close()
+            s = int(name[4:])
+            if s not in best or applied > best[s][0]:
+                best[s] = (applied, path)
+    return [p for _, p in (best[s] for s in sorted(best))] if found else None

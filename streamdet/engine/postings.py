@@ -6,9 +6,10 @@ For an arriving document d and each of its grams g with live holders L (|L| = n)
                   (n = 1, it was unique) or gains source d (n >= 2)
   n = m        -> g becomes common (sticky marker); every holder loses patch gram g
   common       -> nothing
-For a withdrawn version x and each of its patch grams (the only grams where x's leaving
-matters to anyone), the holders left either lose g (one left) or lose source x.
-Unique grams of x keep their stale postings; readers drop x through the dead set.
+For a withdrawn version x and each of its grams that others hold too (the embedded engine
+passes x's patch grams; a gram shard, which cannot see x's document, all of x's grams in
+the shard), the holders left either lose g (one left) or lose source x. Grams x held alone
+keep their stale postings; readers drop x through the dead set.
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ def add_document(txn: GramIndexView, docno: int, grams: np.ndarray, plan: PagePl
 def withdraw_document(
     txn: GramIndexView, docno: int, patch_grams: list[int], cause: str
 ) -> list[Delta]:
-    """Remove version `docno` from its patch grams' postings; deltas for the holders left."""
+    """Remove version `docno` from these grams' postings; deltas for the holders left."""
     if not patch_grams:
         return []
     grams = np.asarray(patch_grams, dtype=np.uint64)
@@ -126,7 +127,12 @@ def withdraw_document(
     for g, p in zip(patch_grams, txn.postings(grams), strict=True):
         if p is None or p == COMMON:
             continue
-        rest = tuple(x for x in txn.live(p) if x != docno)
+        live = txn.live(p)
+        if docno not in live:
+            continue
+        rest = tuple(x for x in live if x != docno)
+        if not rest:
+            continue  # it was docno's alone: the stale posting is read through the dead set
         txn.set_posting(g, rest)
         if len(rest) == 1:
             alone.setdefault(rest[0], []).append(g)

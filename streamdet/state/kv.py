@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 
-TABLES = ("grams", "segs", "docs", "names", "urls", "dead", "meta")
+TABLES = ("grams", "segs", "docs", "names", "urls", "dead", "meta", "docgrams")
 
 
 class DeleteRange:

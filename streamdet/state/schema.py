@@ -109,16 +109,22 @@ class DocState:
         return list(self.pos)
 
     def bits(self, grams: list[int]) -> int:
-        """The slot bitmask of some of its patch grams."""
+        """The slot bitmask of those of `grams` that are patch grams (a delta delivered
+        twice may name grams that have gone meanwhile)."""
         b = 0
         pos = self.pos
         for g in grams:
-            b |= 1 << pos[g]
+            i = pos.get(g)
+            if i is not None:
+                b |= 1 << i
         return b
 
     def gain(self, grams: list[int]) -> None:
-        """New patch grams, in free slots first."""
+        """New patch grams, in free slots first (grams it has already are left alone, so
+        a delta delivered twice changes nothing)."""
         for g in grams:
+            if g in self.pos:
+                continue
             if self.free:
                 i = heapq.heappop(self.free)  # lowest free slot: layout independent of history
                 self.slots[i] = g
@@ -131,7 +137,9 @@ class DocState:
         """Patch grams no more: their slots are cleared in every mask and freed."""
         clear = ~self.bits(grams)
         for g in grams:
-            heapq.heappush(self.free, self.pos.pop(g))
+            i = self.pos.pop(g, None)
+            if i is not None:
+                heapq.heappush(self.free, i)
         self.masks = {s: m & clear for s, m in self.masks.items() if m & clear}
 
     def add_source(self, source: int, bits: int) -> None:

@@ -110,6 +110,8 @@ class Txn:
         self.urls: dict[str, tuple[int, int] | None] = {}
         self.dirty_urls: set[str] = set()
         self.new_dead: set[int] = set()
+        self.doc_gram_sets: dict[int, np.ndarray | None] = {}
+        self.meta_puts: dict[str, bytes] = {}
         self.fresh: list[tuple[np.ndarray, int]] = []
         self._next_docno: int | None = None
         self._segment = None
@@ -193,6 +195,9 @@ class Txn:
     def kill(self, docno: int) -> None:
         self.new_dead.add(docno)
 
+    def is_dead(self, docno: int) -> bool:
+        return docno in self.new_dead or docno in self.store.dead
+
     # -- documents ----------------------------------------------------------------------
     def doc(self, docno: int) -> DocState | None:
         d = self.docs.get(docno, _MISSING)
@@ -203,6 +208,17 @@ class Txn:
                 d = None if raw is None else decode_doc(raw)
             self.docs[docno] = d
         return d
+
+    def doc_grams(self, docno: int) -> np.ndarray:
+        """All grams of a document version (kept by doc shards, to withdraw them)."""
+        g = self.doc_gram_sets.get(docno, _MISSING)
+        if g is _MISSING:
+            raw = self.kv.get("docgrams", u64key(docno))
+            g = None if raw is None else np.frombuffer(raw, dtype="<u8").astype(np.uint64)
+        return np.zeros(0, dtype=np.uint64) if g is None else g
+
+    def put_doc_grams(self, docno: int, grams: np.ndarray | None) -> None:
+        self.doc_gram_sets[docno] = grams
 
     def put_doc(self, docno: int, doc: DocState | None) -> None:
         self.docs[docno] = doc
@@ -255,6 +271,10 @@ class Txn:
         self._next_docno += 1
         return n
 
+    def put_meta(self, name: str, value: bytes) -> None:
+        """A meta value written with the rest (e.g. a shard's outbox)."""
+        self.meta_puts[name] = value
+
     # -- commit -------------------------------------------------------------------------
     def ops(self, positions: dict[str, int] | None = None) -> list[Op]:
         """Every buffered change as KV operations."""
@@ -272,6 +292,9 @@ class Txn:
         for docno in sorted(self.dirty_docs):
             d = self.docs[docno]
             ops.append(("docs", u64key(docno), None if d is None else encode_doc(d)))
+        for docno, grams in self.doc_gram_sets.items():
+            ops.append(("docgrams", u64key(docno),
+                        None if grams is None else np.asarray(grams, dtype="<u8").tobytes()))
         for docno, (server, url) in self.new_names.items():
             ops.append(("names", u64key(docno), encode_name(server, url)))
         for docno in self.new_dead:
@@ -282,6 +305,8 @@ class Txn:
             ops.append(("urls", url.encode("utf-8"), None if e is None else encode_url_entry(*e)))
         if self._next_docno is not None:
             ops.append(("meta", b"next_docno", str(self._next_docno).encode()))
+        for name, value in self.meta_puts.items():
+            ops.append(("meta", name.encode(), value))
         if positions is not None:
             ops.append(("meta", b"positions", json.dumps(positions, sort_keys=True).encode()))
         return ops

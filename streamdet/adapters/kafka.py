@@ -1,0 +1,177 @@
+"""Kafka plumbing shared by `streamdet worker`, `produce` and `events`: topic names, topic
+creation, the pipeline's parameter record, client settings.
+
+Topics (SPEC §4 names the public ones; the internal ones are ours):
+    streamdet-pages        the crawler's fetch topic (any partitioning, any keys)
+    streamdet-docs         pages routed to their doc shard (partition = hash(URL) mod P)
+    streamdet-grams        grams of a document for one gram shard (partition = gram shard)
+    streamdet-deltas       deltas for one doc shard's documents (partition = doc shard)
+    streamdet-events       quilt / rescore / unquilt, keyed by URL
+    streamdet-dead-letter  bad records: the original bytes, the reason in headers
+    streamdet-meta         one record: the parameters and shard count of the pipeline
+
+Every topic is created explicitly before any client touches it: a broker that
+auto-creates topics (tansu does, with 4 partitions) would otherwise pick partition counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from ..engine.params import Params, ParamsError
+
+STATE_FORMAT = "shards-1"
+
+
+class PipelineError(RuntimeError):
+    """The pipeline on this broker cannot be joined (other parameters, other shards)."""
+
+
+@dataclass(frozen=True)
+class Topics:
+    pages: str = "streamdet-pages"
+    docs: str = "streamdet-docs"
+    grams: str = "streamdet-grams"
+    deltas: str = "streamdet-deltas"
+    events: str = "streamdet-events"
+    dead: str = "streamdet-dead-letter"
+    meta: str = "streamdet-meta"
+
+    @classmethod
+    def named(cls, prefix: str = "streamdet") -> Topics:
+        """The topics of one pipeline; another prefix runs another pipeline on the same
+        cluster (and in tests, on the same broker)."""
+        return cls(*(f"{prefix}-{name}" for name in
+                     ("pages", "docs", "grams", "deltas", "events", "dead-letter", "meta")))
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Consumer-group timing. Short defaults suit a local broker and let a dead worker's
+    shards move within seconds; a deployment may raise them (STREAMDET_SESSION_MS)."""
+
+    session_ms: int = int(os.environ.get("STREAMDET_SESSION_MS", "6000"))
+    heartbeat_ms: int = int(os.environ.get("STREAMDET_HEARTBEAT_MS", "500"))
+
+    def group_settings(self) -> dict:
+        return dict(session_timeout_ms=self.session_ms, heartbeat_interval_ms=self.heartbeat_ms,
+                    rebalance_timeout_ms=max(self.session_ms, 10000))
+
+
+def producer(broker: str) -> AIOKafkaProducer:
+    # acks=all: a message is only "sent" (and its input committed) once the broker has it.
+    return AIOKafkaProducer(bootstrap_servers=broker, acks="all", linger_ms=5,
+                            max_request_size=64 << 20, request_timeout_ms=30000)
+
+
+def pipeline_record(params: Params, shards: int) -> bytes:
+    return json.dumps({"params": params.to_dict(), "shards": shards,
+                       "format": STATE_FORMAT}, sort_keys=True).encode()
+
+
+async def ensure_topics(broker: str, topics: Topics, shards: int, pages_partitions: int) -> None:
+    """Create the pipeline's topics that do not exist yet (an existing pages topic keeps
+    the crawler's partitioning). Internal topics must have `shards` partitions."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker)
+    await admin.start()
+    try:
+        wanted = {topics.pages: pages_partitions, topics.docs: shards, topics.grams: shards,
+                  topics.deltas: shards, topics.events: pages_partitions,
+                  topics.dead: 1, topics.meta: 1}
+        # Create first, one by one: asking a broker that auto-creates topics (tansu) to
+        # describe a missing topic would create it with its default partition count.
+        for name, n in wanted.items():
+            try:
+                await admin.create_topics([NewTopic(name, n, 1)])
+            except TopicAlreadyExistsError:
+                pass
+        await _wait_leaders(admin, list(wanted))
+        existing = await admin.describe_topics([topics.docs, topics.grams, topics.deltas])
+        for t in existing:
+            if len(t["partitions"]) != shards:
+                raise PipelineError(f"topic {t['topic']} has {len(t['partitions'])} partitions "
+                                    f"but this pipeline runs {shards} shards; use --shards "
+                                    f"{len(t['partitions'])}")
+    finally:
+        await admin.close()
+
+
+async def _wait_leaders(admin: AIOKafkaAdminClient, names: list[str], timeout: float = 20.0
+                        ) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while True:
+        ready = await admin.describe_topics(names)
+        if all(t.get("error_code", 0) == 0 and t["partitions"]
+               and all(p.get("leader", -1) >= 0 for p in t["partitions"]) for t in ready):
+            return
+        if loop.time() > end:
+            raise PipelineError(f"topics {names} have no leaders after {timeout:.0f} s")
+        await asyncio.sleep(0.1)
+
+
+async def read_all(broker: str, topic: str, partition: int, start: int, end: int | None,
+                   idle_s: float = 2.0, max_records: int = 2000):
+    """Records of one partition from `start` up to `end` (exclusive), or, with end None,
+    until nothing new arrived for idle_s. Async iterator of batches."""
+    if end is not None and start >= end:
+        return
+    c = AIOKafkaConsumer(bootstrap_servers=broker, enable_auto_commit=False,
+                         auto_offset_reset="earliest", fetch_max_bytes=64 << 20,
+                         max_partition_fetch_bytes=64 << 20)
+    await c.start()
+    try:
+        tp = TopicPartition(topic, partition)
+        c.assign([tp])
+        c.seek(tp, start)
+        pos = start
+        loop = asyncio.get_running_loop()
+        last = loop.time()
+        while end is None or pos < end:
+            got = await c.getmany(tp, timeout_ms=200, max_records=max_records)
+            recs = got.get(tp, [])
+            if end is not None:
+                recs = [r for r in recs if r.offset < end]
+            if recs:
+                pos = recs[-1].offset + 1
+                last = loop.time()
+                yield recs
+            elif end is None and loop.time() - last > idle_s:
+                return
+    finally:
+        await c.stop()
+
+
+async def join_pipeline(broker: str, topics: Topics, params: Params, shards: int) -> None:
+    """Record this pipeline's parameters on the meta topic, or check them against the
+    record already there; refuse to join a pipeline built with other ones."""
+    first = await _first_meta(broker, topics.meta)
+    if first is None:
+        p = producer(broker)
+        await p.start()
+        try:
+            await p.send_and_wait(topics.meta, pipeline_record(params, shards), partition=0)
+        finally:
+            await p.stop()
+        first = await _first_meta(broker, topics.meta)  # another worker may have been first
+    stored = json.loads(first)
+    try:
+        params.check_same(Params(**stored["params"]), f"the pipeline on topic {topics.meta}")
+    except ParamsError as exc:
+        raise PipelineError(str(exc)) from None
+    if stored["shards"] != shards:
+        raise PipelineError(f"the pipeline on topic {topics.meta} runs {stored['shards']} "
+                            f"shards; this worker was started with {shards}")
+
+
+async def _first_meta(broker: str, topic: str) -> bytes | None:
+    async for batch in read_all(broker, topic, 0, 0, None, idle_s=1.0, max_records=1):
+        return batch[0].value
+    return None

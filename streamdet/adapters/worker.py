@@ -1,0 +1,386 @@
+"""`streamdet worker`: one member of the Kafka pipeline (aiokafka consumer group).
+
+Every worker subscribes to the pages topic and the three internal topics; the group's
+range assignor gives docs partition s and deltas partition s to the same worker, so a
+worker owns whole doc shards, plus gram shards and a share of the crawler's partitions.
+Each shard keeps its own RocksDB state under STATE/doc-<s> or STATE/gram-<g>, so shards
+move between workers without touching each other.
+
+Per fetched batch:
+- pages (stateless): validate and analyse; good pages go to their doc shard's partition
+  of the docs topic, bad records to the dead-letter topic; then the input offsets are
+  committed (at-least-once: a page sent twice is a re-fetch of identical content).
+- a gram shard: apply its grams messages, send the deltas, then commit state + offset.
+  A crash in between only sends the same deltas again (same state, same messages).
+- a doc shard: apply pages then deltas, commit state + offsets + the batch's *outbox*
+  (grams messages and events), send the outbox, then commit the group's offsets. A document
+  is durable before its grams leave, so no delta can reach a document that a crash undid;
+  a crash after the commit re-sends the outbox on restart.
+
+On assignment a shard's state is opened; when it is missing or behind the group's
+committed offsets (the disk was lost, or another worker moved it on meanwhile), the
+shard replays its partitions up to those offsets without sending anything (it was all sent
+by whoever committed them) - doc shards their pages first, then their deltas - and the
+consumer is positioned after what the state has applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
+
+from ..engine.messages import (
+    DeltasMsg,
+    GramsMsg,
+    MessageError,
+    PageMsg,
+    pack_outbox,
+    unpack_outbox,
+)
+from ..engine.params import Params
+from ..engine.records import DEFAULT_MAX_BODY
+from ..engine.routing import url_shard
+from ..engine.shards import DocShard, GramShard
+from ..state.rocks import RocksKV
+from ..state.txn import StateError, Store
+from .analyzers import analyze_payloads
+from .kafka import STATE_FORMAT, Timing, Topics, ensure_topics, join_pipeline, producer, read_all
+from .outputs import utc_now
+
+log = logging.getLogger("streamdet.worker")
+GRAMS_OUT, EVENTS_OUT = 0, 1  # outbox topic codes
+REPLAY_CHUNK = 500  # records per transaction while rebuilding a shard
+
+
+class Shard:
+    """One shard's state directory: a Store, the offsets it has applied, its outbox."""
+
+    def __init__(self, kind: str, index: int, path: str, params: Params, shards: int) -> None:
+        self.kind, self.index, self.path = kind, index, path
+        self.store = Store(RocksKV(path))
+        try:
+            _check_state(self.store, params, shards, f"state {path}")
+        except Exception:
+            self.store.close()
+            raise
+        self.offsets: dict[str, int] = self.store.positions()
+
+    def offset(self, name: str) -> int:
+        return self.offsets.get(name, 0)
+
+    def commit(self, txn, offsets: dict[str, int], outbox: bytes | None = None) -> None:
+        if outbox is not None:
+            txn.put_meta("outbox", outbox)
+        txn.commit(offsets)
+        self.offsets = dict(offsets)
+        self.store.compact()
+
+    def outbox(self) -> list[tuple[int, int, bytes]]:
+        return unpack_outbox(self.store.kv.get("meta", b"outbox"))
+
+    def clear_outbox(self) -> None:
+        self.store.kv.write([("meta", b"outbox", b"")])
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def _check_state(store: Store, params: Params, shards: int, where: str) -> None:
+    fmt, stored = store.meta("format"), store.meta("params")
+    if stored is None:
+        store.set_meta("format", STATE_FORMAT)
+        store.set_meta("params", params.fingerprint())
+        store.set_meta("shards", str(shards))
+        return
+    if fmt != STATE_FORMAT:
+        raise StateError(f"{where} has format {fmt}, not a worker shard ({STATE_FORMAT})")
+    params.check_same(Params.from_fingerprint(stored), where)
+    if store.meta("shards") != str(shards):
+        raise StateError(f"{where} was built for {store.meta('shards')} shards, not {shards}")
+
+
+@dataclass
+class Counters:
+    """What the worker has done (the metrics module exports these)."""
+
+    pages: int = 0
+    bytes_in: int = 0
+    dead: dict[str, int] = field(default_factory=dict)
+    events: dict[str, int] = field(default_factory=dict)
+    rebalances: int = 0
+    replayed: int = 0
+
+
+class Worker:
+    def __init__(self, broker: str, state_dir: str, params: Params, shards: int, *,
+                 topics: Topics | None = None, group: str = "streamdet",
+                 pages_partitions: int = 4, max_body: int = DEFAULT_MAX_BODY,
+                 max_records: int = 500, timing: Timing | None = None,
+                 on_batch: Callable[[Worker], None] | None = None) -> None:
+        self.broker, self.state_dir, self.params, self.shards = broker, state_dir, params, shards
+        self.topics = topics or Topics()
+        self.group, self.pages_partitions = group, pages_partitions
+        self.max_body, self.max_records = max_body, max_records
+        self.timing = timing or Timing()
+        self.on_batch = on_batch
+        self.doc_shards: dict[int, Shard] = {}
+        self.gram_shards: dict[int, Shard] = {}
+        self.counters = Counters()
+        self.lock = asyncio.Lock()
+        self.cpu = ThreadPoolExecutor(1, thread_name_prefix="streamdet-engine")
+        self.consumer: AIOKafkaConsumer | None = None
+        self.producer = None
+        self.assigned: set[TopicPartition] = set()
+
+    # -- life cycle -----------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        os.makedirs(self.state_dir, exist_ok=True)
+        await ensure_topics(self.broker, self.topics, self.shards, self.pages_partitions)
+        await join_pipeline(self.broker, self.topics, self.params, self.shards)
+        self.producer = producer(self.broker)
+        await self.producer.start()
+        t = self.topics
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.broker, group_id=self.group, enable_auto_commit=False,
+            auto_offset_reset="earliest", partition_assignment_strategy=(RangePartitionAssignor,),
+            max_partition_fetch_bytes=64 << 20, fetch_max_bytes=64 << 20,
+            **self.timing.group_settings())
+        self.consumer.subscribe([t.pages, t.docs, t.deltas, t.grams], listener=_Rebalance(self))
+        await self.consumer.start()
+        try:
+            while not stop.is_set():
+                batch = await self.consumer.getmany(timeout_ms=100, max_records=self.max_records)
+                if not batch:
+                    continue
+                async with self.lock:
+                    await self._handle(batch)
+                if self.on_batch:
+                    self.on_batch(self)
+        finally:
+            await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        try:
+            if self.consumer is not None:
+                await self.consumer.stop()  # leaves the group: revokes (and closes) shards
+        finally:
+            for s in [*self.doc_shards.values(), *self.gram_shards.values()]:
+                s.close()
+            self.doc_shards.clear()
+            self.gram_shards.clear()
+            if self.producer is not None:
+                await self.producer.stop()
+            self.cpu.shutdown(wait=True)
+
+    async def _cpu(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self.cpu, fn, *args)
+
+    # -- one fetched batch --------------------------------------------------------------
+    async def _handle(self, batch: dict) -> None:
+        t = self.topics
+        by_topic: dict[str, dict[int, list]] = {}
+        for tp, recs in batch.items():
+            if tp in self.assigned:  # a batch fetched just before a rebalance: drop the rest
+                by_topic.setdefault(tp.topic, {})[tp.partition] = recs
+        for p, recs in sorted(by_topic.get(t.pages, {}).items()):
+            await self._pages(p, recs)
+        for g, recs in sorted(by_topic.get(t.grams, {}).items()):
+            await self._gram_shard(g, recs)
+        docs, deltas = by_topic.get(t.docs, {}), by_topic.get(t.deltas, {})
+        for s in sorted(set(docs) | set(deltas)):
+            await self._doc_shard(s, docs.get(s, []), deltas.get(s, []))
+
+    async def _pages(self, partition: int, recs: list) -> None:
+        results = await self._cpu(analyze_payloads, [r.value for r in recs], self.params,
+                                  self.max_body)
+        sends = []
+        for rec, res in zip(recs, results, strict=True):
+            self.counters.bytes_in += len(rec.value or b"")
+            if isinstance(res, tuple):
+                reason, detail = res
+                self.counters.dead[reason] = self.counters.dead.get(reason, 0) + 1
+                headers = _dead_headers(reason, detail, self.topics.pages, partition, rec.offset)
+                sends.append(await self.producer.send(self.topics.dead, value=rec.value,
+                                                      key=rec.key, headers=headers))
+                continue
+            self.counters.pages += 1
+            msg = PageMsg(res.url, res.server, res.grams, res.fetched_at)
+            sends.append(await self.producer.send(
+                self.topics.docs, value=msg.encode(), key=res.url.encode("utf-8"),
+                partition=url_shard(res.url, self.shards)))
+        await asyncio.gather(*sends)
+        await self._commit({TopicPartition(self.topics.pages, partition): recs[-1].offset + 1})
+
+    async def _gram_shard(self, g: int, recs: list) -> None:
+        shard = self.gram_shards.get(g)
+        if shard is None:
+            return
+        recs = [r for r in recs if r.offset >= shard.offset("grams")]
+        if not recs:
+            return
+        msgs = [m for m in (self._decode(GramsMsg, r) for r in recs) if m is not None]
+        txn = shard.store.begin()
+        out = await self._cpu(GramShard(self.params, g, self.shards).process, txn, msgs)
+        sends = [await self.producer.send(self.topics.deltas, value=raw, partition=s)
+                 for s, raw in out]
+        await asyncio.gather(*sends)
+        end = recs[-1].offset + 1
+        await self._cpu(shard.commit, txn, {"grams": end})
+        await self._commit({TopicPartition(self.topics.grams, g): end})
+
+    async def _doc_shard(self, s: int, docs: list, deltas: list) -> None:
+        shard = self.doc_shards.get(s)
+        if shard is None:
+            return
+        docs = [r for r in docs if r.offset >= shard.offset("docs")]
+        deltas = [r for r in deltas if r.offset >= shard.offset("deltas")]
+        if not docs and not deltas:
+            return
+        d_end = docs[-1].offset + 1 if docs else shard.offset("docs")
+        e_end = deltas[-1].offset + 1 if deltas else shard.offset("deltas")
+        pages = [(r.offset, m) for r in docs if (m := self._decode(PageMsg, r)) is not None]
+        msgs = [m for m in (self._decode(DeltasMsg, r) for r in deltas) if m is not None]
+        txn = shard.store.begin()
+        out, events = await self._cpu(DocShard(self.params, s, self.shards).process, txn,
+                                      pages, msgs, d_end + e_end)
+        at = utc_now()
+        outbox = [(GRAMS_OUT, g, raw) for g, raw in out]
+        for ev in events:
+            ev["at"] = at
+            outbox.append((EVENTS_OUT, -1, json.dumps(ev, ensure_ascii=False).encode("utf-8")))
+        await self._cpu(shard.commit, txn, {"docs": d_end, "deltas": e_end},
+                        pack_outbox([(t, max(p, 0), v) for t, p, v in outbox]))
+        await self._send_outbox(shard)
+        await self._commit({TopicPartition(self.topics.docs, s): d_end,
+                            TopicPartition(self.topics.deltas, s): e_end})
+
+    async def _send_outbox(self, shard: Shard) -> None:
+        sends = []
+        for topic, part, value in shard.outbox():
+            if topic == GRAMS_OUT:
+                sends.append(await self.producer.send(self.topics.grams, value=value,
+                                                      partition=part))
+            else:
+                ev = json.loads(value)
+                self.counters.events[ev["event"]] = self.counters.events.get(ev["event"], 0) + 1
+                sends.append(await self.producer.send(self.topics.events, value=value,
+                                                      key=ev["url"].encode("utf-8")))
+        if sends:
+            await asyncio.gather(*sends)
+            shard.clear_outbox()
+
+    def _decode(self, cls, rec):
+        try:
+            return cls.decode(rec.value)
+        except MessageError as exc:  # not ours (another producer wrote to an internal topic)
+            log.error("skipping record %s[%d]@%d: %s", rec.topic, rec.partition, rec.offset, exc)
+            return None
+
+    async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+        try:
+            await self.consumer.commit(offsets)
+        except (CommitFailedError, IllegalStateError, KafkaError) as exc:
+            # Rebalanced meanwhile: the state holds the offsets; the next owner at worst
+            # processes these records again, which is idempotent.
+            log.warning("offset commit failed (%s); continuing", exc)
+
+    # -- rebalancing ------------------------------------------------------------------
+    async def revoked(self, revoked: set[TopicPartition]) -> None:
+        async with self.lock:
+            self.counters.rebalances += 1
+            self.assigned -= set(revoked)
+            t = self.topics
+            for tp in revoked:
+                table = {t.docs: self.doc_shards, t.grams: self.gram_shards}.get(tp.topic)
+                if table is not None and tp.partition in table:
+                    await self._cpu(table.pop(tp.partition).close)
+
+    async def assigned_now(self, assigned: set[TopicPartition]) -> None:
+        async with self.lock:
+            t = self.topics
+            for tp in sorted(assigned):
+                if tp.topic == t.grams and tp.partition not in self.gram_shards:
+                    await self._open_gram(tp.partition)
+                elif tp.topic == t.docs and tp.partition not in self.doc_shards:
+                    await self._open_doc(tp.partition)
+            self.assigned = set(assigned)
+
+    async def _committed(self, topic: str, partition: int) -> int:
+        off = await self.consumer.committed(TopicPartition(topic, partition))
+        return off or 0
+
+    async def _open_gram(self, g: int) -> None:
+        shard = await self._cpu(Shard, "gram", g, os.path.join(self.state_dir, f"gram-{g}"),
+                                self.params, self.shards)
+        self.gram_shards[g] = shard
+        committed = await self._committed(self.topics.grams, g)
+        start = shard.offset("grams")
+        log.info("gram shard %d: state at %d, group committed %d", g, start, committed)
+        if start < committed:
+            log.info("gram shard %d: replaying %d..%d", g, start, committed)
+            gs = GramShard(self.params, g, self.shards)
+            async for recs in read_all(self.broker, self.topics.grams, g, start, committed,
+                                       max_records=REPLAY_CHUNK):
+                msgs = [m for m in (self._decode(GramsMsg, r) for r in recs) if m is not None]
+                txn = shard.store.begin()
+                await self._cpu(gs.process, txn, msgs)
+                await self._cpu(shard.commit, txn, {"grams": recs[-1].offset + 1})
+                self.counters.replayed += len(recs)
+        self.consumer.seek(TopicPartition(self.topics.grams, g), shard.offset("grams"))
+
+    async def _open_doc(self, s: int) -> None:
+        shard = await self._cpu(Shard, "doc", s, os.path.join(self.state_dir, f"doc-{s}"),
+                                self.params, self.shards)
+        self.doc_shards[s] = shard
+        await self._send_outbox(shard)  # left by a crash between commit and send
+        t = self.topics
+        cd, ce = await self._committed(t.docs, s), await self._committed(t.deltas, s)
+        ds = DocShard(self.params, s, self.shards)
+        if shard.offset("docs") < cd or shard.offset("deltas") < ce:
+            log.info("doc shard %d: replaying docs %d..%d, deltas %d..%d", s,
+                     shard.offset("docs"), cd, shard.offset("deltas"), ce)
+        async for recs in read_all(self.broker, t.docs, s, shard.offset("docs"), cd,
+                                   max_records=REPLAY_CHUNK):
+            pages = [(r.offset, m) for r in recs if (m := self._decode(PageMsg, r)) is not None]
+            txn = shard.store.begin()
+            await self._cpu(ds.process, txn, pages, [], 0)
+            await self._cpu(shard.commit, txn, {"docs": recs[-1].offset + 1,
+                                                "deltas": shard.offset("deltas")})
+            self.counters.replayed += len(recs)
+        async for recs in read_all(self.broker, t.deltas, s, shard.offset("deltas"), ce,
+                                   max_records=REPLAY_CHUNK):
+            msgs = [m for m in (self._decode(DeltasMsg, r) for r in recs) if m is not None]
+            txn = shard.store.begin()
+            await self._cpu(ds.process, txn, [], msgs, 0)
+            await self._cpu(shard.commit, txn, {"docs": shard.offset("docs"),
+                                                "deltas": recs[-1].offset + 1})
+            self.counters.replayed += len(recs)
+        self.consumer.seek(TopicPartition(t.docs, s), shard.offset("docs"))
+        self.consumer.seek(TopicPartition(t.deltas, s), shard.offset("deltas"))
+
+
+class _Rebalance(ConsumerRebalanceListener):
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+
+    async def on_partitions_revoked(self, revoked) -> None:
+        await self.worker.revoked(set(revoked))
+
+    async def on_partitions_assigned(self, assigned) -> None:
+        await self.worker.assigned_now(set(assigned))
+
+
+def _dead_headers(reason: str, detail: str, topic: str, partition: int, offset: int) -> list:
+    return [("streamdet-reason", reason.encode()), ("streamdet-detail", detail.encode()),
+            ("streamdet-source", f"{topic}/{partition}/{offset}".encode()),
+            ("streamdet-at", utc_now().encode())]
+

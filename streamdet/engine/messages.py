@@ -1,0 +1,160 @@
+"""The messages shards exchange (Kafka values of the internal topics), as bytes.
+
+A message is a small JSON header and some arrays of uint64 (grams, docnos) appended raw:
+    4-byte header length | header JSON | array 0 | array 1 | ...
+with the arrays' lengths in the header. JSON keeps the format readable and versioned;
+raw arrays keep thousands of grams per message cheap to build and read (no per-gram
+objects). Nothing here is ever unpickled: internal topics are data, not code.
+
+- PageMsg   (pages of one doc shard): a validated, analysed page.
+- GramsMsg  (one per document and gram shard): a version's grams to add, or to withdraw.
+- DeltasMsg (one per gram-shard batch and doc shard): the deltas for that doc shard's
+  documents, with the server and URL of every docno they mention.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .deltas import GAIN, Delta
+
+VERSION = 1
+_LEN = struct.Struct("<I")
+
+
+class MessageError(ValueError):
+    """Bytes that are not a message of this version."""
+
+
+def pack(header: dict, arrays: list[np.ndarray]) -> bytes:
+    header = {**header, "v": VERSION, "a": [len(a) for a in arrays]}
+    head = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return b"".join([_LEN.pack(len(head)), head,
+                     *(np.asarray(a, dtype="<u8").tobytes() for a in arrays)])
+
+
+def unpack(raw: bytes) -> tuple[dict, list[np.ndarray]]:
+    try:
+        (n,) = _LEN.unpack_from(raw)
+        header = json.loads(raw[4 : 4 + n])
+        if header.get("v") != VERSION:
+            raise MessageError(f"message version {header.get('v')!r}, expected {VERSION}")
+        off = 4 + n
+        arrays = []
+        for count in header["a"]:
+            arrays.append(np.frombuffer(raw, dtype="<u8", count=count, offset=off)
+                          .astype(np.uint64))
+            off += 8 * count
+    except (struct.error, ValueError, KeyError, TypeError) as exc:
+        if isinstance(exc, MessageError):
+            raise
+        raise MessageError(f"not a streamdet message: {exc}") from None
+    if off != len(raw):
+        raise MessageError("message has trailing bytes")
+    return header, arrays
+
+
+@dataclass
+class PageMsg:
+    url: str
+    server: str
+    grams: np.ndarray
+    fetched_at: float | None = None
+
+    def encode(self) -> bytes:
+        return pack({"k": "page", "u": self.url, "s": self.server, "t": self.fetched_at},
+                    [self.grams])
+
+    @classmethod
+    def decode(cls, raw: bytes) -> PageMsg:
+        h, (grams,) = unpack(raw)
+        return cls(h["u"], h["s"], grams, h.get("t"))
+
+
+@dataclass
+class GramsMsg:
+    """kind "add": docno (with its server and URL) holds these grams; kind "withdraw":
+    version docno was replaced and leaves these grams (all of its grams in the shard)."""
+
+    kind: str
+    docno: int
+    grams: np.ndarray
+    server: str = ""
+    url: str = ""
+
+    def encode(self) -> bytes:
+        return pack({"k": self.kind, "d": self.docno, "s": self.server, "u": self.url},
+                    [self.grams])
+
+    @classmethod
+    def decode(cls, raw: bytes) -> GramsMsg:
+        h, (grams,) = unpack(raw)
+        if h["k"] not in ("add", "withdraw"):
+            raise MessageError(f"unknown grams message kind {h['k']!r}")
+        return cls(h["k"], h["d"], grams, h["s"], h["u"])
+
+
+@dataclass
+class DeltasMsg:
+    deltas: list[Delta]
+    names: dict[int, tuple[str, str]] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        causes: dict[str, int] = {}
+        rows, grams, counts, holders = [], [], [], []
+        for t, op, gs, arg, cause in self.deltas:
+            c = causes.setdefault(cause, len(causes))
+            grams.extend(gs)
+            if op == GAIN:
+                for h in arg:
+                    counts.append(len(h))
+                    holders.extend(h)
+                rows.append([t, op, len(gs), None, c])
+            else:
+                rows.append([t, op, len(gs), arg, c])
+        names = [[d, s, u] for d, (s, u) in self.names.items()]
+        return pack({"k": "deltas", "r": rows, "c": list(causes), "n": names},
+                    [np.asarray(grams, dtype=np.uint64), np.asarray(counts, dtype=np.uint64),
+                     np.asarray(holders, dtype=np.uint64)])
+
+    @classmethod
+    def decode(cls, raw: bytes) -> DeltasMsg:
+        h, (grams, counts, holders) = unpack(raw)
+        glist, clist, hlist = grams.tolist(), counts.tolist(), holders.tolist()
+        causes = h["c"]
+        deltas, gi, ci, hi = [], 0, 0, 0
+        for t, op, n, arg, c in h["r"]:
+            gs = glist[gi : gi + n]
+            gi += n
+            if op == GAIN:
+                arg = []
+                for k in clist[ci : ci + n]:
+                    arg.append(tuple(hlist[hi : hi + k]))
+                    hi += k
+                ci += n
+            deltas.append(Delta(t, op, gs, arg, causes[c]))
+        return cls(deltas, {d: (s, u) for d, s, u in h["n"]})
+
+
+_OUT = struct.Struct("<BII")
+
+
+def pack_outbox(messages: list[tuple[int, int, bytes]]) -> bytes:
+    """A batch's outgoing messages, (topic code, partition, value) each, as one value: a
+    doc shard commits them with its state and sends them after, so nothing it committed
+    can be lost, and a crash between the two only sends them again."""
+    return b"".join(_OUT.pack(t, p, len(v)) + v for t, p, v in messages)
+
+
+def unpack_outbox(raw: bytes | None) -> list[tuple[int, int, bytes]]:
+    out, off = [], 0
+    while raw and off < len(raw):
+        t, p, n = _OUT.unpack_from(raw, off)
+        off += _OUT.size
+        out.append((t, p, raw[off : off + n]))
+        off += n
+    return out

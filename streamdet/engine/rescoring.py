@@ -1,0 +1,39 @@
+"""Re-scoring the documents a batch changed, and the events that result (SPEC §3).
+
+Shared by the embedded engine and the doc shards: each document marked dirty is scored
+once against the state after the whole batch, compared with its last result, and a
+change a consumer cares about becomes an event with the URL's next sequence number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..state.schema import Cover
+from .docs import Dirty, DocRole
+from .events import change_kind, make_event
+
+
+def rescore(role: DocRole, txn, dirty: Dirty, before: dict[int, Cover],
+            next_seq: Callable[[int], int]) -> list[dict]:
+    """Score every dirty document; return the events. `before` holds the last result of
+    re-fetched URLs (by their new docno); `next_seq(seq)` gives an event's seq from the
+    URL's last one (the embedded engine counts, doc shards use their input offsets)."""
+    events = []
+    for docno, touch in dirty.items():
+        doc = txn.doc(docno)
+        if doc is None:
+            continue
+        result = role.score(txn, doc, touch)
+        prev = before.get(docno, doc.result)
+        doc.result = result
+        txn.touch_doc(docno)
+        kind = change_kind(prev, result)
+        if kind is None:
+            continue
+        url = txn.url_of(docno)
+        _, seq = txn.url_entry(url)
+        seq = next_seq(seq)
+        txn.put_url(url, docno, seq)
+        events.append(make_event(kind, url, seq, result, touch.cause, role.params))
+    return events

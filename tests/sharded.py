@@ -1,0 +1,221 @@
+"""The sharded engine (engine.shards) on in-memory topics, under a random schedule.
+
+P doc shards and P gram shards exchange real message bytes through lists that stand for
+Kafka partitions. A seeded scheduler picks which shard runs next and how much of each of
+its partitions it takes, so partitions interleave arbitrarily. It can also:
+- crash a shard after it sent its outputs but before it committed (at-least-once: the
+  batch is processed again and its messages are sent twice);
+- wipe a shard's state and rebuild it by replaying its partitions up to its committed
+  offsets without sending anything (a worker that lost its disk), as the Kafka worker does.
+
+`sharded_pipeline(...)` has the harness's `records, params, batches -> rows` shape.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from streamdet.adapters.report import dump_rows
+from streamdet.engine.analysis import analyze
+from streamdet.engine.messages import DeltasMsg, GramsMsg, PageMsg, pack_outbox, unpack_outbox
+from streamdet.engine.params import Params
+from streamdet.engine.records import BadRecord, page_from_object
+from streamdet.engine.routing import url_shard
+from streamdet.engine.shards import DocShard, GramShard
+from streamdet.state.kv import MemoryKV
+from streamdet.state.txn import Store
+
+Rows = dict[str, dict]
+GRAMS, EVENTS = 0, 1  # outbox topic codes
+
+
+@dataclass
+class _Shard:
+    store: Store
+    pos: dict[str, int] = field(default_factory=dict)  # committed offsets per input
+
+
+class Simulation:
+    def __init__(self, params: Params, shards: int, seed: int, crash_rate: float = 0.0,
+                 wipe_rate: float = 0.0) -> None:
+        self.params, self.p = params, shards
+        self.rng = random.Random(seed)
+        self.crash_rate, self.wipe_rate = crash_rate, wipe_rate
+        self.docs_topic: list[list[bytes]] = [[] for _ in range(shards)]
+        self.grams_topic: list[list[bytes]] = [[] for _ in range(shards)]
+        self.deltas_topic: list[list[bytes]] = [[] for _ in range(shards)]
+        self.doc = [_Shard(Store(MemoryKV()), {"docs": 0, "deltas": 0}) for _ in range(shards)]
+        self.gram = [_Shard(Store(MemoryKV()), {"grams": 0}) for _ in range(shards)]
+        self.events: list[dict] = []
+        self.sent = [{"docs": 0, "deltas": 0} for _ in range(shards)]  # the group's offsets
+        self.crashes = self.wipes = 0
+
+    def publish(self, page) -> None:
+        msg = PageMsg(page.url, page.server, page.grams, page.fetched_at)
+        self.docs_topic[url_shard(page.url, self.p)].append(msg.encode())
+
+    # -- one step of one shard ----------------------------------------------------------
+    def _take(self, topic: list[bytes], start: int) -> int:
+        left = len(topic) - start
+        return start + (self.rng.randint(0, left) if left else 0)
+
+    def step_doc(self, s: int) -> bool:
+        """One batch of a doc shard: process, commit state + offsets + outbox, then send
+        the outbox (grams messages and events). A crash before the commit loses the batch
+        (it runs again); a crash after it leaves the outbox to be sent on restart."""
+        sh = self.doc[s]
+        if self._send_outbox(s):
+            return True
+        d0, e0 = sh.pos["docs"], sh.pos["deltas"]
+        d1, e1 = self._take(self.docs_topic[s], d0), self._take(self.deltas_topic[s], e0)
+        if (d1, e1) == (d0, e0):
+            return False
+        pages = [(o, PageMsg.decode(self.docs_topic[s][o])) for o in range(d0, d1)]
+        deltas = [DeltasMsg.decode(b) for b in self.deltas_topic[s][e0:e1]]
+        txn = sh.store.begin()
+        out, events = DocShard(self.params, s, self.p).process(txn, pages, deltas, d1 + e1)
+        if self.rng.random() < self.crash_rate:
+            self.crashes += 1
+            return True  # crashed before committing: the batch will run again
+        outbox = [(GRAMS, g, raw) for g, raw in out]
+        outbox += [(EVENTS, 0, json.dumps(ev).encode()) for ev in events]
+        txn.put_meta("outbox", pack_outbox(outbox))
+        txn.commit({"docs": d1, "deltas": e1})
+        sh.pos = {"docs": d1, "deltas": e1}
+        if self.rng.random() < self.crash_rate:
+            self.crashes += 1
+            if self.rng.random() < self.wipe_rate:
+                self.rebuild_doc(s)  # ... and the disk is lost with the outbox
+            return True  # crashed before sending: the outbox goes on restart
+        self._send_outbox(s)
+        if self.rng.random() < self.wipe_rate:
+            self.rebuild_doc(s)
+        return True
+
+    def _send_outbox(self, s: int) -> bool:
+        """Send what the last commit left to send (again, after a crash); then it is
+        cleared, as the worker does once the broker acknowledged it."""
+        store = self.doc[s].store
+        raw = store.kv.get("meta", b"outbox")
+        for topic, part, value in unpack_outbox(raw):
+            if topic == GRAMS:
+                self.grams_topic[part].append(value)
+            else:
+                self.events.append(json.loads(value))
+        if raw:
+            store.kv.write([("meta", b"outbox", b"")])
+        self.sent[s] = dict(self.doc[s].pos)  # then the group's offsets are committed
+        return bool(raw)
+
+    def step_gram(self, g: int) -> bool:
+        sh = self.gram[g]
+        a = sh.pos["grams"]
+        b = self._take(self.grams_topic[g], a)
+        if a == b:
+            return False
+        msgs = [GramsMsg.decode(raw) for raw in self.grams_topic[g][a:b]]
+        txn = sh.store.begin()
+        for s, raw in GramShard(self.params, g, self.p).process(txn, msgs):
+            self.deltas_topic[s].append(raw)
+        if self.rng.random() < self.crash_rate:
+            self.crashes += 1
+            return True
+        txn.commit({"grams": b})
+        sh.store.compact()
+        sh.pos = {"grams": b}
+        if self.rng.random() < self.wipe_rate:
+            self.rebuild_gram(g)
+        return True
+
+    # -- losing a shard's disk ----------------------------------------------------------
+    def rebuild_doc(self, s: int) -> None:
+        """New empty state, then the shard's pages up to the group's committed offset
+        (what was sent), then its deltas, in chunks, sending nothing (it all was sent)."""
+        self.wipes += 1
+        sh = self.doc[s]
+        store = Store(MemoryKV())
+        shard = DocShard(self.params, s, self.p)
+        d1, e1 = self.sent[s]["docs"], self.sent[s]["deltas"]
+        for a in range(0, d1, 3):
+            txn = store.begin()
+            pages = [(o, PageMsg.decode(self.docs_topic[s][o])) for o in range(a, min(a + 3, d1))]
+            shard.process(txn, pages, [], 0)
+            txn.commit({})
+        for a in range(0, e1, 3):
+            txn = store.begin()
+            raws = self.deltas_topic[s][a : min(a + 3, e1)]
+            shard.process(txn, [], [DeltasMsg.decode(b) for b in raws], 0)
+            txn.commit({})
+        sh.store = store
+        sh.pos = dict(self.sent[s])
+
+    def rebuild_gram(self, g: int) -> None:
+        self.wipes += 1
+        sh = self.gram[g]
+        store = Store(MemoryKV())
+        shard = GramShard(self.params, g, self.p)
+        b = sh.pos["grams"]
+        for a in range(0, b, 4):
+            txn = store.begin()
+            shard.process(txn, [GramsMsg.decode(r) for r in self.grams_topic[g][a:min(a + 4, b)]])
+            txn.commit({})
+            store.compact()
+        sh.store = store
+
+    def run_until_idle(self) -> None:
+        steps = [("doc", s) for s in range(self.p)] + [("gram", g) for g in range(self.p)]
+        while True:
+            self.rng.shuffle(steps)
+            progressed = False
+            for kind, i in steps:
+                progressed |= self.step_doc(i) if kind == "doc" else self.step_gram(i)
+            if not progressed and self.idle():
+                return
+
+    def idle(self) -> bool:
+        return (all(sh.pos["docs"] == len(t) for sh, t in zip(self.doc, self.docs_topic, strict=True))
+                and all(sh.pos["deltas"] == len(t) for sh, t in zip(self.doc, self.deltas_topic, strict=True))
+                and all(sh.pos["grams"] == len(t) for sh, t in zip(self.gram, self.grams_topic, strict=True)))
+
+    def rows(self) -> Rows:
+        out: Rows = {}
+        for sh in self.doc:
+            for row in dump_rows(sh.store):
+                out[row["url"]] = row
+        return out
+
+
+def analysed(records: Sequence[dict], params: Params) -> list:
+    pages = []
+    for rec in records:
+        try:
+            pages.append(analyze(page_from_object(rec), params))
+        except BadRecord:
+            pass
+    return pages
+
+
+def sharded_pipeline(records: list[dict], params: Params, batches: Sequence[int], *,
+                     shards: int = 3, seed: int = 0, crash_rate: float = 0.0,
+                     wipe_rate: float = 0.0, events: list[dict] | None = None) -> Rows:
+    """Records published in `batches` (the stream cut as it arrives), shards running
+    in between on a random schedule, then run until idle."""
+    sim = Simulation(params, shards, seed, crash_rate, wipe_rate)
+    pages = analysed(records, params)
+    i = 0
+    for b in batches:
+        for page in pages[i : i + b]:
+            sim.publish(page)
+        i += b
+        for _ in range(sim.rng.randint(0, 2 * shards)):
+            k = sim.rng.randrange(2 * shards)
+            sim.step_doc(k) if k < shards else sim.step_gram(k - shards)
+    for page in pages[i:]:
+        sim.publish(page)
+    sim.run_until_idle()
+    if events is not None:
+        events.extend(sim.events)
+    return sim.rows()

@@ -1,0 +1,250 @@
+"""The Kafka pipeline (`streamdet worker` x2, `produce`, `events`) on a real broker (tansu)
+against `streamdet run` on the same records: same documents, patch counts and covers;
+the same when a worker is SIGKILLed mid-stream and comes back without its state; bad
+records on the dead-letter topic; workers refuse other parameters.
+
+Each test runs its own pipeline (a topic prefix of its own) on the session's broker.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from .cli_helpers import bad_lines, build_crawl, dump, popen, streamdet, with_bad
+from .harness import check_events, normalize_row
+from .kafka_broker import (  # noqa: F401 - fixtures
+    KafkaBroker,
+    kafka_broker_fixture,
+    run_sync,
+    unique_name,
+)
+
+SHARDS = 4
+TIMING = {"STREAMDET_SESSION_MS": "3000", "STREAMDET_HEARTBEAT_MS": "300"}
+
+
+def _write_lines(path: Path, records: list) -> Path:
+    with open(path, "wb") as f:
+        for r in records:
+            f.write(r if isinstance(r, bytes) else
+                    json.dumps(r, ensure_ascii=False).encode("utf-8") + b"\n")
+    return path
+
+
+class Pipeline:
+    """Workers of one pipeline, started as real processes."""
+
+    def __init__(self, broker: KafkaBroker, tmp: Path) -> None:
+        self.broker, self.tmp = broker, tmp
+        self.prefix = unique_name("sd")
+        self.workers: dict[str, subprocess.Popen] = {}
+
+    def args(self) -> list[str]:
+        return ["--broker", self.broker.bootstrap, "--prefix", self.prefix]
+
+    def start(self, name: str, *extra) -> subprocess.Popen:
+        log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
+        proc = popen("worker", *self.args(), "--state", self.tmp / name, "--port", "0",
+                     "--shards", SHARDS, *extra, stdout=log, stderr=log)
+        self.workers[name] = proc
+        return proc
+
+    def produce(self, path: Path, rate: float | None = None) -> None:
+        streamdet("produce", *self.args(), "--shards", SHARDS, *(
+            ["--rate", rate] if rate else []), path)
+
+    def events(self) -> list[dict]:
+        out = streamdet("events", *self.args(), "--idle", "2").stdout
+        return [json.loads(line) for line in out.splitlines()]
+
+    def wait_idle(self, timeout: float = 180) -> None:
+        """Until every input of the pipeline is consumed and committed (committed offsets
+        equal the high watermarks on pages, docs, grams and deltas), twice in a row."""
+        deadline = time.monotonic() + timeout
+        calm = 0
+        while time.monotonic() < deadline:
+            for name, proc in self.workers.items():
+                if proc.poll() is not None:
+                    raise AssertionError(f"worker {name} exited {proc.returncode}:\n"
+                                         + (self.tmp / f"{name}.log").read_text()[-3000:])
+            calm = calm + 1 if run_sync(self._idle()) else 0
+            if calm >= 2:
+                return
+            time.sleep(1.0)
+        raise AssertionError("pipeline not idle in time:\n" + "\n".join(
+            (self.tmp / f"{n}.log").read_text()[-2000:] for n in self.workers))
+
+    async def committed(self, topic: str) -> dict[int, int]:
+        """The group's committed offsets on one of the pipeline's topics."""
+        name = f"{self.prefix}-{topic}"
+        c = AIOKafkaConsumer(bootstrap_servers=self.broker.bootstrap, group_id=self.prefix,
+                             enable_auto_commit=False)
+        await c.start()
+        try:
+            parts = range(SHARDS) if topic != "pages" else self.broker.high_watermarks(name)
+            return {p: (await c.committed(TopicPartition(name, p)) or 0) for p in parts}
+        finally:
+            await c.stop()
+
+    async def _idle(self) -> bool:
+        for topic in ("pages", "docs", "grams", "deltas"):
+            high = self.broker.high_watermarks(f"{self.prefix}-{topic}")
+            if await self.committed(topic) != high:
+                return False
+        return True
+
+    def dead_letters(self) -> list:
+        async def read():
+            c = AIOKafkaConsumer(bootstrap_servers=self.broker.bootstrap,
+                                 auto_offset_reset="earliest", enable_auto_commit=False)
+            await c.start()
+            try:
+                tp = TopicPartition(f"{self.prefix}-dead-letter", 0)
+                c.assign([tp])
+                await c.seek_to_beginning(tp)
+                end = self.broker.high_watermarks(tp.topic)[0]
+                out: list = []
+                deadline = time.monotonic() + 30
+                while len(out) < end and time.monotonic() < deadline:
+                    got = await c.getmany(tp, timeout_ms=500)
+                    out.extend(got.get(tp, []))
+                return out
+            finally:
+                await c.stop()
+        return run_sync(read())
+
+    def dump(self) -> bytes:
+        args = []
+        for name in self.workers:
+            args += ["--state", self.tmp / name]
+        return dump_states(args)
+
+    def stop(self) -> None:
+        for proc in self.workers.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.workers.values():
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def dump_states(args) -> bytes:
+    return streamdet("dump", *args).stdout
+
+
+@pytest.fixture
+def pipeline(kafka_broker: KafkaBroker, tmp_path: Path, monkeypatch):
+    for k, v in TIMING.items():  # short group timeouts: rebalances within seconds
+        monkeypatch.setenv(k, v)
+    p = Pipeline(kafka_broker, tmp_path)
+    yield p
+    p.stop()
+
+
+@pytest.fixture(scope="module")
+def crawl(tmp_path_factory) -> tuple[Path, bytes]:
+    """Real pages, planted quilts, re-fetches and bad records in a random order, and the
+    dump `streamdet run` gives for them."""
+    tmp = tmp_path_factory.mktemp("crawl")
+    rng = random.Random(11)
+    records = build_crawl(seed=11, n_pages=120, n_quilts=14)
+    rng.shuffle(records)
+    path = _write_lines(tmp / "crawl.jsonl", with_bad(records, rng))
+    streamdet("run", "--input", path, "--state", tmp / "ref", "--events", tmp / "ref-events.jsonl")
+    return path, dump(tmp / "ref")
+
+
+def _rows(raw: bytes) -> dict[str, dict]:
+    return {r["url"]: r for r in map(json.loads, raw.splitlines())}
+
+
+def _check_events_match(events: list[dict], expected: dict[str, dict]) -> None:
+    latest = {}
+    for ev in events:  # exact repeats are allowed (at-least-once); regressions are not
+        if ev["url"] in latest and ev["seq"] < latest[ev["url"]]["seq"]:
+            raise AssertionError(f"seq regressed for {ev['url']}")
+        latest[ev["url"]] = ev
+    problems = check_events(list(latest.values()), expected)
+    assert not problems, "\n".join(problems)
+
+
+def test_two_workers_equal_streamdet_run(pipeline, crawl):
+    path, reference_dump = crawl
+    pipeline.start("w1")
+    pipeline.start("w2")
+    pipeline.produce(path)
+    pipeline.wait_idle()
+    # every bad record on the dead-letter topic, with its reason and original bytes
+    dead = pipeline.dead_letters()
+    reasons = {dict(r.headers)["streamdet-reason"].decode() for r in dead}
+    assert sorted(r.value for r in dead) == sorted(b.rstrip(b"\n") for b in bad_lines())
+    assert reasons == {"not_json", "not_object", "no_url", "bad_url", "not_utf8", "no_body"}
+    assert all(p.poll() is None for p in pipeline.workers.values())  # still running
+    want = _rows(reference_dump)
+    _check_events_match(pipeline.events(), want)
+    pipeline.stop()  # (dump opens the shard states)
+    got = pipeline.dump()
+    assert sum(r["quilted"] for r in want.values()) >= 4  # the corpus has quilts to find
+    assert {u: normalize_row(r) for u, r in _rows(got).items()} == {
+        u: normalize_row(r) for u, r in want.items()}
+
+
+def test_worker_killed_and_wiped_rejoins_without_double_counting(pipeline, crawl):
+    path, reference_dump = crawl
+    pipeline.start("w1")
+    pipeline.start("w2")
+    time.sleep(3)
+    producer = popen("produce", *pipeline.args(), "--shards", SHARDS, "--rate", "20", path,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # mid-stream: every doc shard has committed work (so w2's are not empty), and the
+    # producer is still sending
+    deadline = time.monotonic() + 60
+    while not all(run_sync(pipeline.committed("docs")).values()):
+        assert time.monotonic() < deadline, "no progress on every doc shard"
+        time.sleep(0.3)
+    assert producer.poll() is None
+    assert any((pipeline.tmp / "w2").glob("doc-*"))  # it owned doc shards
+    victim = pipeline.workers["w2"]
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    shutil.rmtree(pipeline.tmp / "w2")  # its disk is gone too
+    time.sleep(1)
+    pipeline.start("w2")
+    assert producer.wait(120) == 0
+    pipeline.wait_idle()
+    want = _rows(reference_dump)
+    _check_events_match(pipeline.events(), want)
+    pipeline.stop()
+    assert "replaying" in (pipeline.tmp / "w2.log").read_text()  # rebuilt from the topics
+    got = _rows(pipeline.dump())
+    assert {u: normalize_row(r) for u, r in got.items()} == {
+        u: normalize_row(r) for u, r in want.items()}
+
+
+def test_worker_refuses_other_parameters(pipeline, tmp_path):
+    first = pipeline.start("w1")
+    deadline = time.monotonic() + 30
+    while not (pipeline.tmp / "w1.log").read_text().count("metrics on"):
+        assert time.monotonic() < deadline and first.poll() is None
+        time.sleep(0.2)
+    time.sleep(2)  # the first worker has recorded the pipeline's parameters by now
+    other = streamdet("worker", *pipeline.args(), "--state", tmp_path / "other", "-k", "4",
+                      "--shards", SHARDS, check=False, timeout=60)
+    assert other.returncode == 2
+    msg = other.stderr.decode()
+    assert "other parameters" in msg and "k=5" in msg and "Traceback" not in msg
+    shards = streamdet("worker", *pipeline.args(), "--state", tmp_path / "other2",
+                       "--shards", 3, check=False, timeout=60)
+    assert shards.returncode == 2 and "shards" in shards.stderr.decode()
