@@ -27,6 +27,7 @@ consumer is positioned after what the state has applied.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -59,6 +60,7 @@ from .outputs import utc_now
 log = logging.getLogger("streamdet.worker")
 GRAMS_OUT, EVENTS_OUT = 0, 1  # outbox topic codes
 REPLAY_CHUNK = 500  # records per transaction while rebuilding a shard
+FETCH_WAIT_MS = 20  # a fetch returns at once when data is there; this bounds the idle wait per hop
 
 
 class Shard:
@@ -144,6 +146,7 @@ class Worker:
     # -- life cycle -----------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         os.makedirs(self.state_dir, exist_ok=True)
+        await self._cpu(_warm_up, self.params)  # imports and compiled patterns, before pages wait
         await ensure_topics(self.broker, self.topics, self.shards, self.pages_partitions)
         await join_pipeline(self.broker, self.topics, self.params, self.shards)
         self.producer = producer(self.broker)
@@ -153,6 +156,7 @@ class Worker:
             bootstrap_servers=self.broker, group_id=self.group, enable_auto_commit=False,
             auto_offset_reset="earliest", partition_assignment_strategy=(RangePartitionAssignor,),
             max_partition_fetch_bytes=64 << 20, fetch_max_bytes=64 << 20,
+            fetch_max_wait_ms=FETCH_WAIT_MS,
             **self.timing.group_settings())
         self.consumer.subscribe([t.pages, t.docs, t.deltas, t.grams], listener=_Rebalance(self))
         await self.consumer.start()
@@ -186,69 +190,79 @@ class Worker:
 
     # -- one fetched batch --------------------------------------------------------------
     async def _handle(self, batch: dict) -> None:
+        """Every stage's work on the batch, then one wait for all acknowledgements, the
+        commits that must follow them, and one offset commit: a round trip per batch,
+        not per stage and partition (each hop of a page costs a batch cycle)."""
         t = self.topics
         by_topic: dict[str, dict[int, list]] = {}
         for tp, recs in batch.items():
             if tp in self.assigned:  # a batch fetched just before a rebalance: drop the rest
                 by_topic.setdefault(tp.topic, {})[tp.partition] = recs
+        r = _Round()
         for p, recs in sorted(by_topic.get(t.pages, {}).items()):
-            await self._pages(p, recs)
+            await self._pages(p, recs, r)
         for g, recs in sorted(by_topic.get(t.grams, {}).items()):
-            await self._gram_shard(g, recs)
+            await self._gram_shard(g, recs, r)
         docs, deltas = by_topic.get(t.docs, {}), by_topic.get(t.deltas, {})
         for s in sorted(set(docs) | set(deltas)):
-            await self._doc_shard(s, docs.get(s, []), deltas.get(s, []))
+            await self._doc_shard(s, docs.get(s, []), deltas.get(s, []), r)
+        await asyncio.gather(*r.sends)
+        for fn in r.after:
+            await self._cpu(fn)
+        if r.offsets:
+            await self._commit(r.offsets)
 
-    async def _pages(self, partition: int, recs: list) -> None:
+    async def _pages(self, partition: int, recs: list, r: _Round) -> None:
         results = await self._cpu(analyze_payloads, [r.value for r in recs], self.params,
                                   self.max_body)
-        sends = []
         for rec, res in zip(recs, results, strict=True):
             self.counters.bytes_in += len(rec.value or b"")
             if isinstance(res, tuple):
                 reason, detail = res
                 self.counters.dead[reason] = self.counters.dead.get(reason, 0) + 1
                 headers = _dead_headers(reason, detail, self.topics.pages, partition, rec.offset)
-                sends.append(await self.producer.send(self.topics.dead, value=rec.value,
-                                                      key=rec.key, headers=headers))
+                r.sends.append(await self.producer.send(self.topics.dead, value=rec.value,
+                                                        key=rec.key, headers=headers))
                 continue
             self.counters.pages += 1
             msg = PageMsg(res.url, res.server, res.grams, res.fetched_at)
-            sends.append(await self.producer.send(
+            r.sends.append(await self.producer.send(
                 self.topics.docs, value=msg.encode(), key=res.url.encode("utf-8"),
                 partition=url_shard(res.url, self.shards)))
-        await asyncio.gather(*sends)
-        await self._commit({TopicPartition(self.topics.pages, partition): recs[-1].offset + 1})
+        r.offsets[TopicPartition(self.topics.pages, partition)] = recs[-1].offset + 1
 
-    async def _gram_shard(self, g: int, recs: list) -> None:
+    async def _gram_shard(self, g: int, recs: list, r: _Round) -> None:
+        """Deltas out first; the state (and offset) is committed once they are acked, so
+        a crash in between recomputes and re-sends the same deltas."""
         shard = self.gram_shards.get(g)
         if shard is None:
             return
-        recs = [r for r in recs if r.offset >= shard.offset("grams")]
+        recs = [x for x in recs if x.offset >= shard.offset("grams")]
         if not recs:
             return
-        msgs = [m for m in (self._decode(GramsMsg, r) for r in recs) if m is not None]
+        msgs = [m for m in (self._decode(GramsMsg, x) for x in recs) if m is not None]
         txn = shard.store.begin()
         out = await self._cpu(GramShard(self.params, g, self.shards).process, txn, msgs)
-        sends = [await self.producer.send(self.topics.deltas, value=raw, partition=s)
-                 for s, raw in out]
-        await asyncio.gather(*sends)
+        for s, raw in out:
+            r.sends.append(await self.producer.send(self.topics.deltas, value=raw, partition=s))
         end = recs[-1].offset + 1
-        await self._cpu(shard.commit, txn, {"grams": end})
-        await self._commit({TopicPartition(self.topics.grams, g): end})
+        r.after.append(functools.partial(shard.commit, txn, {"grams": end}))
+        r.offsets[TopicPartition(self.topics.grams, g)] = end
 
-    async def _doc_shard(self, s: int, docs: list, deltas: list) -> None:
+    async def _doc_shard(self, s: int, docs: list, deltas: list, r: _Round) -> None:
+        """State, offsets and outbox committed first, then the outbox is sent: a document
+        exists for good before any of its grams leave."""
         shard = self.doc_shards.get(s)
         if shard is None:
             return
-        docs = [r for r in docs if r.offset >= shard.offset("docs")]
-        deltas = [r for r in deltas if r.offset >= shard.offset("deltas")]
+        docs = [x for x in docs if x.offset >= shard.offset("docs")]
+        deltas = [x for x in deltas if x.offset >= shard.offset("deltas")]
         if not docs and not deltas:
             return
         d_end = docs[-1].offset + 1 if docs else shard.offset("docs")
         e_end = deltas[-1].offset + 1 if deltas else shard.offset("deltas")
-        pages = [(r.offset, m) for r in docs if (m := self._decode(PageMsg, r)) is not None]
-        msgs = [m for m in (self._decode(DeltasMsg, r) for r in deltas) if m is not None]
+        pages = [(x.offset, m) for x in docs if (m := self._decode(PageMsg, x)) is not None]
+        msgs = [m for m in (self._decode(DeltasMsg, x) for x in deltas) if m is not None]
         txn = shard.store.begin()
         out, events = await self._cpu(DocShard(self.params, s, self.shards).process, txn,
                                       pages, msgs, d_end + e_end)
@@ -256,14 +270,17 @@ class Worker:
         outbox = [(GRAMS_OUT, g, raw) for g, raw in out]
         for ev in events:
             ev["at"] = at
-            outbox.append((EVENTS_OUT, -1, json.dumps(ev, ensure_ascii=False).encode("utf-8")))
+            outbox.append((EVENTS_OUT, 0, json.dumps(ev, ensure_ascii=False).encode("utf-8")))
         await self._cpu(shard.commit, txn, {"docs": d_end, "deltas": e_end},
-                        pack_outbox([(t, max(p, 0), v) for t, p, v in outbox]))
-        await self._send_outbox(shard)
-        await self._commit({TopicPartition(self.topics.docs, s): d_end,
-                            TopicPartition(self.topics.deltas, s): e_end})
+                        pack_outbox(outbox))
+        r.sends.extend(await self._queue_outbox(shard))
+        if outbox:
+            r.after.append(shard.clear_outbox)
+        r.offsets[TopicPartition(self.topics.docs, s)] = d_end
+        r.offsets[TopicPartition(self.topics.deltas, s)] = e_end
 
-    async def _send_outbox(self, shard: Shard) -> None:
+    async def _queue_outbox(self, shard: Shard) -> list:
+        """Send a shard's committed outbox; the futures of its records."""
         sends = []
         for topic, part, value in shard.outbox():
             if topic == GRAMS_OUT:
@@ -274,9 +291,13 @@ class Worker:
                 self.counters.events[ev["event"]] = self.counters.events.get(ev["event"], 0) + 1
                 sends.append(await self.producer.send(self.topics.events, value=value,
                                                       key=ev["url"].encode("utf-8")))
+        return sends
+
+    async def _send_outbox(self, shard: Shard) -> None:
+        sends = await self._queue_outbox(shard)
         if sends:
             await asyncio.gather(*sends)
-            shard.clear_outbox()
+            await self._cpu(shard.clear_outbox)
 
     def _decode(self, cls, rec):
         try:
@@ -368,6 +389,16 @@ class Worker:
         self.consumer.seek(TopicPartition(t.deltas, s), shard.offset("deltas"))
 
 
+@dataclass
+class _Round:
+    """What one fetched batch has to finish: records sent (futures), work that must wait
+    for their acknowledgement (local commits), and the group offsets to commit last."""
+
+    sends: list = field(default_factory=list)
+    after: list = field(default_factory=list)
+    offsets: dict = field(default_factory=dict)
+
+
 class _Rebalance(ConsumerRebalanceListener):
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
@@ -377,6 +408,11 @@ class _Rebalance(ConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned) -> None:
         await self.worker.assigned_now(set(assigned))
+
+
+def _warm_up(params: Params) -> None:
+    analyze_payloads([b'{"url": "http://warm.example/", "html": "<p>warm up the engine</p>"}'],
+                     params, DEFAULT_MAX_BODY)
 
 
 def _dead_headers(reason: str, detail: str, topic: str, partition: int, offset: int) -> list:

@@ -1,0 +1,343 @@
+"""Kafka benchmark: throughput through 1 and 2 workers, and fetch->event latency.
+
+    /work/venv/bin/python loadtest/bench_kafka.py                # 2,000 pages
+    /work/venv/bin/python loadtest/bench_kafka.py --smoke        # ~120 pages, for CI
+
+On a real broker (tansu, started here on a free loopback port) with real `streamdet worker`
+processes (4 shards):
+
+1. Stream: real pages with planted quilts (loadtest.corpus.planted_corpus, donors reused
+   across quilts) topped up with replayed pages under new domains, as JSONL.
+2. Throughput, for 1 and then 2 workers, each on a fresh pipeline (topic prefix): the whole
+   stream is produced first (`streamdet produce`), the workers start, and the clock runs
+   from the first committed input to the moment every input of the pipeline is consumed
+   and committed. pages/s = pages / that time. CPU seconds of the workers, the broker and
+   the producer are read from /proc (the broker's for the processing window only).
+3. Latency: 2 workers, records sent at half the 2-worker peak rate by this process with
+   `fetched_at` = the send time; an events consumer running here stamps each event on
+   receipt; latency = receipt - fetched_at of the record that caused it (the event's
+   `cause`). p50 / p99.
+
+Prints the figures and writes loadtest/out/bench_kafka-*.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+OUT_DIR = REPO / "loadtest" / "out"
+SHARDS = 4
+TIMING = {"STREAMDET_SESSION_MS": "3000", "STREAMDET_HEARTBEAT_MS": "300"}
+TARGET_SCALING = 1.6
+TARGET_P99 = 1.0
+
+
+def log(msg: str) -> None:
+    print(f"[bench-kafka {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def streamdet_cmd() -> list[str]:
+    exe = Path(sys.executable).with_name("streamdet")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "streamdet"]
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a live process (and its reaped children), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return sum(int(x) for x in fields[11:15]) / ticks
+
+
+# -- stream -------------------------------------------------------------------------------
+
+
+def make_stream(path: Path, pages: int, seed: int) -> dict:
+    from loadtest.corpus import planted_corpus, replay_stream
+
+    n_real = min(pages * 9 // 10, 1500)
+    records, truth = planted_corpus(seed, n_real, max(4, pages // 20))
+    if len(records) < pages:
+        records += list(replay_stream(seed, pages - len(records), 0.9))
+    random.Random(seed).shuffle(records)
+    records = records[:pages]
+    with open(path, "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    return {"records": len(records), "planted_quilts": sum(1 for r in records
+                                                          if r["url"] in truth)}
+
+
+# -- a pipeline of workers ----------------------------------------------------------------
+
+
+class Pipeline:
+    def __init__(self, broker, work: Path, name: str) -> None:
+        from tests.kafka_broker import unique_name
+
+        self.broker, self.work = broker, work
+        self.prefix = unique_name(name)
+        self.procs: list[subprocess.Popen] = []
+
+    def env(self) -> dict:
+        return {**os.environ, **TIMING, "PYTHONUNBUFFERED": "1"}
+
+    def args(self) -> list[str]:
+        return ["--broker", self.broker.bootstrap, "--prefix", self.prefix]
+
+    def start_workers(self, n: int) -> None:
+        for i in range(n):
+            logf = open(self.work / f"{self.prefix}-w{i}.log", "wb")  # noqa: SIM115
+            self.procs.append(subprocess.Popen(
+                streamdet_cmd() + ["worker", *self.args(), "--shards", str(SHARDS), "--port", "0",
+                                   "--state", str(self.work / f"{self.prefix}-w{i}")],
+                env=self.env(), stdout=logf, stderr=logf))
+
+    def produce(self, stream: Path) -> dict:
+        t = time.perf_counter()
+        proc = subprocess.Popen(streamdet_cmd() + ["produce", *self.args(), "--shards",
+                                                   str(SHARDS), str(stream)],
+                                env=self.env(), stderr=subprocess.PIPE)
+        _, err = proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"produce failed: {err.decode()[-2000:]}")
+        return {"seconds": time.perf_counter() - t}
+
+    async def committed(self, topic: str) -> dict[int, int]:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        name = f"{self.prefix}-{topic}"
+        c = AIOKafkaConsumer(bootstrap_servers=self.broker.bootstrap, group_id=self.prefix,
+                             enable_auto_commit=False)
+        await c.start()
+        try:
+            parts = c.partitions_for_topic(name) or set()
+            return {p: (await c.committed(TopicPartition(name, p)) or 0) for p in sorted(parts)}
+        finally:
+            await c.stop()
+
+    def progress(self) -> tuple[bool, int]:
+        """(idle, pages committed): idle when every input is consumed and committed."""
+        from tests.kafka_broker import run_sync
+
+        idle, pages = True, 0
+        for topic in ("pages", "docs", "grams", "deltas"):
+            high = self.broker.high_watermarks(f"{self.prefix}-{topic}")
+            done = run_sync(self.committed(topic))
+            if topic == "pages":
+                pages = sum(done.values())
+            if any(done.get(p, 0) != h for p, h in high.items()):
+                idle = False
+        return idle, pages
+
+    def cpu(self) -> float:
+        return sum(cpu_seconds(p.pid) for p in self.procs if p.poll() is None)
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def throughput(broker, work: Path, stream: Path, n_pages: int, workers: int) -> dict:
+    pipe = Pipeline(broker, work, f"tp{workers}")
+    try:
+        # topics first (produce creates them with the pipeline's shard count)
+        t_prod = time.perf_counter()
+        cpu_prod = _child_cpu(lambda: pipe.produce(stream))
+        produce_s = time.perf_counter() - t_prod
+        pipe.start_workers(workers)
+        start = None
+        cpu_broker0 = cpu_workers0 = 0.0
+        deadline = time.monotonic() + 3600
+        while time.monotonic() < deadline:
+            idle, pages = pipe.progress()
+            if start is None and pages > 0:
+                start = time.perf_counter()
+                cpu_broker0, cpu_workers0 = cpu_seconds(broker.process.pid), pipe.cpu()
+            if idle and pages >= n_pages:
+                break
+            if any(p.poll() is not None for p in pipe.procs):
+                raise RuntimeError("a worker exited; see " + str(work))
+            time.sleep(0.2)
+        end = time.perf_counter()
+        secs = end - start
+        res = {"workers": workers, "pages": n_pages, "seconds": secs,
+               "pages_per_s": n_pages / secs,
+               "worker_cpu_seconds": pipe.cpu() - cpu_workers0,
+               "broker_cpu_seconds": cpu_seconds(broker.process.pid) - cpu_broker0,
+               "producer_cpu_seconds": cpu_prod, "producer_seconds": produce_s}
+        log(f"{workers} worker(s): {res['pages_per_s']:.1f} pages/s ({secs:.1f} s; workers "
+            f"{res['worker_cpu_seconds']:.0f} CPU s, broker {res['broker_cpu_seconds']:.0f} "
+            f"CPU s, producer {cpu_prod:.1f} CPU s for {produce_s:.1f} s)")
+        return res
+    finally:
+        pipe.stop()
+
+
+def _child_cpu(fn) -> float:
+    before = os.times()
+    fn()
+    after = os.times()
+    return (after.children_user - before.children_user) + (
+        after.children_system - before.children_system)
+
+
+# -- latency ------------------------------------------------------------------------------
+
+
+async def _latency_run(pipe: Pipeline, stream: Path, rate: float, n: int) -> dict:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    records = [json.loads(line) for line in open(stream, encoding="utf-8")][:n]
+    sent: dict[str, float] = {}
+    got: list[tuple[str, float]] = []
+    seen = {"events": 0}
+    t_events = f"{pipe.prefix}-events"
+    consumer = AIOKafkaConsumer(t_events, bootstrap_servers=pipe.broker.bootstrap,
+                                auto_offset_reset="earliest", enable_auto_commit=False,
+                                fetch_max_wait_ms=20)
+    await consumer.start()
+    stop = asyncio.Event()
+
+    async def consume() -> None:
+        while not stop.is_set():
+            batch = await consumer.getmany(timeout_ms=50)
+            now = time.time()
+            for recs in batch.values():
+                for r in recs:
+                    ev = json.loads(r.value)
+                    seen["events"] += 1
+                    got.append((ev["cause"], now))
+
+    task = asyncio.create_task(consume())
+    producer = AIOKafkaProducer(bootstrap_servers=pipe.broker.bootstrap, linger_ms=0,
+                                max_request_size=64 << 20)
+    await producer.start()
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    for i, rec in enumerate(records):
+        ahead = t0 + i / rate - loop.time()
+        if ahead > 0:
+            await asyncio.sleep(ahead)
+        now = time.time()
+        rec = {**rec, "fetched_at": now}
+        sent[rec["url"]] = now
+        await producer.send(f"{pipe.prefix}-pages", json.dumps(rec).encode(),
+                            key=rec["url"].encode())
+    await producer.flush()
+    await producer.stop()
+    await asyncio.sleep(10)  # the last pages' events
+    stop.set()
+    await task
+    await consumer.stop()
+    lat = sorted(t - sent[u] for u, t in got if u in sent)
+    if not lat:
+        return {"events": 0, "all_events": seen["events"]}
+
+    def pct(q: float) -> float:
+        return lat[min(len(lat) - 1, int(q * len(lat)))]
+
+    return {"events": len(lat), "all_events": seen["events"], "p50_s": pct(0.50), "p90_s": pct(0.90), "p99_s": pct(0.99),
+            "max_s": lat[-1], "rate": rate, "pages": len(records)}
+
+
+def latency(broker, work: Path, stream: Path, rate: float, n: int) -> dict:
+    from tests.kafka_broker import run_sync
+
+    pipe = Pipeline(broker, work, "lat")
+    try:
+        pipe.produce(work / "empty.jsonl")  # creates the topics, sends nothing
+        pipe.start_workers(2)
+        deadline = time.monotonic() + 60  # until both workers are in the group and serving
+        while time.monotonic() < deadline and not all(
+                "metrics on" in (work / f"{pipe.prefix}-w{i}.log").read_text() for i in (0, 1)):
+            time.sleep(0.2)
+        time.sleep(8)  # group formed (two joins)
+        res = run_sync(_latency_run(pipe, stream, rate, n))
+        log(f"latency at {rate:.1f} pages/s: {res}")
+        return res
+    finally:
+        pipe.stop()
+
+
+# -- main ---------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pages", type=int, default=2000)
+    ap.add_argument("--smoke", action="store_true", help="~120 pages (CI)")
+    ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--out")
+    args = ap.parse_args(argv)
+    pages = 120 if args.smoke else args.pages
+    from tests.kafka_broker import broker_session
+
+    work = Path(tempfile.mkdtemp(prefix="streamdet-bench-kafka-"))
+    try:
+        stream = work / "stream.jsonl"
+        info = make_stream(stream, pages, args.seed)
+        (work / "empty.jsonl").write_bytes(b"")
+        log(f"stream: {info}")
+        with broker_session() as broker:
+            one = throughput(broker, work, stream, info["records"], 1)
+            two = throughput(broker, work, stream, info["records"], 2)
+            rate = two["pages_per_s"] / 2
+            lat = latency(broker, work, stream, rate, min(info["records"],
+                                                          max(60, int(rate * 60))))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    scaling = two["pages_per_s"] / one["pages_per_s"]
+    result = {
+        "benchmark": "bench_kafka", "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "host": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                 "loadavg": os.getloadavg()},
+        "config": {"pages": pages, "seed": args.seed, "shards": SHARDS, **info},
+        "one_worker": one, "two_workers": two, "scaling": scaling, "latency": lat,
+        "targets": {"scaling": TARGET_SCALING, "p99_s": TARGET_P99},
+        "pass": {"scaling": scaling >= TARGET_SCALING,
+                 "p99": lat.get("p99_s", float("inf")) < TARGET_P99},
+    }
+    print(f"pages                  {pages:,}")
+    print(f"1 worker               {one['pages_per_s']:8.1f} pages/s")
+    print(f"2 workers              {two['pages_per_s']:8.1f} pages/s   scaling {scaling:.2f}x "
+          f"(target >= {TARGET_SCALING})")
+    print(f"broker CPU (2 workers) {two['broker_cpu_seconds']:8.1f} s of {two['seconds']:.1f} s;"
+          f" producer {two['producer_cpu_seconds']:.1f} CPU s")
+    if lat.get("events"):
+        print(f"latency @ {lat['rate']:.1f}/s  p50 {lat['p50_s'] * 1000:.0f} ms  p99 "
+              f"{lat['p99_s'] * 1000:.0f} ms over {lat['events']} events (target p99 < "
+              f"{TARGET_P99 * 1000:.0f} ms)")
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out) if args.out else OUT_DIR / (
+        f"bench_kafka-{pages}p-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json")
+    out.write_text(json.dumps(result, indent=1))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
