@@ -113,6 +113,17 @@ def _same_file(a: str, b: str) -> bool:
         os.path.realpath(a) == os.path.realpath(b))
 
 
+def run_metrics(port: int | None):
+    """Serve /metrics for `run` when asked (--metrics-port); the metrics, or None."""
+    if port is None:
+        return None
+    from .adapters.metrics import metrics, serve
+
+    real = serve(port)
+    print(f"streamdet: metrics on http://127.0.0.1:{real}/metrics", file=sys.stderr, flush=True)
+    return metrics()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     if args.batch < 1:
         raise UsageError(f"--batch must be at least 1, got {args.batch}")
@@ -161,7 +172,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             try:
                 runner = EmbeddedRunner(store, params, events, dead, batch_size=args.batch,
                                         max_body=args.max_body, on_batch=progress,
-                                        spill_dir=spill_dir, analyzers=analyzers)
+                                        spill_dir=spill_dir, analyzers=analyzers,
+                                        metrics=run_metrics(args.metrics_port))
                 s = runner.run(sources)
             finally:
                 progress.done()
@@ -308,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--analyzers", type=int, default=None, metavar="N",
                      help="worker processes that parse pages ahead of the engine (default: 1 "
                      "when the machine has 2 or more cores, else 0: parse in this process)")
+    run.add_argument("--metrics-port", type=int, metavar="P",
+                     help="serve Prometheus metrics on 127.0.0.1:P (0: any free port)")
     run.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY,
                      help="largest html/text body accepted, in bytes (default 10 MB)")
     add_params(run)

@@ -208,3 +208,38 @@ def test_torn_output_lines_are_cut_on_restart(crash_inputs, clean_run, tmp_path)
     assert got == [_strip(e) for e in read_jsonl(clean_events)]
     lines = read_jsonl(dead)
     assert lines[0] == {"reason": "not_json"} and all("source" in x for x in lines[1:])
+
+
+def _processes_tagged(tag: str) -> list[int]:
+    """Live processes whose environment carries `tag` (a run and anything it started)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if tag.encode() in f.read():
+                    with open(f"/proc/{pid}/stat") as st:
+                        if st.read().rsplit(")", 1)[1].split()[0] != "Z":
+                            found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("delay", [0.3, 1.5, 4.0])
+def test_sigkill_leaves_no_analysis_processes_behind(crash_inputs, tmp_path, monkeypatch, delay):
+    """The analysis worker processes die with a killed run, also when the run dies while
+    they are still starting up."""
+    _, (records, _tail) = crash_inputs
+    tag = f"STREAMDET_TEST_TAG=crash-{os.getpid()}-{delay}"
+    monkeypatch.setenv(*tag.split("=", 1))
+    proc = popen("run", "--input", records, "--state", tmp_path / "s", "--events",
+                 tmp_path / "ev.jsonl", "--analyzers", "1", "--batch", "8",
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(delay)
+    assert _processes_tagged(tag), "the run is not running"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 15
+    while _processes_tagged(tag) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_tagged(tag) == []

@@ -101,8 +101,11 @@ def test_messages_round_trip():
     deltas = [Delta(7, GAIN, [1, 2], [(3,), (3, 4)], "http://a/"),
               Delta(3, GAIN_FROM, [1], 7, "http://a/"), Delta(4, ADD, [2], 7, "http://a/"),
               Delta(5, LOSE, [9, 8], None, "http://b/"), Delta(6, DROP, [5], 11, "http://b/")]
-    m = DeltasMsg.decode(DeltasMsg(deltas, {7: ("a", "http://a/")}).encode())
+    m = DeltasMsg.decode(DeltasMsg(deltas, {7: ("a", "http://a/")}, {"http://b/": 2.5}).encode())
     assert m.deltas == deltas and m.names == {7: ("a", "http://a/")}
+    assert m.times == {"http://b/": 2.5}
+    a = GramsMsg.decode(GramsMsg("add", 9, grams, "a", "http://a/", 3.0).encode())
+    assert (a.server, a.url, a.fetched_at) == ("a", "http://a/", 3.0)
 
 
 def test_bad_message_bytes_are_refused():

@@ -11,6 +11,7 @@ memory stays bounded whatever the input size.
 from __future__ import annotations
 
 import multiprocessing
+import os
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -20,9 +21,10 @@ from ..engine.records import BadRecord, Page, decode, page_from_object
 from .inputs import RawRecord, record_limit
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int) -> None:
     """In a pool worker: exit when the runner does, even if it was killed with SIGKILL
-    (Linux; elsewhere the worker exits when its task pipe closes)."""
+    (Linux; elsewhere the worker exits when its task pipe closes). The runner may have
+    died while this worker was starting, before the request was made: then exit now."""
     import signal
     import sys
 
@@ -30,16 +32,16 @@ def _die_with_parent() -> None:
         import ctypes
 
         try:
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))  # PDEATHSIG
         except OSError:
             pass
+    if os.getppid() != parent:
+        os._exit(1)
     from ..engine import analysis  # noqa: F401 - import now, not in the first task
 
 
 def default_processes() -> int:
     """One analysis process when there is a core to spare for it, else none."""
-    import os
-
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return 1 if (cores or 1) >= 2 else 0
 
@@ -92,7 +94,7 @@ class Analyzers:
             # spawn, not fork: the parent holds RocksDB threads and locks; a fresh
             # interpreter imports only what analysis needs.
             self._pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context(
-                "spawn"), initializer=_die_with_parent)
+                "spawn"), initializer=_die_with_parent, initargs=(os.getpid(),))
 
     def run(self, batches: Iterable[list[RawRecord]]
             ) -> Iterator[tuple[list[RawRecord], list]]:

@@ -28,6 +28,7 @@ from ..engine.records import DEFAULT_MAX_BODY, BadRecord
 from ..state.txn import StateError, Store
 from .analyzers import Analyzers
 from .inputs import BATCH_BYTES, DEFAULT_BATCH, RawRecord, ReadOptions, Source
+from .metrics import Metrics
 from .outputs import JsonlSink, dead_letter, utc_now
 
 if TYPE_CHECKING:
@@ -75,13 +76,16 @@ class EmbeddedRunner:
     def __init__(self, store: Store, params: Params, events: JsonlSink, dead: JsonlSink,
                  batch_size: int = DEFAULT_BATCH, max_body: int = DEFAULT_MAX_BODY,
                  on_batch: Callable[[RunSummary], None] | None = None,
-                 spill_dir: str | None = None, analyzers: int = 0) -> None:
+                 spill_dir: str | None = None, analyzers: int = 0,
+                 metrics: Metrics | None = None) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         open_store_checked(store, params)
         from ..engine.core import Engine  # the engine takes ~1 s to import: only now
 
         self.analyzers = analyzers
+        self.metrics = metrics
+        self._disk_checked = 0.0
         self.store = store
         self.params = params
         self.engine = Engine(params)
@@ -180,6 +184,7 @@ class EmbeddedRunner:
             positions[rec.source + CHAIN] = rec.chain
             if rec.index == 0:
                 positions[rec.source + HEAD] = rec.chain
+        began = time.perf_counter()
         txn = self.store.begin()
         events, stats = self.engine.process(txn, pages)
         at = utc_now()
@@ -193,6 +198,33 @@ class EmbeddedRunner:
         self.store.compact()
         summary.pages += stats.pages
         summary.fanout.extend(stats.fanout or ())
+        if self.metrics is not None:
+            self._observe(batch, results, pages, events, stats,
+                          time.perf_counter() - began)
+
+    def _observe(self, batch, results, pages, events, stats, seconds: float) -> None:
+        """The batch in the Prometheus metrics (`streamdet run --metrics-port`)."""
+        m = self.metrics
+        m.input_bytes.inc(sum(_payload_bytes(r.payload) for r in batch))
+        for res in results:
+            if isinstance(res, BadRecord):
+                m.dead_letters.labels(res.reason).inc()
+        m.pages.inc(len(pages))
+        for _ in pages:
+            m.page_seconds.labels("engine").observe(seconds / len(pages))
+        m.batch_seconds.labels("embedded").observe(seconds)
+        for n in stats.fanout or ():
+            m.fanout.observe(n)
+        fetched = {p.url: p.fetched_at for p in pages if p.fetched_at is not None}
+        now = time.time()
+        for ev in events:
+            m.events.labels(ev["event"]).inc()
+            if ev["cause"] in fetched:
+                m.latency.observe(max(0.0, now - fetched[ev["cause"]]))
+        if time.monotonic() - self._disk_checked > 10:
+            self._disk_checked = time.monotonic()
+            m.state_bytes.set(self.store.kv.disk_bytes())
+            m.postings.set(self.store.segments.pairs)
 
 
 def _payload_bytes(payload: bytes | dict) -> int:

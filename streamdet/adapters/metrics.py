@@ -1,14 +1,105 @@
-"""The HTTP endpoint of a worker (and, opt-in, of `streamdet run`): Prometheus /metrics.
+"""Prometheus metrics of a worker or of `streamdet run --metrics-port`, and their endpoint.
 
-Issue 4 fills the registry with streamdet's own series; this module owns the endpoint.
+Names follow Prometheus conventions (`streamdet_` prefix, `_total` counters, base units),
+and every label has a small fixed set of values (a reason code, an event kind, a stage,
+a topic and partition of the pipeline) - never a URL or a domain.
+The Grafana dashboard and the alert rules in deploy/ are tested against METRICS below.
 """
 
 from __future__ import annotations
 
-from prometheus_client import start_http_server
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    start_http_server,
+)
+
+_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+_PAGE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+_FANOUT_BUCKETS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+
+
+class Metrics:
+    """One set of streamdet metrics on a registry (the process-wide one by default)."""
+
+    def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        r = registry
+        self.pages = Counter("streamdet_pages_total", "Pages analysed (valid records).",
+                             registry=r)
+        self.input_bytes = Counter("streamdet_input_bytes_total",
+                                   "Bytes of input records read.", registry=r)
+        self.dead_letters = Counter("streamdet_dead_letters_total",
+                                    "Records sent to the dead-letter destination, by reason.",
+                                    ["reason"], registry=r)
+        self.events = Counter("streamdet_events_total", "Events emitted, by kind.", ["event"],
+                              registry=r)
+        self.page_seconds = Histogram(
+            "streamdet_page_processing_seconds",
+            "Processing time per page: parse, tokenize and hash (stage=analyse), or its share "
+            "of a batch of the embedded engine (stage=engine).", ["stage"],
+            buckets=_PAGE_BUCKETS, registry=r)
+        self.batch_seconds = Histogram(
+            "streamdet_batch_seconds", "Time to handle one fetched batch, by pipeline stage.",
+            ["stage"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.latency = Histogram(
+            "streamdet_fetch_to_event_seconds",
+            "From the fetched_at of the record that caused an event to the event's emission.",
+            buckets=_LATENCY_BUCKETS, registry=r)
+        self.fanout = Histogram(
+            "streamdet_rescore_fanout",
+            "Earlier documents one arrival changed (on a worker: per arrival and gram shard).",
+            buckets=_FANOUT_BUCKETS, registry=r)
+        self.common = Counter("streamdet_common_grams_total",
+                              "Grams that became common (held by more than m documents).",
+                              registry=r)
+        self.postings = Gauge("streamdet_state_postings",
+                              "Gram postings held (first-holder pairs and overlay entries).",
+                              registry=r)
+        self.documents = Gauge("streamdet_state_documents", "Live documents held.", registry=r)
+        self.state_bytes = Gauge("streamdet_state_disk_bytes",
+                                 "Bytes of the RocksDB state on disk.", registry=r)
+        self.lag = Gauge("streamdet_consumer_lag_records",
+                         "Records behind the partition's high watermark (from fetch responses).",
+                         ["topic", "partition"], registry=r)
+        self.up = Gauge("streamdet_worker_up", "1 while the worker is running.", registry=r)
+        self.rebalances = Counter("streamdet_rebalances_total",
+                                  "Partition assignments this worker went through.", registry=r)
+        self.shards = Gauge("streamdet_shards_owned", "Shards this worker owns, by role.",
+                            ["role"], registry=r)
+        self.replayed = Counter("streamdet_replayed_records_total",
+                                "Records replayed to rebuild shard state.", registry=r)
+        for reason in ("not_utf8", "not_json", "not_object", "no_url", "bad_url", "no_body",
+                       "too_large", "unreadable", "unparsable"):
+            self.dead_letters.labels(reason)  # every series exists from the start (rate())
+        for kind in ("quilt", "rescore", "unquilt"):
+            self.events.labels(kind)
+
+
+METRICS = ("streamdet_pages_total", "streamdet_input_bytes_total",
+           "streamdet_dead_letters_total", "streamdet_events_total",
+           "streamdet_page_processing_seconds", "streamdet_batch_seconds",
+           "streamdet_fetch_to_event_seconds", "streamdet_rescore_fanout",
+           "streamdet_common_grams_total", "streamdet_state_postings",
+           "streamdet_state_documents", "streamdet_state_disk_bytes",
+           "streamdet_consumer_lag_records", "streamdet_worker_up", "streamdet_rebalances_total",
+           "streamdet_shards_owned", "streamdet_replayed_records_total")
+
+_default: Metrics | None = None
+
+
+def metrics() -> Metrics:
+    """The process's metrics (created once, on the default registry)."""
+    global _default
+    if _default is None:
+        _default = Metrics()
+    return _default
 
 
 def serve(port: int, host: str = "127.0.0.1") -> int:
     """Serve /metrics on host:port (0: any free port) in a daemon thread; the real port."""
+    metrics()
     server, _thread = start_http_server(port, addr=host)
     return server.server_port

@@ -31,6 +31,7 @@ import functools
 import json
 import logging
 import os
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -51,10 +52,11 @@ from ..engine.params import Params
 from ..engine.records import DEFAULT_MAX_BODY
 from ..engine.routing import url_shard
 from ..engine.shards import DocShard, GramShard
-from ..state.rocks import RocksKV
+from ..state.rocks import RocksKV, dir_bytes
 from ..state.txn import StateError, Store
 from .analyzers import analyze_payloads
 from .kafka import STATE_FORMAT, Timing, Topics, ensure_topics, join_pipeline, producer, read_all
+from .metrics import metrics
 from .outputs import utc_now
 
 log = logging.getLogger("streamdet.worker")
@@ -75,15 +77,20 @@ class Shard:
             self.store.close()
             raise
         self.offsets: dict[str, int] = self.store.positions()
+        self.documents = int(self.store.meta("documents") or 0)  # live ones (doc shards)
 
     def offset(self, name: str) -> int:
         return self.offsets.get(name, 0)
 
-    def commit(self, txn, offsets: dict[str, int], outbox: bytes | None = None) -> None:
+    def commit(self, txn, offsets: dict[str, int], outbox: bytes | None = None,
+               new_documents: int = 0) -> None:
         if outbox is not None:
             txn.put_meta("outbox", outbox)
+        if new_documents:
+            txn.put_meta("documents", str(self.documents + new_documents).encode())
         txn.commit(offsets)
         self.offsets = dict(offsets)
+        self.documents += new_documents
         self.store.compact()
 
     def outbox(self) -> list[tuple[int, int, bytes]]:
@@ -110,18 +117,6 @@ def _check_state(store: Store, params: Params, shards: int, where: str) -> None:
         raise StateError(f"{where} was built for {store.meta('shards')} shards, not {shards}")
 
 
-@dataclass
-class Counters:
-    """What the worker has done (the metrics module exports these)."""
-
-    pages: int = 0
-    bytes_in: int = 0
-    dead: dict[str, int] = field(default_factory=dict)
-    events: dict[str, int] = field(default_factory=dict)
-    rebalances: int = 0
-    replayed: int = 0
-
-
 class Worker:
     def __init__(self, broker: str, state_dir: str, params: Params, shards: int, *,
                  topics: Topics | None = None, group: str = "streamdet",
@@ -136,12 +131,14 @@ class Worker:
         self.on_batch = on_batch
         self.doc_shards: dict[int, Shard] = {}
         self.gram_shards: dict[int, Shard] = {}
-        self.counters = Counters()
+        self.metrics = metrics()
+        self._disk_checked = 0.0
         self.lock = asyncio.Lock()
         self.cpu = ThreadPoolExecutor(1, thread_name_prefix="streamdet-engine")
         self.consumer: AIOKafkaConsumer | None = None
         self.producer = None
         self.assigned: set[TopicPartition] = set()
+        self.applied: dict[TopicPartition, int] = {}  # next offset to apply, per partition
 
     # -- life cycle -----------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -160,17 +157,36 @@ class Worker:
             **self.timing.group_settings())
         self.consumer.subscribe([t.pages, t.docs, t.deltas, t.grams], listener=_Rebalance(self))
         await self.consumer.start()
+        self.metrics.up.set(1)
         try:
             while not stop.is_set():
                 batch = await self.consumer.getmany(timeout_ms=100, max_records=self.max_records)
-                if not batch:
-                    continue
-                async with self.lock:
-                    await self._handle(batch)
-                if self.on_batch:
-                    self.on_batch(self)
+                if batch:
+                    async with self.lock:
+                        await self._handle(batch)
+                    if self.on_batch:
+                        self.on_batch(self)
+                self._gauges()
         finally:
+            self.metrics.up.set(0)
             await self._shutdown()
+
+    def _gauges(self) -> None:
+        """Lag per assigned partition (high watermark from fetch responses, not ListOffsets),
+        shards owned, and every ~10 s the state's size."""
+        m = self.metrics
+        for tp in self.assigned:
+            high, done = self.consumer.highwater(tp), self.applied.get(tp)
+            if high is not None and done is not None:
+                m.lag.labels(tp.topic, str(tp.partition)).set(max(0, high - done))
+        m.shards.labels("doc").set(len(self.doc_shards))
+        m.shards.labels("gram").set(len(self.gram_shards))
+        now = time.monotonic()
+        if now - self._disk_checked > 10:
+            self._disk_checked = now
+            m.state_bytes.set(dir_bytes(self.state_dir))
+            m.postings.set(sum(s.store.segments.pairs for s in self.gram_shards.values()))
+            m.documents.set(sum(s.documents for s in self.doc_shards.values()))
 
     async def _shutdown(self) -> None:
         try:
@@ -199,32 +215,45 @@ class Worker:
             if tp in self.assigned:  # a batch fetched just before a rebalance: drop the rest
                 by_topic.setdefault(tp.topic, {})[tp.partition] = recs
         r = _Round()
-        for p, recs in sorted(by_topic.get(t.pages, {}).items()):
-            await self._pages(p, recs, r)
-        for g, recs in sorted(by_topic.get(t.grams, {}).items()):
-            await self._gram_shard(g, recs, r)
-        docs, deltas = by_topic.get(t.docs, {}), by_topic.get(t.deltas, {})
-        for s in sorted(set(docs) | set(deltas)):
-            await self._doc_shard(s, docs.get(s, []), deltas.get(s, []), r)
-        await asyncio.gather(*r.sends)
-        for fn in r.after:
-            await self._cpu(fn)
-        if r.offsets:
-            await self._commit(r.offsets)
+        timed = self.metrics.batch_seconds.labels
+        with timed("ingest").time():
+            for p, recs in sorted(by_topic.get(t.pages, {}).items()):
+                await self._pages(p, recs, r)
+        with timed("gram_shard").time():
+            for g, recs in sorted(by_topic.get(t.grams, {}).items()):
+                await self._gram_shard(g, recs, r)
+        with timed("doc_shard").time():
+            docs, deltas = by_topic.get(t.docs, {}), by_topic.get(t.deltas, {})
+            for s in sorted(set(docs) | set(deltas)):
+                await self._doc_shard(s, docs.get(s, []), deltas.get(s, []), r)
+        with timed("deliver").time():
+            await asyncio.gather(*r.sends)
+            for fn in r.after:
+                await self._cpu(fn)
+            if r.offsets:
+                self.applied.update(r.offsets)
+                await self._commit(r.offsets)
+        now = time.time()
+        for cause_at in r.event_causes:
+            self.metrics.latency.observe(max(0.0, now - cause_at))
 
     async def _pages(self, partition: int, recs: list, r: _Round) -> None:
+        m = self.metrics
+        began = time.perf_counter()
         results = await self._cpu(analyze_payloads, [r.value for r in recs], self.params,
                                   self.max_body)
+        per_page = (time.perf_counter() - began) / len(recs)
         for rec, res in zip(recs, results, strict=True):
-            self.counters.bytes_in += len(rec.value or b"")
+            m.input_bytes.inc(len(rec.value or b""))
+            m.page_seconds.labels("analyse").observe(per_page)
             if isinstance(res, tuple):
                 reason, detail = res
-                self.counters.dead[reason] = self.counters.dead.get(reason, 0) + 1
+                m.dead_letters.labels(reason).inc()
                 headers = _dead_headers(reason, detail, self.topics.pages, partition, rec.offset)
                 r.sends.append(await self.producer.send(self.topics.dead, value=rec.value,
                                                         key=rec.key, headers=headers))
                 continue
-            self.counters.pages += 1
+            m.pages.inc()
             msg = PageMsg(res.url, res.server, res.grams, res.fetched_at)
             r.sends.append(await self.producer.send(
                 self.topics.docs, value=msg.encode(), key=res.url.encode("utf-8"),
@@ -242,7 +271,11 @@ class Worker:
             return
         msgs = [m for m in (self._decode(GramsMsg, x) for x in recs) if m is not None]
         txn = shard.store.begin()
-        out = await self._cpu(GramShard(self.params, g, self.shards).process, txn, msgs)
+        role = GramShard(self.params, g, self.shards)
+        out = await self._cpu(role.process, txn, msgs)
+        for n in role.fanout:
+            self.metrics.fanout.observe(n)
+        self.metrics.common.inc(role.went_common)
         for s, raw in out:
             r.sends.append(await self.producer.send(self.topics.deltas, value=raw, partition=s))
         end = recs[-1].offset + 1
@@ -264,15 +297,17 @@ class Worker:
         pages = [(x.offset, m) for x in docs if (m := self._decode(PageMsg, x)) is not None]
         msgs = [m for m in (self._decode(DeltasMsg, x) for x in deltas) if m is not None]
         txn = shard.store.begin()
-        out, events = await self._cpu(DocShard(self.params, s, self.shards).process, txn,
-                                      pages, msgs, d_end + e_end)
+        role = DocShard(self.params, s, self.shards)
+        out, events = await self._cpu(role.process, txn, pages, msgs, d_end + e_end)
+        r.event_causes.extend(role.cause_times[ev["cause"]] for ev in events
+                              if ev["cause"] in role.cause_times)
         at = utc_now()
         outbox = [(GRAMS_OUT, g, raw) for g, raw in out]
         for ev in events:
             ev["at"] = at
             outbox.append((EVENTS_OUT, 0, json.dumps(ev, ensure_ascii=False).encode("utf-8")))
         await self._cpu(shard.commit, txn, {"docs": d_end, "deltas": e_end},
-                        pack_outbox(outbox))
+                        pack_outbox(outbox), role.documents_added)
         r.sends.extend(await self._queue_outbox(shard))
         if outbox:
             r.after.append(shard.clear_outbox)
@@ -288,7 +323,7 @@ class Worker:
                                                       partition=part))
             else:
                 ev = json.loads(value)
-                self.counters.events[ev["event"]] = self.counters.events.get(ev["event"], 0) + 1
+                self.metrics.events.labels(ev["event"]).inc()
                 sends.append(await self.producer.send(self.topics.events, value=value,
                                                       key=ev["url"].encode("utf-8")))
         return sends
@@ -317,7 +352,6 @@ class Worker:
     # -- rebalancing ------------------------------------------------------------------
     async def revoked(self, revoked: set[TopicPartition]) -> None:
         async with self.lock:
-            self.counters.rebalances += 1
             self.assigned -= set(revoked)
             t = self.topics
             for tp in revoked:
@@ -326,6 +360,7 @@ class Worker:
                     await self._cpu(table.pop(tp.partition).close)
 
     async def assigned_now(self, assigned: set[TopicPartition]) -> None:
+        self.metrics.rebalances.inc()
         async with self.lock:
             t = self.topics
             for tp in sorted(assigned):
@@ -355,8 +390,8 @@ class Worker:
                 txn = shard.store.begin()
                 await self._cpu(gs.process, txn, msgs)
                 await self._cpu(shard.commit, txn, {"grams": recs[-1].offset + 1})
-                self.counters.replayed += len(recs)
-        self.consumer.seek(TopicPartition(self.topics.grams, g), shard.offset("grams"))
+                self.metrics.replayed.inc(len(recs))
+        self._seek(TopicPartition(self.topics.grams, g), shard.offset("grams"))
 
     async def _open_doc(self, s: int) -> None:
         shard = await self._cpu(Shard, "doc", s, os.path.join(self.state_dir, f"doc-{s}"),
@@ -375,8 +410,9 @@ class Worker:
             txn = shard.store.begin()
             await self._cpu(ds.process, txn, pages, [], 0)
             await self._cpu(shard.commit, txn, {"docs": recs[-1].offset + 1,
-                                                "deltas": shard.offset("deltas")})
-            self.counters.replayed += len(recs)
+                                                "deltas": shard.offset("deltas")},
+                            None, ds.documents_added)
+            self.metrics.replayed.inc(len(recs))
         async for recs in read_all(self.broker, t.deltas, s, shard.offset("deltas"), ce,
                                    max_records=REPLAY_CHUNK):
             msgs = [m for m in (self._decode(DeltasMsg, r) for r in recs) if m is not None]
@@ -384,9 +420,13 @@ class Worker:
             await self._cpu(ds.process, txn, [], msgs, 0)
             await self._cpu(shard.commit, txn, {"docs": shard.offset("docs"),
                                                 "deltas": recs[-1].offset + 1})
-            self.counters.replayed += len(recs)
-        self.consumer.seek(TopicPartition(t.docs, s), shard.offset("docs"))
-        self.consumer.seek(TopicPartition(t.deltas, s), shard.offset("deltas"))
+            self.metrics.replayed.inc(len(recs))
+        self._seek(TopicPartition(t.docs, s), shard.offset("docs"))
+        self._seek(TopicPartition(t.deltas, s), shard.offset("deltas"))
+
+    def _seek(self, tp: TopicPartition, offset: int) -> None:
+        self.consumer.seek(tp, offset)
+        self.applied[tp] = offset
 
 
 @dataclass
@@ -397,6 +437,7 @@ class _Round:
     sends: list = field(default_factory=list)
     after: list = field(default_factory=list)
     offsets: dict = field(default_factory=dict)
+    event_causes: list = field(default_factory=list)  # fetched_at of each event's cause
 
 
 class _Rebalance(ConsumerRebalanceListener):

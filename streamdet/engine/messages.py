@@ -85,23 +85,25 @@ class GramsMsg:
     grams: np.ndarray
     server: str = ""
     url: str = ""
+    fetched_at: float | None = None  # of the record that caused it (for latency metrics)
 
     def encode(self) -> bytes:
-        return pack({"k": self.kind, "d": self.docno, "s": self.server, "u": self.url},
-                    [self.grams])
+        return pack({"k": self.kind, "d": self.docno, "s": self.server, "u": self.url,
+                     "t": self.fetched_at}, [self.grams])
 
     @classmethod
     def decode(cls, raw: bytes) -> GramsMsg:
         h, (grams,) = unpack(raw)
         if h["k"] not in ("add", "withdraw"):
             raise MessageError(f"unknown grams message kind {h['k']!r}")
-        return cls(h["k"], h["d"], grams, h["s"], h["u"])
+        return cls(h["k"], h["d"], grams, h["s"], h["u"], h.get("t"))
 
 
 @dataclass
 class DeltasMsg:
     deltas: list[Delta]
     names: dict[int, tuple[str, str]] = field(default_factory=dict)
+    times: dict[str, float] = field(default_factory=dict)  # cause URL -> its fetched_at
 
     def encode(self) -> bytes:
         causes: dict[str, int] = {}
@@ -117,7 +119,8 @@ class DeltasMsg:
             else:
                 rows.append([t, op, len(gs), arg, c])
         names = [[d, s, u] for d, (s, u) in self.names.items()]
-        return pack({"k": "deltas", "r": rows, "c": list(causes), "n": names},
+        return pack({"k": "deltas", "r": rows, "c": list(causes), "n": names,
+                     "t": [self.times.get(c) for c in causes]},
                     [np.asarray(grams, dtype=np.uint64), np.asarray(counts, dtype=np.uint64),
                      np.asarray(holders, dtype=np.uint64)])
 
@@ -137,7 +140,9 @@ class DeltasMsg:
                     hi += k
                 ci += n
             deltas.append(Delta(t, op, gs, arg, causes[c]))
-        return cls(deltas, {d: (s, u) for d, s, u in h["n"]})
+        times = {c: t for c, t in zip(causes, h.get("t") or [None] * len(causes), strict=True)
+                 if t is not None}
+        return cls(deltas, {d: (s, u) for d, s, u in h["n"]}, times)
 
 
 _OUT = struct.Struct("<BII")

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..state.schema import Cover, DocState
-from .deltas import ADD, DROP, GAIN, GAIN_FROM, Delta
+from .deltas import ADD, DROP, GAIN, GAIN_FROM, LOSE, Delta
 from .docs import Dirty, DocRole, Touch
 from .messages import DeltasMsg, GramsMsg, PageMsg
 from .params import Params
@@ -49,6 +49,8 @@ class DocShard:
         self.shard = shard
         self.shards = shards
         self.docs = DocRole(params)
+        self.cause_times: dict[str, float] = {}  # of the last batch: cause URL -> fetched_at
+        self.documents_added = 0  # of the last batch: URLs seen for the first time
 
     def process(self, txn, pages: Iterable[tuple[int, PageMsg]], deltas: Iterable[DeltasMsg],
                 seq: int) -> tuple[list[tuple[int, bytes]], list[dict]]:
@@ -58,9 +60,14 @@ class DocShard:
         dirty: Dirty = {}
         before: dict[int, Cover] = {}
         out: list[tuple[int, bytes]] = []
+        self.cause_times = {}
+        self.documents_added = 0
         for offset, page in pages:
             out.extend(self._arrive(txn, offset, page, dirty, before))
+            if page.fetched_at is not None:
+                self.cause_times[page.url] = page.fetched_at
         for msg in deltas:
+            self.cause_times.update(msg.times)
             for docno, (server, url) in msg.names.items():
                 if txn.name(docno) is None:
                     txn.put_name(docno, server, url)
@@ -81,10 +88,13 @@ class DocShard:
             prev = before.pop(old, None) or txn.doc(old).result
             old_grams = txn.doc_grams(old)
             for g, part in enumerate(split_grams(old_grams, self.shards)):
-                out.append((g, GramsMsg("withdraw", old, part).encode()))
+                out.append((g, GramsMsg("withdraw", old, part, "", page.url,
+                                        page.fetched_at).encode()))
             txn.put_doc(old, None)
             txn.put_doc_grams(old, None)
             dirty.pop(old, None)
+        else:
+            self.documents_added += 1
         before[docno] = prev
         txn.put_name(docno, page.server, page.url)
         txn.put_doc(docno, DocState(n_grams=len(page.grams)))
@@ -92,7 +102,8 @@ class DocShard:
         txn.put_url(page.url, docno, seq)
         dirty[docno] = Touch(page.url, None)
         for g, part in enumerate(split_grams(page.grams, self.shards)):
-            out.append((g, GramsMsg("add", docno, part, page.server, page.url).encode()))
+            out.append((g, GramsMsg("add", docno, part, page.server, page.url,
+                                    page.fetched_at).encode()))
         return out
 
 
@@ -104,6 +115,8 @@ class GramShard:
         self.params = params
         self.shard = shard
         self.shards = shards
+        self.fanout: list[int] = []  # of the last batch, per add: earlier documents changed
+        self.went_common = 0  # of the last batch: grams that became common
 
     def process(self, txn, msgs: list[GramsMsg]) -> list[tuple[int, bytes]]:
         """Apply grams messages in order; returns (doc shard, DeltasMsg bytes) to send."""
@@ -115,18 +128,33 @@ class GramShard:
         plans = iter(plan_batch(txn, [m.grams for m in adds]))
         deltas: list[Delta] = []
         todo = {id(m) for m in adds}
+        times: dict[str, float] = {}
+        self.fanout, self.went_common = [], 0
         for m in msgs:
+            if m.fetched_at is not None:
+                times[m.url] = m.fetched_at
             if m.kind == "add":
                 if id(m) not in todo:
                     continue  # sent again (after a crash upstream): already applied
                 txn.put_name(m.docno, m.server, m.url)
-                deltas.extend(add_document(txn, m.docno, m.grams, next(plans),
-                                           self.params.m, m.url))
+                added = add_document(txn, m.docno, m.grams, next(plans), self.params.m, m.url)
+                self._count(m.docno, added)
+                deltas.extend(added)
             elif txn.name(m.docno) is not None and not txn.is_dead(m.docno):  # withdraw, once
                 cause = txn.url_of(m.docno)
                 deltas.extend(withdraw_document(txn, m.docno, m.grams.tolist(), cause))
                 txn.kill(m.docno)
-        return self._route(txn, deltas)
+        return self._route(txn, deltas, times)
+
+    def _count(self, docno: int, deltas: list[Delta]) -> None:
+        """Statistics of one add: documents it changed, grams it made common (an add's
+        LOSE deltas are exactly those: every holder of such a gram loses it)."""
+        self.fanout.append(len({d.target for d in deltas} - {docno}))
+        common: set[int] = set()
+        for d in deltas:
+            if d.op == LOSE:
+                common.update(d.grams)
+        self.went_common += len(common)
 
     @staticmethod
     def _new(txn, m: GramsMsg) -> bool:
@@ -134,7 +162,8 @@ class GramShard:
         not withdrawn: names of withdrawn versions are deleted, but they are dead)."""
         return txn.name(m.docno) is None and not txn.is_dead(m.docno)
 
-    def _route(self, txn, deltas: list[Delta]) -> list[tuple[int, bytes]]:
+    def _route(self, txn, deltas: list[Delta], times: dict[str, float]
+               ) -> list[tuple[int, bytes]]:
         """Deltas grouped per doc shard, each message naming every docno it mentions."""
         per: dict[int, list[Delta]] = {}
         for d in deltas:
@@ -150,5 +179,8 @@ class GramShard:
                 elif op in (GAIN_FROM, ADD, DROP):
                     mentioned.add(arg)
             names = {d: txn.name(d) for d in sorted(mentioned)}
-            out.append((shard, DeltasMsg(ds, {d: n for d, n in names.items() if n}).encode()))
+            causes = {d.cause for d in ds}
+            out.append((shard, DeltasMsg(ds, {d: n for d, n in names.items() if n},
+                                         {c: t for c, t in times.items() if c in causes}
+                                         ).encode()))
         return out
