@@ -353,6 +353,12 @@ class Worker:
     async def revoked(self, revoked: set[TopicPartition]) -> None:
         async with self.lock:
             self.assigned -= set(revoked)
+            for tp in revoked:  # its lag is the next owner's to report
+                self.applied.pop(tp, None)
+                try:
+                    self.metrics.lag.remove(tp.topic, str(tp.partition))
+                except KeyError:
+                    pass
             t = self.topics
             for tp in revoked:
                 table = {t.docs: self.doc_shards, t.grams: self.gram_shards}.get(tp.topic)
