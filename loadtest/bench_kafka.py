@@ -260,8 +260,9 @@ async def _latency_run(pipe: Pipeline, stream: Path, rate: float, n: int) -> dic
     def pct(q: float) -> float:
         return lat[min(len(lat) - 1, int(q * len(lat)))]
 
-    return {"events": len(lat), "all_events": seen["events"], "p50_s": pct(0.50), "p90_s": pct(0.90), "p99_s": pct(0.99),
-            "max_s": lat[-1], "rate": rate, "pages": len(records)}
+    return {"events": len(lat), "all_events": seen["events"], "p50_s": pct(0.50),
+            "p90_s": pct(0.90), "p99_s": pct(0.99), "max_s": lat[-1], "rate": rate,
+            "pages": len(records)}
 
 
 def latency(broker, work: Path, stream: Path, rate: float, n: int) -> dict:

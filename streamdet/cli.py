@@ -361,6 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
     evs.add_argument("--idle", type=float, default=5.0,
                      help="stop once no event arrived for this many seconds (default 5)")
     evs.set_defaults(func=cmd_events)
+    from .adapters.alerts import add_parser as add_alerts_parser
+
+    add_alerts_parser(sub)
     for sp in (wk, pr, evs):
         sp.add_argument("--prefix", default=env("PREFIX", "streamdet"),
                         help="topic name prefix: PREFIX-pages, PREFIX-events, ... (default "

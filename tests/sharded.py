@@ -176,9 +176,12 @@ class Simulation:
                 return
 
     def idle(self) -> bool:
-        return (all(sh.pos["docs"] == len(t) for sh, t in zip(self.doc, self.docs_topic, strict=True))
-                and all(sh.pos["deltas"] == len(t) for sh, t in zip(self.doc, self.deltas_topic, strict=True))
-                and all(sh.pos["grams"] == len(t) for sh, t in zip(self.gram, self.grams_topic, strict=True)))
+        pairs = [(sh.pos["docs"], t) for sh, t in zip(self.doc, self.docs_topic, strict=True)]
+        pairs += [(sh.pos["deltas"], t) for sh, t in zip(self.doc, self.deltas_topic,
+                                                          strict=True)]
+        pairs += [(sh.pos["grams"], t) for sh, t in zip(self.gram, self.grams_topic,
+                                                         strict=True)]
+        return all(pos == len(topic) for pos, topic in pairs)
 
     def rows(self) -> Rows:
         out: Rows = {}

@@ -184,8 +184,8 @@ def _variables_read() -> set[str]:
     for path in (ROOT / "streamdet").rglob("*.py"):
         src = path.read_text(encoding="utf-8")
         names |= {f"STREAMDET_{n}" for n in re.findall(r"[\"']STREAMDET_([A-Z0-9_]+)[\"']", src)}
-        names |= {f"STREAMDET_{n}"
-                  for n in re.findall(r"\b(?:_int_env|env)\(\s*[\"']([A-Z0-9_]+)[\"']", src)}
+        helper_call = r"\b(?:_int_env|env)\(\s*[\"'](?!STREAMDET_)([A-Z0-9_]+)[\"']"
+        names |= {f"STREAMDET_{n}" for n in re.findall(helper_call, src)}
     return names
 
 
