@@ -24,13 +24,13 @@ from .cli_helpers import bad_lines, build_crawl, popen, read_jsonl, with_bad, wr
 ALLOWED_LABELS = {"reason", "event", "stage", "topic", "partition", "role", "le"}
 
 
-def _run(tmp_path, records):
+def _run(tmp_path, records, params: Params | None = None):
     path = write_jsonl(tmp_path / "in.jsonl", records)
     reg = CollectorRegistry()
     m = Metrics(reg)
     events, dead = JsonlSink(str(tmp_path / "ev.jsonl")), JsonlSink(str(tmp_path / "dl.jsonl"))
     try:
-        summary = EmbeddedRunner(Store(MemoryKV()), Params(), events, dead, batch_size=16,
+        summary = EmbeddedRunner(Store(MemoryKV()), params or Params(), events, dead, batch_size=16,
                                  metrics=m).run([open_source(str(path))])
     finally:
         events.close()
@@ -61,11 +61,15 @@ def test_counters_tell_what_the_run_did(tmp_path):
     assert get("streamdet_fetch_to_event_seconds_bucket", {"le": "2.5"}) == 0
     assert get("streamdet_page_processing_seconds_count", {"stage": "engine"}) == len(crawl)
     assert get("streamdet_state_postings") > 0
+    assert get("streamdet_state_documents") == len({r["url"] for r in crawl})
+    assert get("streamdet_common_grams_total") == 0  # m=50: nothing on more than 50 pages
 
 
 def test_labels_are_bounded_and_names_exported(tmp_path):
+    # m=8: the crawl's boilerplate shared by 12 pages becomes common
     reg, _, _ = _run(tmp_path, with_bad(build_crawl(seed=4, n_pages=40, n_quilts=4),
-                                        random.Random(4)))
+                                        random.Random(4)), Params(m=8))
+    assert reg.get_sample_value("streamdet_common_grams_total") > 0
     names = set()
     for family in reg.collect():
         names.add(family.name)

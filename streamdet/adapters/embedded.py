@@ -34,7 +34,7 @@ from .outputs import JsonlSink, dead_letter, utc_now
 if TYPE_CHECKING:
     from ..engine.analysis import Analyzed
 
-STATE_FORMAT = "2"
+STATE_FORMAT = "3"
 
 CHAIN = "\x00chain"  # positions[key + CHAIN]: digest of the records applied
 HEAD = "\x00head"  # positions[key + HEAD]: digest of the first record alone
@@ -86,6 +86,7 @@ class EmbeddedRunner:
         self.analyzers = analyzers
         self.metrics = metrics
         self._disk_checked = 0.0
+        self._documents = sum(1 for _ in store.kv.items("urls")) if metrics else 0
         self.store = store
         self.params = params
         self.engine = Engine(params)
@@ -210,6 +211,9 @@ class EmbeddedRunner:
             if isinstance(res, BadRecord):
                 m.dead_letters.labels(res.reason).inc()
         m.pages.inc(len(pages))
+        m.common.inc(stats.went_common)
+        self._documents += stats.new_documents
+        m.documents.set(self._documents)
         for _ in pages:
             m.page_seconds.labels("engine").observe(seconds / len(pages))
         m.batch_seconds.labels("embedded").observe(seconds)

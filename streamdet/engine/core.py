@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from ..state.schema import Cover, DocState
 from ..state.txn import Txn
 from .analysis import Analyzed
+from .deltas import arrival_stats
 from .docs import Dirty, DocRole, Touch
-from .events import change_kind, make_event
 from .params import Params
 from .postings import PagePlan, add_document, plan_batch, withdraw_document
+from .rescoring import rescore
 
 
 @dataclass
@@ -27,6 +28,8 @@ class BatchStats:
     pages: int = 0
     rescored: int = 0  # documents re-scored, arrivals included
     fanout: list[int] | None = None  # per arrival: earlier documents it affected
+    went_common: int = 0  # grams that became common
+    new_documents: int = 0  # URLs seen for the first time
 
 
 class Engine:
@@ -43,13 +46,13 @@ class Engine:
         plans = plan_batch(txn, [p.grams for p in pages])
         for page, plan in zip(pages, plans, strict=True):
             stats.pages += 1
-            stats.fanout.append(self._arrive(txn, page, plan, dirty, before))
-        events = self._rescore(txn, dirty, before)
+            stats.fanout.append(self._arrive(txn, page, plan, dirty, before, stats))
+        events = rescore(self.docs, txn, dirty, before, lambda last: last + 1)
         stats.rescored = len(dirty)
         return events, stats
 
     def _arrive(self, txn: Txn, page: Analyzed, plan: PagePlan, dirty: Dirty,
-                before: dict[int, Cover]) -> int:
+                before: dict[int, Cover], stats: BatchStats) -> int:
         """Apply one arrival; return how many earlier documents it changed."""
         entry = txn.url_entry(page.url)
         seq = 0
@@ -70,25 +73,8 @@ class Engine:
         txn.put_url(page.url, docno, seq)
         dirty[docno] = Touch(page.url, None)
         added = add_document(txn, docno, page.grams, plan, self.params.m, page.url)
+        stats.went_common += arrival_stats(docno, added)[1]
+        stats.new_documents += entry is None
         affected |= self.docs.apply(txn, added, dirty)
         affected.discard(docno)
         return len(affected)
-
-    def _rescore(self, txn: Txn, dirty: Dirty, before: dict[int, Cover]) -> list[dict]:
-        events = []
-        for docno, touch in dirty.items():
-            doc = txn.doc(docno)
-            if doc is None:
-                continue
-            result = self.docs.score(txn, doc, touch)
-            prev = before.get(docno, doc.result)
-            doc.result = result
-            txn.touch_doc(docno)
-            kind = change_kind(prev, result)
-            if kind is None:
-                continue
-            url = txn.name(docno)[1]
-            _, seq = txn.url_entry(url)
-            txn.put_url(url, docno, seq + 1)
-            events.append(make_event(kind, url, seq + 1, result, touch.cause, self.params))
-        return events

@@ -23,3 +23,14 @@ class Delta(NamedTuple):
     grams: list[int]
     arg: int | list[tuple[int, ...]] | None
     cause: str  # URL of the record whose arrival produced it
+
+
+def arrival_stats(docno: int, deltas: list[Delta]) -> tuple[int, int]:
+    """(earlier documents an arrival changed, grams it made common) from the deltas of
+    one add: its LOSE deltas are exactly the grams that went common (every holder loses
+    them), for metrics."""
+    common: set[int] = set()
+    for d in deltas:
+        if d.op == LOSE:
+            common.update(d.grams)
+    return len({d.target for d in deltas} - {docno}), len(common)

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..state.schema import Cover, DocState
-from .deltas import ADD, DROP, GAIN, GAIN_FROM, LOSE, Delta
+from .deltas import ADD, DROP, GAIN, GAIN_FROM, Delta, arrival_stats
 from .docs import Dirty, DocRole, Touch
 from .messages import DeltasMsg, GramsMsg, PageMsg
 from .params import Params
@@ -147,14 +147,9 @@ class GramShard:
         return self._route(txn, deltas, times)
 
     def _count(self, docno: int, deltas: list[Delta]) -> None:
-        """Statistics of one add: documents it changed, grams it made common (an add's
-        LOSE deltas are exactly those: every holder of such a gram loses it)."""
-        self.fanout.append(len({d.target for d in deltas} - {docno}))
-        common: set[int] = set()
-        for d in deltas:
-            if d.op == LOSE:
-                common.update(d.grams)
-        self.went_common += len(common)
+        fanout, common = arrival_stats(docno, deltas)
+        self.fanout.append(fanout)
+        self.went_common += common
 
     @staticmethod
     def _new(txn, m: GramsMsg) -> bool:
