@@ -10,6 +10,7 @@ import random
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections import defaultdict
 
@@ -210,6 +211,15 @@ def test_torn_output_lines_are_cut_on_restart(crash_inputs, clean_run, tmp_path)
     assert lines[0] == {"reason": "not_json"} and all("source" in x for x in lines[1:])
 
 
+def _feed(pipe, data: bytes) -> None:
+    """Write `data` to a run's stdin and leave the pipe open (the run waits for more)."""
+    try:
+        pipe.write(data)
+        pipe.flush()
+    except (BrokenPipeError, ValueError):
+        pass  # the run was killed while reading
+
+
 def _processes_tagged(tag: str) -> list[int]:
     """Live processes whose environment carries `tag` (a run and anything it started)."""
     found = []
@@ -232,13 +242,18 @@ def test_sigkill_leaves_no_analysis_processes_behind(crash_inputs, tmp_path, mon
     _, (records, _tail) = crash_inputs
     tag = f"STREAMDET_TEST_TAG=crash-{os.getpid()}-{delay}"
     monkeypatch.setenv(*tag.split("=", 1))
-    proc = popen("run", "--input", records, "--state", tmp_path / "s", "--events",
+    # The records come through a pipe held open, so the run is still reading (never
+    # finished) when it is killed, however fast the machine is.
+    proc = popen("run", "--input", "-", "--state", tmp_path / "s", "--events",
                  tmp_path / "ev.jsonl", "--analyzers", "1", "--batch", "8",
-                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    feeder = threading.Thread(target=_feed, args=(proc.stdin, records.read_bytes()), daemon=True)
+    feeder.start()
     time.sleep(delay)
-    assert _processes_tagged(tag), "the run is not running"
+    assert proc.poll() is None and _processes_tagged(tag), "the run is not running"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    feeder.join(timeout=15)
     deadline = time.monotonic() + 15
     while _processes_tagged(tag) and time.monotonic() < deadline:
         time.sleep(0.1)
