@@ -6,6 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamdet.state.maskcodec import decode_masks, encode_masks
 from streamdet.state.schema import (
     COMMON,
     DocState,
@@ -13,6 +14,7 @@ from streamdet.state.schema import (
     decode_posting,
     encode_doc,
     encode_posting,
+    encode_slots,
 )
 
 GRAMS = st.integers(min_value=0, max_value=12)
@@ -52,8 +54,9 @@ def test_slots_and_masks_follow_a_plain_model(ops):
                 for g in have:
                     model[g].discard(src)
         else:
-            again = decode_doc(encode_doc(d))
+            again = decode_doc(encode_doc(d), encode_slots(d))
             assert encode_doc(again) == encode_doc(d)
+            assert encode_slots(again) == encode_slots(d)
             d = again
         assert _view(d) == model
         assert d.n_patch == len(model)
@@ -64,3 +67,37 @@ def test_slots_and_masks_follow_a_plain_model(ops):
 def test_postings_round_trip():
     for p in [(), (1,), (3, 2**64 - 1, 7), COMMON]:
         assert decode_posting(encode_posting(p)) == p
+
+
+MASKS = st.integers(min_value=1, max_value=3000).flatmap(
+    lambda n: st.tuples(st.just(n), st.lists(st.sets(st.integers(0, n - 1), min_size=1,
+                                                     max_size=5), min_size=1, max_size=4)),
+).flatmap(lambda case: st.tuples(st.just(case[0]), st.lists(st.sampled_from(case[1]),
+                                                             max_size=12)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(MASKS)
+def test_masks_round_trip_with_repeats(case):
+    n_slots, bit_sets = case
+    masks = [sum(1 << i for i in bits) for bits in bit_sets]
+    blob = b"prefix" + encode_masks(masks, n_slots) + b"suffix"
+    decoded, end = decode_masks(blob, len(b"prefix"), len(masks), n_slots)
+    assert decoded == masks
+    assert blob[end:] == b"suffix"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.sets(SOURCES, max_size=4)),
+                unique_by=lambda t: t[0], max_size=30),
+       st.lists(GRAMS, max_size=8, unique=True))
+def test_holder_bits_equal_one_bits_call_per_holder(gram_holders, earlier):
+    d = DocState(100)
+    d.gain(earlier)  # slots taken before, and one freed, as in a document seen before
+    d.lose(earlier[:1])
+    grams = [g for g, _ in gram_holders]
+    d.gain(grams)
+    holders = [tuple(h) for _, h in gram_holders]
+    expected = {s: d.bits([g for g, h in zip(grams, holders, strict=True) if s in h])
+                for s in set().union(*holders)}
+    assert d.holder_bits(grams, holders) == expected

@@ -4,13 +4,26 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from streamdet.state import segments as seg_mod
+from streamdet.state import txn as txn_mod
 from streamdet.state.bloom import BlockedBloom, probe_masks
+from streamdet.state.cache import Generations
 from streamdet.state.kv import MemoryKV
 from streamdet.state.rocks import RocksKV
 from streamdet.state.schema import encode_posting, u64key
 from streamdet.state.segments import SegmentIndex
+
+from .harness import assert_same_rows, memory_pipeline
+from .reference import reference
+from .strategies import any_corpus_st
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
 
 
 def _grams(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -104,3 +117,30 @@ def test_orphan_segment_from_an_interrupted_merge_is_deleted_on_open(kv):
 
 def _segment_keys(kv, seg_id: int):
     return [(k, v) for k, v in kv.items("segs") if seg_mod._KEY.unpack(k)[0] == seg_id]
+
+
+def test_generations_stay_bounded_and_say_when_they_forgot():
+    cache = Generations(8)
+    for k in range(3):
+        cache.put(k, (k,))
+    assert not cache.dropped
+    into: dict = {}
+    assert cache.get_many([0, 1, 2, 9], into) == [9]
+    assert into == {0: (0,), 1: (1,), 2: (2,)}
+    for k in range(3, 20):
+        cache.put(k, (k,))
+        assert len(cache) <= 8
+    assert cache.dropped
+    assert cache.get(19) == (19,) and cache.get(0) is None
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(corpus=any_corpus_st())
+def test_tiny_store_caches_change_nothing(corpus, monkeypatch_module):
+    """Documents and overlay postings forgotten between batches are read back from the
+    KV (and the overlay is read again once the postings cache forgot something)."""
+    records, params, batches = corpus
+    monkeypatch_module.setattr(txn_mod, "POSTING_CACHE_GRAMS", 4)
+    monkeypatch_module.setattr(txn_mod, "DOC_CACHE_SLOTS", 4)
+    assert_same_rows(reference(records, params), memory_pipeline(records, params, batches))

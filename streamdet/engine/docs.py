@@ -83,13 +83,9 @@ class DocRole:
                 touch = dirty[t] = Touch(cause, set())
             if op == GAIN:
                 doc.gain(grams)
-                by_source: dict[int, list[int]] = {}
-                for g, holders in zip(grams, arg, strict=True):
-                    for s in holders:
-                        by_source.setdefault(s, []).append(g)
-                for s, gs in by_source.items():
+                for s, bits in doc.holder_bits(grams, arg).items():
                     if self.is_foreign(txn, t, s):
-                        doc.add_source(s, doc.bits(gs))
+                        doc.add_source(s, bits)
                 touch.full(cause)
             elif op == GAIN_FROM:
                 doc.gain(grams)  # new slots: no earlier source holds them

@@ -2,7 +2,9 @@
 
 Each key sets K bits inside one 64-bit word: the word is chosen by the key's *high* bits
 and the bits by K 6-bit fields of its low bits (gram hashes are already uniformly mixed, so
-no further hashing is needed). Choosing the word by high bits means sorted keys - a
+no further hashing is needed). The word is the top 28 bits scaled to the number of words
+(multiply and shift, so any number of words works: rounding it up to a power of two cost
+up to twice the bits per key). Choosing the word by high bits means sorted keys - a
 segment's grams are sorted - fall into words in order, so building is a run-length OR with
 no sort. A membership test is one gather and one AND per key, vectorised over a whole
 batch, which is what lets the gram index skip every lookup of a never-seen gram.
@@ -14,9 +16,11 @@ import numpy as np
 
 K = 6
 BITS_PER_KEY = 16  # ~0.5% false positives for a blocked filter with K=6
-MAX_WORD_BITS = 64 - 6 * K  # word index bits must not overlap the mask fields
+WORD_BITS = 64 - 6 * K  # the key bits that choose the word: not those of the mask fields
+MAX_WORDS = 1 << WORD_BITS
 _ONE = np.uint64(1)
 _SIX = np.uint64(63)
+_TOP = np.uint64(64 - WORD_BITS)
 
 
 def probe_masks(grams: np.ndarray) -> np.ndarray:
@@ -29,22 +33,19 @@ def probe_masks(grams: np.ndarray) -> np.ndarray:
 
 class BlockedBloom:
     def __init__(self, words: np.ndarray) -> None:
-        bits = len(words).bit_length() - 1
-        if len(words) != 1 << bits or bits > MAX_WORD_BITS:
-            raise ValueError("a blocked bloom needs a power-of-two number of words, <= 2^28")
+        if not 1 <= len(words) <= MAX_WORDS:
+            raise ValueError(f"a blocked bloom has 1 to {MAX_WORDS} words")
         self.words = words
-        self._shift = np.uint64(64 - bits) if bits else None
+        self._n = np.uint64(len(words))
 
     def _word(self, grams: np.ndarray) -> np.ndarray:
-        if self._shift is None:
-            return np.zeros(len(grams), dtype=np.uint64)
-        return grams >> self._shift
+        """(top WORD_BITS bits) * words / 2**WORD_BITS: exact in 64 bits, non-decreasing."""
+        return ((grams >> _TOP) * self._n) >> np.uint64(WORD_BITS)
 
     @classmethod
     def build(cls, grams: np.ndarray) -> BlockedBloom:
         """A filter holding `grams` (sorted ascending)."""
-        want = max(1, len(grams)) * BITS_PER_KEY / 64
-        n_words = 1 << min(MAX_WORD_BITS, max(0, int(np.ceil(np.log2(want)))))
+        n_words = min(MAX_WORDS, max(1, -(-len(grams) * BITS_PER_KEY // 64)))
         bloom = cls(np.zeros(n_words, dtype=np.uint64))
         if len(grams):
             idx = bloom._word(grams)  # non-decreasing, as grams are sorted

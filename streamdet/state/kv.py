@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 
-TABLES = ("grams", "segs", "docs", "names", "urls", "dead", "meta", "docgrams")
+TABLES = ("grams", "segs", "docs", "slots", "names", "urls", "dead", "meta", "docgrams")
 
 
 class DeleteRange:
@@ -42,6 +42,10 @@ class KV(ABC):
     @abstractmethod
     def write(self, ops: Iterable[Op]) -> None:
         """Apply all operations atomically."""
+
+    def reclaim(self, table: str, start: bytes, end: bytes) -> None:  # noqa: B027
+        """Hint: keys in [start, end) were deleted in bulk; free their space now rather than
+        whenever the backend gets round to it."""
 
     def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release the backend; the state stays readable by a new instance."""

@@ -34,6 +34,9 @@ from .kv import KV, TABLES, DeleteRange, Op
 
 BLOCK_CACHE_BYTES = 128 << 20  # data blocks, and the memtables charged to it (below)
 MEMTABLES_BYTES = 64 << 20  # all column families' memtables together
+GRAMS_MEMTABLE_BYTES = 32 << 20
+TABLE_MEMTABLE_BYTES = 8 << 20
+MEMTABLES_PER_TABLE = 2
 
 
 class StateDirError(RuntimeError):
@@ -53,14 +56,14 @@ def _table_options(cache: Cache, memtables: WriteBufferManager, point_lookup: bo
     opts.set_max_background_jobs(2)
     opts.set_allow_concurrent_memtable_write(False)  # DB-wide; the hash memtable needs it
     opts.set_write_buffer_manager(memtables)  # one memory budget for every memtable
-    opts.set_max_write_buffer_number(2)
+    opts.set_max_write_buffer_number(MEMTABLES_PER_TABLE)
     if point_lookup:
-        opts.set_write_buffer_size(32 << 20)
+        opts.set_write_buffer_size(GRAMS_MEMTABLE_BYTES)
         opts.set_prefix_extractor(SliceTransform.create_fixed_prefix(8))
         opts.set_memtable_factory(MemtableFactory.hash_link_list(1 << 20))
         opts.set_memtable_prefix_bloom_ratio(0.1)
     else:
-        opts.set_write_buffer_size(8 << 20)
+        opts.set_write_buffer_size(TABLE_MEMTABLE_BYTES)
     return opts
 
 
@@ -127,6 +130,13 @@ class RocksKV(KV):
             else:
                 batch.put(key, value, handles[table])
         self._db.write(batch, self._write_opts)
+
+    def reclaim(self, table: str, start: bytes, end: bytes) -> None:
+        """Compact the range now. Range deletions leave their data in the SST files until
+        compaction reaches them: for merged-away segments that was ~30% of the state on
+        disk at 20,000 pages. Files wholly inside the range are simply dropped, so this
+        costs little (under a second for the largest merges of that run)."""
+        self._cf[table].compact_range(start, end)
 
     def disk_bytes(self) -> int:
         return dir_bytes(self.path)

@@ -4,7 +4,9 @@
           or COMMON once more than m documents held it (sticky, SPEC §1 exception).
           Postings may still list docnos of withdrawn document versions; readers drop them
           with the dead set, writers prune them.
-- docs:   docno -> DocState: size, patch grams with their foreign sources, last result.
+- docs:   docno -> DocState: size, foreign sources with their slot masks, last result.
+- slots:  docno -> the DocState's patch-gram slots, a key of its own because most
+          re-scores change sources but not the patch set: only changed slots are rewritten.
 - names:  docno -> server and URL of a live document version (sources need both).
 - urls:   URL   -> current docno and the URL's event sequence number.
 - dead:   docno -> b"" for every withdrawn (re-fetched) version.
@@ -15,9 +17,14 @@ from __future__ import annotations
 
 import heapq
 import struct
+import sys
+from array import array
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
+
+from .maskcodec import decode_masks, encode_masks
 
 COMMON = "common"  # posting marker: the gram had more than m documents
 Posting = tuple[int, ...] | str
@@ -25,6 +32,7 @@ Posting = tuple[int, ...] | str
 _COMMON_BYTES = b"\x00"
 _DOC_HEADER = struct.Struct("<QIIIIB")
 _URL_ENTRY = struct.Struct("<QQ")
+_BIG_ENDIAN = sys.byteorder == "big"
 
 
 def u64key(n: int) -> bytes:
@@ -41,16 +49,27 @@ def key_u64(b: bytes) -> int:
     return int.from_bytes(b, "big")
 
 
+def _posting_struct(n: int) -> struct.Struct:
+    """The codec of an n-holder posting (compiled once per length, not once per call)."""
+    codec = _POSTING_STRUCTS.get(n)
+    if codec is None:
+        codec = _POSTING_STRUCTS[n] = struct.Struct(f"<{n}Q")
+    return codec
+
+
+_POSTING_STRUCTS: dict[int, struct.Struct] = {}
+
+
 def encode_posting(p: Posting) -> bytes:
     if p == COMMON:
         return _COMMON_BYTES
-    return struct.pack(f"<{len(p)}Q", *p)
+    return _posting_struct(len(p)).pack(*p)
 
 
 def decode_posting(b: bytes) -> Posting:
     if b == _COMMON_BYTES:
         return COMMON
-    return struct.unpack(f"<{len(b) // 8}Q", b)
+    return _posting_struct(len(b) // 8).unpack(b)
 
 
 @dataclass
@@ -75,16 +94,21 @@ class DocState:
     of any of them has a bitmask over the slots: everything a greedy cover needs (one AND
     and popcount per source and step), kept current by deltas from the gram role, so
     re-scoring never reads the gram index and never rebuilds the masks. Freed slots (a gram
-    that went common) are reused.
+    that went common) are reused. `slots_changed` says whether the slots differ from the
+    stored ones (see table `slots`).
     """
 
-    __slots__ = ("n_grams", "slots", "pos", "free", "masks", "result")
+    __slots__ = ("n_grams", "slots", "pos", "free", "masks", "result", "slots_changed")
 
-    def __init__(self, n_grams: int, slots: list[int] | None = None,
+    def __init__(self, n_grams: int, slots: array | None = None,
                  masks: dict[int, int] | None = None, result: Cover | None = None,
                  free: list[int] | None = None) -> None:
         self.n_grams = n_grams
-        self.slots: list[int] = slots or []
+        self.slots_changed = slots is None
+        # Slots are a flat uint64 array, not a list: 8 bytes a slot instead of a pointer to
+        # an int object, nothing for the garbage collector to walk, and the codec copies
+        # it in one go. `pos` (gram -> slot) holds the Python ints lookups need.
+        self.slots = slots if slots is not None else array("Q")
         self.masks: dict[int, int] = masks or {}
         self.result = result or Cover()
         self.free: list[int] = free or []  # a heap (ascending order is one)
@@ -92,10 +116,10 @@ class DocState:
             live = np.ones(len(self.slots), dtype=bool)
             live[self.free] = False
             at = np.flatnonzero(live)
-            self.pos = dict(zip(np.asarray(self.slots, dtype=np.uint64)[at].tolist(),
+            self.pos = dict(zip(np.frombuffer(self.slots, dtype=np.uint64)[at].tolist(),
                                 at.tolist(), strict=True))
         else:
-            self.pos = dict(zip(self.slots, range(len(self.slots)), strict=True))
+            self.pos = dict(zip(self.slots.tolist(), range(len(self.slots)), strict=True))
 
     @property
     def n_patch(self) -> int:
@@ -119,12 +143,33 @@ class DocState:
                 b |= 1 << i
         return b
 
+    def holder_bits(self, grams: list[int], holders: list[tuple[int, ...]]
+                    ) -> dict[int, int]:
+        """Each holder's slot bitmask over some of its patch grams, given every gram's
+        holders: one bit matrix for all of them (an arrival gains hundreds of patch grams
+        from tens of holders at once, too many pairs for one `bits` call per holder)."""
+        pos = self.pos
+        counts = np.fromiter(map(len, holders), dtype=np.intp, count=len(holders))
+        n_pairs = int(counts.sum())
+        if not n_pairs:
+            return {}
+        held = np.fromiter(chain.from_iterable(holders), dtype=np.uint64, count=n_pairs)
+        sources, row = np.unique(held, return_inverse=True)
+        width = (len(self.slots) + 7) // 8
+        matrix = np.zeros((len(sources), width * 8), dtype=np.uint8)
+        matrix[row, np.repeat([pos[g] for g in grams], counts)] = 1
+        blob = np.packbits(matrix, axis=1, bitorder="little").tobytes()
+        from_bytes = int.from_bytes
+        return {s: from_bytes(blob[i : i + width], "little")
+                for s, i in zip(sources.tolist(), range(0, len(blob), width), strict=True)}
+
     def gain(self, grams: list[int]) -> None:
         """New patch grams, in free slots first (grams it has already are left alone, so
         a delta delivered twice changes nothing)."""
         for g in grams:
             if g in self.pos:
                 continue
+            self.slots_changed = True
             if self.free:
                 i = heapq.heappop(self.free)  # lowest free slot: layout independent of history
                 self.slots[i] = g
@@ -140,6 +185,7 @@ class DocState:
             i = self.pos.pop(g, None)
             if i is not None:
                 heapq.heappush(self.free, i)
+                self.slots_changed = True
         self.masks = {s: m & clear for s, m in self.masks.items() if m & clear}
 
     def add_source(self, source: int, bits: int) -> None:
@@ -161,48 +207,48 @@ class DocState:
         return union.bit_count()
 
 
+def _le_bytes(a: array) -> bytes:
+    """The little-endian bytes of a uint64 array."""
+    if _BIG_ENDIAN:
+        a = array("Q", a)
+        a.byteswap()
+    return a.tobytes()
+
+
 def encode_doc(d: DocState) -> bytes:
-    """Canonical bytes: the same document state gives the same bytes, whatever the order
-    its sources arrived in. Layout: header, slots (u64), occupied-slot bitmap, sources
-    (u64, ascending), one mask per source, cover docnos (u64), cover URL and count text."""
-    n_slots = len(d.slots)
-    mask_len = (n_slots + 7) // 8
-    occupied = np.ones(mask_len * 8, dtype=bool)
-    occupied[d.free] = False
-    occupied[n_slots:] = False
+    """Canonical bytes (the same document state gives the same bytes, whatever the order
+    its sources arrived in) of everything but the slots. Layout: header, sources (u64,
+    ascending), their masks (maskcodec), cover docnos (u64), cover URL and count text."""
     cover = "\x00".join(f"{u}\x01{n}" for u, n in d.result.sources).encode("utf-8")
     order = sorted(d.masks)
     masks = d.masks
     return b"".join((
-        _DOC_HEADER.pack(d.n_grams, n_slots, len(order), len(d.result.docnos), len(cover),
-                         d.result.quilted),
-        np.asarray(d.slots, dtype="<u8").tobytes(),
-        np.packbits(occupied, bitorder="little").tobytes(),
+        _DOC_HEADER.pack(d.n_grams, len(d.slots), len(order), len(d.result.docnos),
+                         len(cover), d.result.quilted),
         np.asarray(order, dtype="<u8").tobytes(),
-        b"".join([masks[s].to_bytes(mask_len, "little") for s in order]),
+        encode_masks([masks[s] for s in order], len(d.slots)),
         np.asarray(d.result.docnos, dtype="<u8").tobytes(),
         cover,
     ))
 
 
-def decode_doc(b: bytes) -> DocState:
+def encode_slots(d: DocState) -> bytes:
+    """The slots: grams (u64), then the occupied-slot bitmap."""
+    n_slots = len(d.slots)
+    occupied = np.ones(n_slots, dtype=bool)
+    occupied[d.free] = False
+    return _le_bytes(d.slots) + np.packbits(occupied, bitorder="little").tobytes()
+
+
+def decode_doc(b: bytes, slot_bytes: bytes | None) -> DocState:
+    """A document from its `docs` and `slots` values (None: it has no slots)."""
     n_grams, n_slots, n_src, n_docnos, n_cover, quilted = _DOC_HEADER.unpack_from(b)
-    mask_len = (n_slots + 7) // 8
+    slots, free = _decode_slots(slot_bytes or b"", n_slots)
     off = _DOC_HEADER.size
-    slots = np.frombuffer(b, dtype="<u8", count=n_slots, offset=off).tolist()
-    off += 8 * n_slots
-    occupied = np.unpackbits(np.frombuffer(b, dtype=np.uint8, count=mask_len, offset=off),
-                             bitorder="little")[:n_slots]
-    free = np.flatnonzero(occupied == 0).tolist()
-    off += mask_len
     sources = np.frombuffer(b, dtype="<u8", count=n_src, offset=off).tolist()
     off += 8 * n_src
-    view = memoryview(b)
-    from_bytes = int.from_bytes
-    masks = {s: from_bytes(view[o : o + mask_len], "little")
-             for s, o in zip(sources, range(off, off + n_src * mask_len, mask_len or 1),
-                             strict=True)}
-    off += n_src * mask_len
+    mask_list, off = decode_masks(b, off, n_src, n_slots)
+    masks = dict(zip(sources, mask_list, strict=True))
     docnos = tuple(np.frombuffer(b, dtype="<u8", count=n_docnos, offset=off).tolist())
     off += 8 * n_docnos
     cover_text = b[off : off + n_cover].decode("utf-8")
@@ -212,6 +258,18 @@ def decode_doc(b: bytes) -> DocState:
     d = DocState(n_grams, slots, masks, None, free)
     d.result = Cover(result_sources, bool(quilted), d.n_patch, n_grams, docnos)
     return d
+
+
+def _decode_slots(b: bytes, n_slots: int) -> tuple[array, list[int]]:
+    if len(b) != 8 * n_slots + (n_slots + 7) // 8:
+        raise ValueError("a document's slots do not match it")
+    slots = array("Q")
+    slots.frombytes(b[: 8 * n_slots])
+    if _BIG_ENDIAN:
+        slots.byteswap()
+    occupied = np.unpackbits(np.frombuffer(b, dtype=np.uint8, offset=8 * n_slots),
+                             count=n_slots, bitorder="little")
+    return slots, np.flatnonzero(occupied == 0).tolist()
 
 
 def encode_name(server: str, url: str) -> bytes:

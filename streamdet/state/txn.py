@@ -15,6 +15,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .bloom import probe_masks
+from .cache import Generations
 from .kv import KV, Op
 from .schema import (
     DocState,
@@ -26,6 +27,7 @@ from .schema import (
     encode_doc,
     encode_name,
     encode_posting,
+    encode_slots,
     encode_url_entry,
     key_u64,
     u64key,
@@ -34,7 +36,8 @@ from .schema import (
 from .segments import SegmentIndex
 
 _MISSING = object()
-DOC_CACHE_SLOTS = 1 << 20  # patch-gram slots of decoded documents kept between batches
+DOC_CACHE_SLOTS = 1 << 24  # patch-gram slots of decoded documents kept between batches (~90 B each)
+POSTING_CACHE_GRAMS = 1 << 22  # decoded overlay postings kept between batches (~150 B each)
 
 
 class StateError(RuntimeError):
@@ -53,6 +56,18 @@ class Store:
         # uncommitted changes here.
         self.doc_cache: OrderedDict[int, DocState] = OrderedDict()
         self._cached_slots = 0
+        # Overlay postings as of the last commit. The grams pages share (menus, boilerplate,
+        # replicated passages) come back batch after batch, and their postings only change
+        # through commits, which update this cache with the same values they write.
+        self.postings = Generations(POSTING_CACHE_GRAMS)
+        self._overlay_was_empty = next(kv.items("grams"), None) is None
+
+    @property
+    def overlay_cached(self) -> bool:
+        """Whether the postings cache holds the whole overlay, so that a gram it lacks has
+        no overlay entry: true while it has seen every overlay write since the overlay
+        was empty (a new state) and has forgotten none."""
+        return self._overlay_was_empty and not self.postings.dropped
 
     def meta(self, name: str) -> str | None:
         v = self.kv.get("meta", name.encode())
@@ -102,7 +117,7 @@ class Txn:
         self.store = store
         self.kv = store.kv
         self.postings_cache: dict[int, Posting | None] = {}
-        self.dirty_postings: set[int] = set()
+        self.dirty_postings: dict[int, Posting] = {}  # also in postings_cache
         self.docs: dict[int, DocState | None] = {}
         self.dirty_docs: set[int] = set()
         self.names: dict[int, tuple[str, str] | None] = {}
@@ -138,23 +153,30 @@ class Txn:
         return held
 
     def _resolve(self, grams: np.ndarray) -> None:
-        """Overlay first, then segments, for grams not in the cache."""
+        """Overlay first (the store's cache of it, then the KV), then segments, for grams
+        not in the transaction's cache."""
         cache = self.postings_cache
-        if cache:
-            grams = grams[[g not in cache for g in grams.tolist()]]
-        if not len(grams):
-            return
-        glist = grams.tolist()
-        raws = self.kv.get_many("grams", u64keys(grams))
-        rest = []
-        for g, raw in zip(glist, raws, strict=True):
-            if raw is None:
-                rest.append(g)
-            else:
-                cache[g] = decode_posting(raw)
+        glist = [g for g in grams.tolist() if g not in cache] if cache else grams.tolist()
+        rest = self.store.postings.get_many(glist, cache)
+        if rest and not self.store.overlay_cached:
+            rest = self._read_overlay(rest)
         if rest:
             for g, holder in self.store.segments.find(np.asarray(rest, dtype=np.uint64)).items():
                 cache[g] = (holder,)
+
+    def _read_overlay(self, grams: list[int]) -> list[int]:
+        """Read grams' overlay entries from the KV; return the grams that have none."""
+        raws = self.kv.get_many("grams", u64keys(grams))
+        rest = []
+        cache = self.postings_cache
+        keep = self.store.postings.put
+        for g, raw in zip(grams, raws, strict=True):
+            if raw is None:
+                rest.append(g)
+            else:
+                p = cache[g] = decode_posting(raw)
+                keep(g, p)  # a committed value: valid in the store's cache right away
+        return rest
 
     def posting(self, gram: int) -> Posting | None:
         """Posting of a prefetched gram (None: no document holds it)."""
@@ -183,12 +205,12 @@ class Txn:
 
     def set_posting(self, gram: int, posting: Posting) -> None:
         self.postings_cache[gram] = posting
-        self.dirty_postings.add(gram)
+        self.dirty_postings[gram] = posting
 
     def live(self, posting: tuple[int, ...]) -> tuple[int, ...]:
         """The holders of a posting that are not withdrawn versions."""
         dead, new_dead = self.store.dead, self.new_dead
-        if not dead and not new_dead:
+        if dead.isdisjoint(posting) and (not new_dead or new_dead.isdisjoint(posting)):
             return posting
         return tuple(x for x in posting if x not in dead and x not in new_dead)
 
@@ -204,8 +226,9 @@ class Txn:
         if d is _MISSING:
             d = self.store.take_doc(docno)
             if d is None:
-                raw = self.kv.get("docs", u64key(docno))
-                d = None if raw is None else decode_doc(raw)
+                key = u64key(docno)
+                raw = self.kv.get("docs", key)
+                d = None if raw is None else decode_doc(raw, self.kv.get("slots", key))
             self.docs[docno] = d
         return d
 
@@ -285,13 +308,11 @@ class Txn:
             seg_ops, self._segment = self.store.segments.new_segment_ops(grams, docnos)
             ops.extend(seg_ops)
         if self.dirty_postings:
-            grams = sorted(self.dirty_postings)
-            cache = self.postings_cache
-            ops.extend(("grams", key, encode_posting(cache[g]))
-                       for key, g in zip(u64keys(grams), grams, strict=True))
+            keys = u64keys(list(self.dirty_postings))
+            ops.extend(("grams", key, encode_posting(p))
+                       for key, p in zip(keys, self.dirty_postings.values(), strict=True))
         for docno in sorted(self.dirty_docs):
-            d = self.docs[docno]
-            ops.append(("docs", u64key(docno), None if d is None else encode_doc(d)))
+            ops.extend(self._doc_ops(docno, self.docs[docno]))
         for docno, grams in self.doc_gram_sets.items():
             ops.append(("docgrams", u64key(docno),
                         None if grams is None else np.asarray(grams, dtype="<u8").tobytes()))
@@ -311,9 +332,23 @@ class Txn:
             ops.append(("meta", b"positions", json.dumps(positions, sort_keys=True).encode()))
         return ops
 
+    @staticmethod
+    def _doc_ops(docno: int, d: DocState | None) -> list[Op]:
+        key = u64key(docno)
+        if d is None:
+            return [("docs", key, None), ("slots", key, None)]
+        ops: list[Op] = [("docs", key, encode_doc(d))]
+        if d.slots_changed:
+            ops.append(("slots", key, encode_slots(d)))
+        return ops
+
     def commit(self, positions: dict[str, int] | None = None) -> None:
         """Write everything, with the input positions, in one atomic write."""
         self.kv.write(self.ops(positions))
+        self.store.postings.update(self.dirty_postings)
+        for docno in self.dirty_docs:
+            if (d := self.docs[docno]) is not None:
+                d.slots_changed = False  # stored now
         self.store.dead |= self.new_dead
         self.store.keep_docs(self.docs)
         if self._segment is not None:
