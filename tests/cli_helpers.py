@@ -55,8 +55,9 @@ def parallel(*calls) -> list:
         return [f.result() for f in [pool.submit(c) for c in calls]]
 
 
-def popen(*args, **kw) -> subprocess.Popen:
-    return subprocess.Popen(STREAMDET + [str(a) for a in args], env=env(), **kw)
+def popen(*args, extra_env: dict | None = None, **kw) -> subprocess.Popen:
+    return subprocess.Popen(STREAMDET + [str(a) for a in args], env={**env(), **(extra_env or {})},
+                            **kw)
 
 
 def summary(stderr: bytes) -> dict:

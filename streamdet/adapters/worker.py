@@ -6,16 +6,25 @@ worker owns whole doc shards, plus gram shards and a share of the crawler's part
 Each shard keeps its own RocksDB state under STATE/doc-<s> or STATE/gram-<g>, so shards
 move between workers without touching each other.
 
-Per fetched batch:
+Per fetched batch (a *round*):
 - pages (stateless): validate and analyse; good pages go to their doc shard's partition
-  of the docs topic, bad records to the dead-letter topic; then the input offsets are
-  committed (at-least-once: a page sent twice is a re-fetch of identical content).
-- a gram shard: apply its grams messages, send the deltas, then commit state + offset.
-  A crash in between only sends the same deltas again (same state, same messages).
-- a doc shard: apply pages then deltas, commit state + offsets + the batch's *outbox*
-  (grams messages and events), send the outbox, then commit the group's offsets. A document
-  is durable before its grams leave, so no delta can reach a document that a crash undid;
-  a crash after the commit re-sends the outbox on restart.
+  of the docs topic, bad records to the dead-letter topic (at-least-once: a page sent
+  twice is a re-fetch of identical content).
+- a gram shard: apply its grams messages and commit state + offset + the round's *outbox*
+  (its deltas messages) in one write, then send the outbox.
+- a doc shard: apply pages then deltas, commit state + offsets + the round's outbox (grams
+  messages and events), then send it. A document is durable before its grams leave, so no
+  delta can reach a document that a crash undid.
+Each outbox is a meta key of its own (`outbox/<offsets>`), deleted once the broker has
+acknowledged all its records; a shard opened with outboxes left sends them again, oldest
+first (gram shards skip adds they applied and withdrawals of dead versions, doc shards
+apply deltas idempotently, so repeats change nothing).
+
+Rounds are pipelined: the next batch is processed while the broker acknowledges the
+previous ones (at most MAX_INFLIGHT rounds wait). A round's group offsets are committed
+once its records and those of every earlier round are acknowledged, so the committed
+offsets never cover a record whose output the broker does not have. A rebalance or a
+shutdown first drains every round in flight.
 
 On assignment a shard's state is opened; when it is missing or behind the group's
 committed offsets (the disk was lost, or another worker moved it on meanwhile), the
@@ -32,6 +41,7 @@ import json
 import logging
 import os
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -54,15 +64,18 @@ from ..engine.routing import url_shard
 from ..engine.shards import DocShard, GramShard
 from ..state.rocks import RocksKV, dir_bytes
 from ..state.txn import StateError, Store
+from . import failpoints
 from .analyzers import analyze_payloads
 from .kafka import STATE_FORMAT, Timing, Topics, ensure_topics, join_pipeline, producer, read_all
 from .metrics import metrics
 from .outputs import utc_now
 
 log = logging.getLogger("streamdet.worker")
-GRAMS_OUT, EVENTS_OUT = 0, 1  # outbox topic codes
+GRAMS_OUT, EVENTS_OUT, DELTAS_OUT = 0, 1, 2  # outbox topic codes
 REPLAY_CHUNK = 500  # records per transaction while rebuilding a shard
 FETCH_WAIT_MS = 20  # a fetch returns at once when data is there; this bounds the idle wait per hop
+MAX_INFLIGHT = 3  # rounds waiting for acknowledgements while the next one is processed
+OUTBOX = b"outbox/"  # meta keys of outboxes not acknowledged yet, in commit order
 
 
 class Shard:
@@ -83,21 +96,32 @@ class Shard:
         return self.offsets.get(name, 0)
 
     def commit(self, txn, offsets: dict[str, int], outbox: bytes | None = None,
-               new_documents: int = 0) -> None:
-        if outbox is not None:
-            txn.put_meta("outbox", outbox)
+               new_documents: int = 0) -> bytes | None:
+        """State, offsets and the round's outbox in one write; the outbox's key (None when
+        there is nothing to send). Offsets only grow, so keys sort in commit order."""
+        key = None
+        if outbox:
+            key = OUTBOX + b"%020d" % sum(offsets.values())
+            txn.put_meta(key.decode(), outbox)
         if new_documents:
             txn.put_meta("documents", str(self.documents + new_documents).encode())
         txn.commit(offsets)
         self.offsets = dict(offsets)
         self.documents += new_documents
         self.store.compact()
+        return key
 
-    def outbox(self) -> list[tuple[int, int, bytes]]:
-        return unpack_outbox(self.store.kv.get("meta", b"outbox"))
+    def outboxes(self) -> list[tuple[bytes, list[tuple[int, int, bytes]]]]:
+        """Outboxes not acknowledged yet, oldest first."""
+        out = []
+        for key, raw in self.store.kv.items("meta", OUTBOX):
+            if not key.startswith(OUTBOX):
+                break
+            out.append((key, unpack_outbox(raw)))
+        return out
 
-    def clear_outbox(self) -> None:
-        self.store.kv.write([("meta", b"outbox", b"")])
+    def clear_outbox(self, key: bytes) -> None:
+        self.store.kv.write([("meta", key, None)])
 
     def close(self) -> None:
         self.store.close()
@@ -139,6 +163,7 @@ class Worker:
         self.producer = None
         self.assigned: set[TopicPartition] = set()
         self.applied: dict[TopicPartition, int] = {}  # next offset to apply, per partition
+        self.inflight: deque[asyncio.Task] = deque()  # rounds waiting for acknowledgements
 
     # -- life cycle -----------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -164,12 +189,22 @@ class Worker:
                 if batch:
                     async with self.lock:
                         await self._handle(batch)
+                        await self._bound_inflight(MAX_INFLIGHT)
                     if self.on_batch:
                         self.on_batch(self)
+                elif self.inflight:
+                    async with self.lock:
+                        await self._bound_inflight(0)  # idle: finish what is in flight
                 self._gauges()
         finally:
             self.metrics.up.set(0)
             await self._shutdown()
+
+    async def _bound_inflight(self, most: int) -> None:
+        """Wait for the oldest rounds until at most `most` are in flight (re-raising what
+        failed in them)."""
+        while len(self.inflight) > most:
+            await self.inflight.popleft()
 
     def _gauges(self) -> None:
         """Lag per assigned partition (high watermark from fetch responses, not ListOffsets),
@@ -190,6 +225,8 @@ class Worker:
 
     async def _shutdown(self) -> None:
         try:
+            async with self.lock:
+                await self._bound_inflight(0)
             if self.consumer is not None:
                 await self.consumer.stop()  # leaves the group: revokes (and closes) shards
         finally:
@@ -206,9 +243,9 @@ class Worker:
 
     # -- one fetched batch --------------------------------------------------------------
     async def _handle(self, batch: dict) -> None:
-        """Every stage's work on the batch, then one wait for all acknowledgements, the
-        commits that must follow them, and one offset commit: a round trip per batch,
-        not per stage and partition (each hop of a page costs a batch cycle)."""
+        """Every stage's work on the batch, its records queued to the producer; then a
+        task finishes the round (one wait for all its acknowledgements, the outboxes
+        cleared, one offset commit) while the next batch is processed."""
         t = self.topics
         by_topic: dict[str, dict[int, list]] = {}
         for tp, recs in batch.items():
@@ -226,16 +263,25 @@ class Worker:
             docs, deltas = by_topic.get(t.docs, {}), by_topic.get(t.deltas, {})
             for s in sorted(set(docs) | set(deltas)):
                 await self._doc_shard(s, docs.get(s, []), deltas.get(s, []), r)
-        with timed("deliver").time():
-            await asyncio.gather(*r.sends)
-            for fn in r.after:
-                await self._cpu(fn)
-            if r.offsets:
-                self.applied.update(r.offsets)
-                await self._commit(r.offsets)
+        self.applied.update(r.offsets)
+        previous = self.inflight[-1] if self.inflight else None
+        self.inflight.append(asyncio.create_task(self._finish(r, previous)))
+
+    async def _finish(self, r: _Round, previous: asyncio.Task | None) -> None:
+        """Acknowledgements, outboxes cleared, then the group offsets - after every earlier
+        round's, so a committed offset never runs ahead of an unacknowledged record."""
+        began = time.perf_counter()
+        await asyncio.gather(*r.sends)
+        if previous is not None:
+            await asyncio.shield(previous)
+        for fn in r.after:
+            await self._cpu(fn)
+        if r.offsets:
+            await self._commit(r.offsets)
         now = time.time()
         for cause_at in r.event_causes:
             self.metrics.latency.observe(max(0.0, now - cause_at))
+        self.metrics.batch_seconds.labels("deliver").observe(time.perf_counter() - began)
 
     async def _pages(self, partition: int, recs: list, r: _Round) -> None:
         m = self.metrics
@@ -261,8 +307,7 @@ class Worker:
         r.offsets[TopicPartition(self.topics.pages, partition)] = recs[-1].offset + 1
 
     async def _gram_shard(self, g: int, recs: list, r: _Round) -> None:
-        """Deltas out first; the state (and offset) is committed once they are acked, so
-        a crash in between recomputes and re-sends the same deltas."""
+        """State, offset and the deltas to send committed together, then sent."""
         shard = self.gram_shards.get(g)
         if shard is None:
             return
@@ -276,10 +321,10 @@ class Worker:
         for n in role.fanout:
             self.metrics.fanout.observe(n)
         self.metrics.common.inc(role.went_common)
-        for s, raw in out:
-            r.sends.append(await self.producer.send(self.topics.deltas, value=raw, partition=s))
         end = recs[-1].offset + 1
-        r.after.append(functools.partial(shard.commit, txn, {"grams": end}))
+        outbox = [(DELTAS_OUT, s, raw) for s, raw in out]
+        key = await self._cpu(shard.commit, txn, {"grams": end}, pack_outbox(outbox))
+        await self._queue_outbox(shard, key, outbox, r)
         r.offsets[TopicPartition(self.topics.grams, g)] = end
 
     async def _doc_shard(self, s: int, docs: list, deltas: list, r: _Round) -> None:
@@ -306,33 +351,42 @@ class Worker:
         for ev in events:
             ev["at"] = at
             outbox.append((EVENTS_OUT, 0, json.dumps(ev, ensure_ascii=False).encode("utf-8")))
-        await self._cpu(shard.commit, txn, {"docs": d_end, "deltas": e_end},
-                        pack_outbox(outbox), role.documents_added)
-        r.sends.extend(await self._queue_outbox(shard))
-        if outbox:
-            r.after.append(shard.clear_outbox)
+        key = await self._cpu(shard.commit, txn, {"docs": d_end, "deltas": e_end},
+                              pack_outbox(outbox), role.documents_added)
+        await self._queue_outbox(shard, key, outbox, r)
         r.offsets[TopicPartition(self.topics.docs, s)] = d_end
         r.offsets[TopicPartition(self.topics.deltas, s)] = e_end
 
-    async def _queue_outbox(self, shard: Shard) -> list:
-        """Send a shard's committed outbox; the futures of its records."""
-        sends = []
-        for topic, part, value in shard.outbox():
-            if topic == GRAMS_OUT:
-                sends.append(await self.producer.send(self.topics.grams, value=value,
-                                                      partition=part))
-            else:
+    async def _queue_outbox(self, shard: Shard, key: bytes | None,
+                            outbox: list[tuple[int, int, bytes]], r: _Round) -> None:
+        """Queue a committed outbox's records on the producer; the round deletes the
+        outbox once they are all acknowledged."""
+        if key is None:
+            return
+        failpoints.hit("outbox-committed")  # tests: die with the outbox committed, unsent
+        t = self.topics
+        for code, part, value in outbox:
+            if code == EVENTS_OUT:
                 ev = json.loads(value)
                 self.metrics.events.labels(ev["event"]).inc()
-                sends.append(await self.producer.send(self.topics.events, value=value,
-                                                      key=ev["url"].encode("utf-8")))
-        return sends
+                fut = await self.producer.send(t.events, value=value,
+                                               key=ev["url"].encode("utf-8"))
+            else:
+                topic = t.grams if code == GRAMS_OUT else t.deltas
+                fut = await self.producer.send(topic, value=value, partition=part)
+            r.sends.append(fut)
+        r.after.append(functools.partial(shard.clear_outbox, key))
 
-    async def _send_outbox(self, shard: Shard) -> None:
-        sends = await self._queue_outbox(shard)
-        if sends:
-            await asyncio.gather(*sends)
-            await self._cpu(shard.clear_outbox)
+    async def _send_outboxes(self, shard: Shard) -> None:
+        """Send again the outboxes a crash left between commit and acknowledgement."""
+        r = _Round()
+        for key, outbox in await self._cpu(shard.outboxes):
+            log.info("%s shard %d: sending %d records of outbox %s again", shard.kind,
+                     shard.index, len(outbox), key.decode())
+            await self._queue_outbox(shard, key, outbox, r)
+        await asyncio.gather(*r.sends)
+        for fn in r.after:
+            await self._cpu(fn)
 
     def _decode(self, cls, rec):
         try:
@@ -352,6 +406,7 @@ class Worker:
     # -- rebalancing ------------------------------------------------------------------
     async def revoked(self, revoked: set[TopicPartition]) -> None:
         async with self.lock:
+            await self._bound_inflight(0)  # the rounds in flight touch these shards
             self.assigned -= set(revoked)
             for tp in revoked:  # its lag is the next owner's to report
                 self.applied.pop(tp, None)
@@ -384,6 +439,7 @@ class Worker:
         shard = await self._cpu(Shard, "gram", g, os.path.join(self.state_dir, f"gram-{g}"),
                                 self.params, self.shards)
         self.gram_shards[g] = shard
+        await self._send_outboxes(shard)  # left by a crash between commit and acknowledgement
         committed = await self._committed(self.topics.grams, g)
         start = shard.offset("grams")
         log.info("gram shard %d: state at %d, group committed %d", g, start, committed)
@@ -395,7 +451,7 @@ class Worker:
                 msgs = [m for m in (self._decode(GramsMsg, r) for r in recs) if m is not None]
                 txn = shard.store.begin()
                 await self._cpu(gs.process, txn, msgs)
-                await self._cpu(shard.commit, txn, {"grams": recs[-1].offset + 1})
+                await self._cpu(shard.commit, txn, {"grams": recs[-1].offset + 1}, None)
                 self.metrics.replayed.inc(len(recs))
         self._seek(TopicPartition(self.topics.grams, g), shard.offset("grams"))
 
@@ -403,7 +459,7 @@ class Worker:
         shard = await self._cpu(Shard, "doc", s, os.path.join(self.state_dir, f"doc-{s}"),
                                 self.params, self.shards)
         self.doc_shards[s] = shard
-        await self._send_outbox(shard)  # left by a crash between commit and send
+        await self._send_outboxes(shard)  # left by a crash between commit and acknowledgement
         t = self.topics
         cd, ce = await self._committed(t.docs, s), await self._committed(t.deltas, s)
         ds = DocShard(self.params, s, self.shards)
@@ -438,7 +494,7 @@ class Worker:
 @dataclass
 class _Round:
     """What one fetched batch has to finish: records sent (futures), work that must wait
-    for their acknowledgement (local commits), and the group offsets to commit last."""
+    for their acknowledgement (outboxes to delete), and the group offsets to commit last."""
 
     sends: list = field(default_factory=list)
     after: list = field(default_factory=list)
