@@ -236,22 +236,25 @@ def test_worker_killed_and_wiped_rejoins_without_double_counting(pipeline, crawl
 def test_worker_dies_between_commit_and_send_and_sends_its_outboxes_again(pipeline, crawl):
     """A worker dies right after committing a round's outbox, before sending it (and with
     earlier rounds perhaps still unacknowledged); restarted on the same state it sends
-    every outbox left again, and the result still equals `streamdet run`'s."""
+    every outbox left again, and the result still equals `streamdet run`'s.
+
+    One worker, so that it owns every shard before and after the crash: with a second
+    worker the group may hand the shard holding the outbox to the other one on restart
+    (which then redoes the round from the group's offsets, and nothing is sent "again")."""
     path, reference_dump = crawl
-    pipeline.start("w1")
-    victim = pipeline.start("w2", extra_env={"STREAMDET_FAILPOINT": "outbox-committed:6"})
+    victim = pipeline.start("w1", extra_env={"STREAMDET_FAILPOINT": "outbox-committed:6"})
     time.sleep(3)
     producer = popen("produce", *pipeline.args(), "--shards", SHARDS, "--rate", "30", path,
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     assert victim.wait(90) == 137  # died at the failpoint, mid-stream
     assert producer.poll() is None
-    pipeline.start("w2")  # same state directory, failpoint off
+    pipeline.start("w1")  # same state directory, failpoint off
     assert producer.wait(120) == 0
     pipeline.wait_idle()
     want = _rows(reference_dump)
     _check_events_match(pipeline.events(), want)
     pipeline.stop()
-    assert "again" in (pipeline.tmp / "w2.log").read_text()  # outboxes re-sent on open
+    assert "again" in (pipeline.tmp / "w1.log").read_text()  # outboxes re-sent on open
     got = _rows(pipeline.dump())
     assert {u: normalize_row(r) for u, r in got.items()} == {
         u: normalize_row(r) for u, r in want.items()}
