@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -52,6 +51,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from loadtest.report import machine, plot_embedded  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"
 SMOKE_PAGES = 200
@@ -368,8 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "bench_embedded",
         "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "git": git_revision(),
-        "host": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                 "loadavg_start": load_start, "loadavg_end": os.getloadavg()},
+        "host": {**machine(), "loadavg_start": load_start, "loadavg_end": os.getloadavg()},
         "config": {"pages": pages, "seed": args.seed, "vary": args.vary, "mode": args.mode,
                    "batch": args.batch, "params": {"k": 5, "m": 50, "c": 4, "theta": 0.5,
                                                    "foreign": "domain"}},
@@ -400,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         f"bench_embedded-{pages}p-{result['at'].replace(':', '').replace('-', '')}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    plot_embedded(result, out.with_suffix(".png"))
 
     def mark(ok: bool) -> str:
         return "ok" if ok else "MISSED"

@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import random
 import shutil
 import signal
@@ -40,6 +39,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from loadtest.report import machine, plot_kafka  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"
 SHARDS = 4
@@ -253,7 +254,10 @@ async def _latency_run(pipe: Pipeline, stream: Path, rate: float, n: int) -> dic
     stop.set()
     await task
     await consumer.stop()
-    lat = sorted(t - sent[u] for u, t in got if u in sent)
+    t_first = min(sent.values(), default=0.0)
+    series = sorted((round(sent[u] - t_first, 3), round(t - sent[u], 4))
+                    for u, t in got if u in sent)  # (sent at, latency): queueing shows here
+    lat = sorted(x for _, x in series)
     if not lat:
         return {"events": 0, "all_events": seen["events"]}
 
@@ -262,7 +266,7 @@ async def _latency_run(pipe: Pipeline, stream: Path, rate: float, n: int) -> dic
 
     return {"events": len(lat), "all_events": seen["events"], "p50_s": pct(0.50),
             "p90_s": pct(0.90), "p99_s": pct(0.99), "max_s": lat[-1], "rate": rate,
-            "pages": len(records)}
+            "pages": len(records), "latencies_s": [round(x, 4) for x in lat], "series": series}
 
 
 def latency(broker, work: Path, stream: Path, rate: float, n: int) -> dict:
@@ -287,13 +291,41 @@ def latency(broker, work: Path, stream: Path, rate: float, n: int) -> dict:
 # -- main ---------------------------------------------------------------------------------
 
 
+def latency_only(pages: int, seed: int, rate: float) -> int:
+    """Latency at a given rate, without the throughput runs (for tuning the workers)."""
+    from tests.kafka_broker import broker_session
+
+    work = Path(tempfile.mkdtemp(prefix="streamdet-bench-kafka-"))
+    try:
+        stream = work / "stream.jsonl"
+        info = make_stream(stream, pages, seed)
+        (work / "empty.jsonl").write_bytes(b"")
+        with broker_session() as broker:
+            lat = latency(broker, work, stream, rate, info["records"])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"latency @ {rate:.1f}/s  p50 {lat['p50_s'] * 1000:.0f} ms  p90 "
+          f"{lat['p90_s'] * 1000:.0f} ms  p99 {lat['p99_s'] * 1000:.0f} ms over "
+          f"{lat['events']} events")
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    out = OUT_DIR / (f"bench_kafka_latency-{rate:g}ps-"
+                     f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json")
+    out.write_text(json.dumps({"machine": machine(), "config": info, **lat}))
+    print(f"wrote {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pages", type=int, default=2000)
     ap.add_argument("--smoke", action="store_true", help="~120 pages (CI)")
     ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--latency-only", type=float, metavar="RATE",
+                    help="skip the throughput runs: latency at RATE pages/s only")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
+    if args.latency_only:
+        return latency_only(args.pages, args.seed, args.latency_only)
     pages = 120 if args.smoke else args.pages
     from tests.kafka_broker import broker_session
 
@@ -314,8 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     scaling = two["pages_per_s"] / one["pages_per_s"]
     result = {
         "benchmark": "bench_kafka", "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "host": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                 "loadavg": os.getloadavg()},
+        "host": {**machine(), "loadavg": os.getloadavg()},
         "config": {"pages": pages, "seed": args.seed, "shards": SHARDS, **info},
         "one_worker": one, "two_workers": two, "scaling": scaling, "latency": lat,
         "targets": {"scaling": TARGET_SCALING, "p99_s": TARGET_P99},
@@ -336,7 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else OUT_DIR / (
         f"bench_kafka-{pages}p-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json")
     out.write_text(json.dumps(result, indent=1))
-    print(f"wrote {out}")
+    plot_kafka(result, out.with_suffix(".png"))
+    print(f"wrote {out} and {out.with_suffix('.png').name}")
     return 0
 
 

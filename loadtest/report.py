@@ -1,0 +1,244 @@
+"""The benchmark report: the newest result of each benchmark, its figures and plots.
+
+    /work/venv/bin/python loadtest/report.py                    # loadtest/out/REPORT.md
+    /work/venv/bin/python loadtest/report.py --publish docs/benchmarks
+
+Every benchmark in loadtest/ writes `loadtest/out/<bench>-<size>-<UTC>.json` (and most a
+PNG beside it). This collects, per benchmark, the newest result of the largest size run
+(a smoke run only when nothing bigger exists, so a CI smoke does not hide the real figures),
+draws the plots the benchmark did not draw itself, and writes one Markdown page with the
+headline figures against their targets, the command of each run and the machine. With
+`--publish DIR` the page, its PNGs and JSONs are copied to DIR, which is committed and
+linked from the README; loadtest/out/ itself is scratch (git-ignored).
+
+Also the home of what every benchmark shares about the machine (`machine()`) and the plots
+of bench_embedded and bench_kafka (they import them), so there is one place for both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+OUT_DIR = REPO / "loadtest" / "out"
+BENCHES = ("bench_embedded", "bench_lsh", "bench_growth", "bench_kafka", "bench_quality")
+COMMANDS = {
+    "bench_embedded": "python loadtest/bench_embedded.py --pages 20000 --floor-runs 2",
+    "bench_lsh": "python loadtest/bench_lsh.py --pages 5000",
+    "bench_growth": "python loadtest/bench_growth.py --docs 500000",
+    "bench_kafka": "python loadtest/bench_kafka.py --pages 2000",
+    "bench_quality": "python loadtest/bench_quality.py",
+}
+
+
+def machine() -> dict:
+    """What the figures were measured on (load averages are taken by the caller)."""
+    model = "unknown"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f
+                          if ln.startswith("model name")), model)
+    except OSError:
+        pass
+    mem = None
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            kb = next(int(ln.split()[1]) for ln in f if ln.startswith("MemTotal"))
+            mem = round(kb / 2**20, 1)
+    except (OSError, StopIteration, ValueError):
+        pass
+    return {"cpu_model": model, "cpus": os.cpu_count(), "memory_gb": mem,
+            "python": platform.python_version(), "platform": platform.platform()}
+
+
+# -- plots of the benchmarks that do not draw their own -----------------------------------
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_embedded(result: dict, png: Path) -> None:
+    """Pages/s of streamdet and of the parse+tokenize+hash floor, with the ratio."""
+    plt = _pyplot()
+    f = result["figures"]
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    bars = ax.bar(["streamdet\n(durable state)", "floor\n(parse+tok+hash)"],
+                  [f["streamdet_pages_per_s"], f["floor_pages_per_s"]],
+                  color=["tab:blue", "tab:gray"])
+    ax.bar_label(bars, fmt="%.1f")
+    ax.set_ylabel("pages/s")
+    ax.set_title(f"embedded, {f['pages']:,} pages: ratio {f['ratio']:.2f} "
+                 f"(target >= {result['targets']['ratio']})", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+
+
+def plot_kafka(result: dict, png: Path) -> None:
+    """Throughput of 1 and 2 workers, and the fetch->event latency distribution."""
+    plt = _pyplot()
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.5))
+    one, two = result["one_worker"]["pages_per_s"], result["two_workers"]["pages_per_s"]
+    bars = a.bar(["1 worker", "2 workers"], [one, two], color=["tab:gray", "tab:blue"])
+    a.bar_label(bars, fmt="%.1f")
+    a.set_ylabel("pages/s")
+    a.set_title(f"scaling {result['scaling']:.2f}x (target >= "
+                f"{result['targets']['scaling']})", fontsize=10)
+    lat = result.get("latency", {})
+    xs = sorted(lat.get("latencies_s") or [])
+    if xs:
+        b.plot([x * 1000 for x in xs], [(i + 1) / len(xs) for i in range(len(xs))])
+        b.axvline(result["targets"]["p99_s"] * 1000, color="tab:red", ls="--",
+                  label="p99 target")
+        b.axhline(0.99, color="tab:gray", ls=":", lw=0.8)
+        b.legend(loc="lower right")
+    b.set_xlabel("fetch -> event latency (ms)")
+    b.set_ylabel("share of events")
+    b.set_title(f"at {lat.get('rate', 0):.1f} pages/s: p50 {lat.get('p50_s', 0) * 1000:.0f} ms,"
+                f" p99 {lat.get('p99_s', 0) * 1000:.0f} ms", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+
+
+PLOTTERS: dict[str, Callable[[dict, Path], None]] = {
+    "bench_embedded": plot_embedded, "bench_kafka": plot_kafka}
+
+
+# -- choosing results ---------------------------------------------------------------------
+
+_NAME = re.compile(r"^(bench_[a-z]+)-(\d+)[a-z]*-(\d{8}T\d{6}Z)\.json$")
+
+
+def newest(out_dir: Path) -> dict[str, Path]:
+    """Per benchmark, the newest result among the runs of the largest size."""
+    best: dict[str, tuple[int, str, Path]] = {}
+    for p in out_dir.glob("bench_*.json"):
+        m = _NAME.match(p.name)
+        if not m:
+            continue
+        name, size, at = m.group(1), int(m.group(2)), m.group(3)
+        if name not in best or (size, at) > best[name][:2]:
+            best[name] = (size, at, p)
+    return {name: path for name, (_, _, path) in best.items()}
+
+
+# -- headline figures ---------------------------------------------------------------------
+
+
+def _pass(ok: bool | None) -> str:
+    return "" if ok is None else (" ✅" if ok else " ❌ missed")
+
+
+def headline(name: str, r: dict) -> list[str]:
+    """A few lines of the figures that answer the benchmark's question."""
+    if name == "bench_embedded":
+        f = r["figures"]
+        return [f"{f['pages']:,} pages: streamdet {f['streamdet_pages_per_s']:.1f} pages/s, "
+                f"floor {f['floor_pages_per_s']:.1f} pages/s, ratio **{f['ratio']:.3f}** "
+                f"(target >= {r['targets']['ratio']}){_pass(r['pass']['ratio'])}",
+                f"peak RSS {f['peak_rss_mb']:,.0f} MB; state {f['state_mb']:,.1f} MB for "
+                f"{f['distinct_grams']:,} distinct grams = **{f['bytes_per_distinct_gram']:.1f}"
+                f" B/gram** (target <= {r['targets']['bytes_per_distinct_gram']})"
+                f"{_pass(r['pass']['bytes_per_distinct_gram'])}"]
+    if name == "bench_kafka":
+        lat = r.get("latency", {})
+        return [f"{r['config']['pages']:,} pages: 1 worker {r['one_worker']['pages_per_s']:.1f}"
+                f" pages/s, 2 workers {r['two_workers']['pages_per_s']:.1f} pages/s, scaling "
+                f"**{r['scaling']:.2f}x** (target >= {r['targets']['scaling']})"
+                f"{_pass(r['pass']['scaling'])}",
+                f"latency at {lat.get('rate', 0):.1f} pages/s over {lat.get('events', 0)} "
+                f"events: p50 {lat.get('p50_s', 0) * 1000:.0f} ms, p99 **"
+                f"{lat.get('p99_s', 0) * 1000:.0f} ms** (target < "
+                f"{r['targets']['p99_s'] * 1000:.0f} ms){_pass(r['pass']['p99'])}"]
+    if name == "bench_quality":
+        d = next(x for x in r["results"] if x["group"] == "default")
+        p, fp = d["params"], d["false_positives"]
+        return [f"{d['planted']} planted quilts at k={p['k']}, m={p['m']}, c={p['c']}, "
+                f"θ={p['theta']}: recall **{d['recall']:.3f}**, precision of named sources "
+                f"**{d['source_precision']:.3f}**, donors named {d['donor_recall']:.3f}",
+                f"flagged but not planted: {fp['count']} of {fp['pages_not_planted']:,} pages "
+                f"({fp['rate']:.1%}) {fp['by_kind']}"]
+    summary = r.get("summary") or r.get("figures")
+    if isinstance(summary, dict):
+        return ["; ".join(f"{k} {_fmt(v)}" for k, v in summary.items()
+                          if not isinstance(v, dict | list))]
+    return []
+
+
+def _fmt(v) -> str:
+    return f"{v:,.3f}" if isinstance(v, float) else str(v)
+
+
+def render(results: dict[str, tuple[Path, dict]], host: dict) -> str:
+    """The Markdown page."""
+    lines = ["# streamdet benchmark report", "",
+             f"Machine: {host['cpu_model']}, {host['cpus']} CPUs, {host['memory_gb']} GB, "
+             f"Python {host['python']}, {host['platform']}.", "",
+             "Regenerate: run the commands below, then `python loadtest/report.py`.", ""]
+    for name in BENCHES:
+        if name not in results:
+            lines += [f"## {name}", "", "no result yet", ""]
+            continue
+        path, r = results[name]
+        lines += [f"## {name}", "", f"`{COMMANDS[name]}` — {path.name}, at {r.get('at', '?')}"
+                  + (f", git {r['git']}" if r.get("git") else ""), ""]
+        lines += [f"- {h}" for h in headline(name, r)]
+        png = path.with_suffix(".png")
+        if png.exists():
+            lines += ["", f"![{name}]({png.name})"]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def build(out_dir: Path, publish: Path | None) -> Path:
+    results: dict[str, tuple[Path, dict]] = {}
+    for name, path in newest(out_dir).items():
+        r = json.loads(path.read_text(encoding="utf-8"))
+        png = path.with_suffix(".png")
+        if name in PLOTTERS and not png.exists():
+            PLOTTERS[name](r, png)
+        results[name] = (path, r)
+    report = out_dir / "REPORT.md"
+    report.write_text(render(results, machine()), encoding="utf-8")
+    if publish:
+        publish.mkdir(parents=True, exist_ok=True)
+        for path, _ in results.values():
+            for f in (path, path.with_suffix(".png")):
+                if f.exists():
+                    shutil.copy2(f, publish / f.name)
+        shutil.copy2(report, publish / "README.md")
+        return publish / "README.md"
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out-dir", default=str(OUT_DIR), help="where the benchmarks wrote")
+    ap.add_argument("--publish", help="copy the report, its PNGs and JSONs to this directory")
+    args = ap.parse_args(argv)
+    out_dir = Path(args.out_dir)
+    if not out_dir.is_dir():
+        print(f"report: {out_dir} does not exist: run a benchmark first", file=sys.stderr)
+        return 2
+    path = build(out_dir, Path(args.publish) if args.publish else None)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

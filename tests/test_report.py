@@ -1,0 +1,46 @@
+"""loadtest/report.py: which result it picks per benchmark, and the page it writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from loadtest import report
+
+KAFKA = {
+    "benchmark": "bench_kafka", "at": "2026-11-23T04:00:00Z", "config": {"pages": 2000},
+    "one_worker": {"pages_per_s": 40.0}, "two_workers": {"pages_per_s": 70.0},
+    "scaling": 1.75, "targets": {"scaling": 1.6, "p99_s": 1.0},
+    "pass": {"scaling": True, "p99": False},
+    "latency": {"rate": 35.0, "events": 3, "p50_s": 0.5, "p99_s": 1.5,
+                "latencies_s": [0.4, 0.5, 1.5]},
+}
+
+
+def _write(d: Path, name: str, result: dict) -> Path:
+    p = d / name
+    p.write_text(json.dumps(result), encoding="utf-8")
+    return p
+
+
+def test_newest_prefers_the_largest_size_then_the_latest(tmp_path):
+    _write(tmp_path, "bench_kafka-120p-20261123T050000Z.json", KAFKA)  # a later smoke
+    big_old = _write(tmp_path, "bench_kafka-2000p-20261122T010000Z.json", KAFKA)
+    big_new = _write(tmp_path, "bench_kafka-2000p-20261122T020000Z.json", KAFKA)
+    only_smoke = _write(tmp_path, "bench_lsh-150p-20261123T050000Z.json", {})
+    _write(tmp_path, "notes.json", {})
+    got = report.newest(tmp_path)
+    assert got == {"bench_kafka": big_new, "bench_lsh": only_smoke}
+    assert big_old not in got.values()
+
+
+def test_build_writes_the_page_with_figures_and_plots(tmp_path):
+    src = _write(tmp_path, "bench_kafka-2000p-20261122T020000Z.json", KAFKA)
+    page = report.build(tmp_path, publish=tmp_path / "pub").read_text(encoding="utf-8")
+    assert "scaling **1.75x**" in page and "❌ missed" in page  # p99 1.5 s > 1 s target
+    assert "p99 **1500 ms**" in page
+    assert "## bench_growth" in page and "no result yet" in page
+    png = src.with_suffix(".png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # drawn, since the bench had not
+    assert (tmp_path / "pub" / png.name).exists() and (tmp_path / "pub" / src.name).exists()
+    assert f"![bench_kafka]({png.name})" in page
