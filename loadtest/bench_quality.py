@@ -1,0 +1,416 @@
+"""Detection quality on planted quilts: recall, source precision, and a sweep of k, m, c, θ.
+
+    /work/venv/bin/python loadtest/bench_quality.py              # all real pages + 200 quilts
+    /work/venv/bin/python loadtest/bench_quality.py --smoke      # ~130 records, for CI
+
+Why: throughput says nothing about whether the alerts are right. A stream with planted
+quilts (real WCXB pages, quilts stitched from passages of 4-12 donor pages on other
+domains, donors reused across quilts, and near-duplicate mirrors of some real pages) has a
+known answer, so we can say how many planted quilts streamdet flags and whether the
+sources it names are the pages the text was taken from — at the defaults and as each
+parameter moves, like Table 1 of Najork (SIGIR 2012).
+
+What is measured, per parameter point (SPEC §1 for what k, m, c, θ mean):
+
+- recall: share of planted quilts whose quilted flag is set;
+- source precision: over the flagged planted quilts, the share of the sources streamdet
+  names that are true donors (micro-averaged); "mirror-aware" also accepts a planted
+  mirror of a donor (it holds the same passage, so naming it is not wrong);
+- donor recall: over the same quilts, the share of their donors that are named;
+- false positives: pages that are not planted quilts but are flagged, split into planted
+  mirrors, real pages that have a planted mirror, donors, and other real pages; a few are
+  listed. Real pages can legitimately be quilted (syndicated articles, mirrors, shared
+  press releases), so these are "flagged, not planted", not necessarily errors.
+
+How: the stream is made once (`planted_stream`: loadtest/generator.py, whose quilts come
+from spam farms that reuse their donors) and parsed once; each page's gram sets for every k of
+the sweep are kept. The engine runs in-process on an in-memory KV (the same Store and
+Engine as `streamdet run`, batches of its default size), once per distinct (k, m). c and θ
+do not change patch sets or covers (the greedy cover stops when nothing more can be
+covered, whatever c and θ), so their points re-apply the quilted rule to the same final
+rows; each run first checks that this rule reproduces the engine's own flag on every page.
+Prints a table and writes loadtest/out/bench_quality-<N>p-<UTC>.json and a .png beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from loadtest.generator import Generator, GeneratorConfig  # noqa: E402
+from loadtest.report import machine  # noqa: E402
+from streamdet.engine.analysis import Analyzed, page_text  # noqa: E402
+from streamdet.engine.grams import gram_set  # noqa: E402
+from streamdet.engine.params import Params  # noqa: E402
+from streamdet.engine.records import page_from_object  # noqa: E402
+from streamdet.engine.servers import server_of  # noqa: E402
+from streamdet.engine.tokens import tokenize  # noqa: E402
+
+OUT_DIR = REPO / "loadtest" / "out"
+FARM_QUILTS = 25  # planted quilts per spam farm
+MIRROR_VARY = 0.2  # mirrors: share of content text nodes reworded (~17% new grams)
+DEFAULT_SIZE = {"pages": 1866, "quilts": 200, "mirrors": 100}
+SMOKE_SIZE = {"pages": 100, "quilts": 15, "mirrors": 10}
+SWEEP: dict[str, tuple] = {
+    "k": (3, 5, 8),
+    "m": (2, 3, 5, 10, 20, 50, 100),
+    "c": (1, 2, 3, 4, 6, 8),
+    "theta": (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
+}
+EXAMPLES = 5  # flagged pages that were not planted, listed in the report
+
+
+def log(msg: str) -> None:
+    print(f"[bench-quality {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# -- the stream ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Truth:
+    """What was planted: quilt url -> its donor urls; mirror url -> the page it copies."""
+
+    quilts: dict[str, list[str]]
+    mirrors: dict[str, str]
+
+
+def planted_stream(seed: int, pages: int, quilts: int, mirrors: int,
+                   mirror_vary: float = MIRROR_VARY) -> tuple[list[dict], Truth]:
+    """The benchmark stream and its truth, from loadtest/generator.py; deterministic for a
+    seed. `pages` crawled pages (replays of the real ones, varied as the generator does)
+    with about `quilts` planted quilts (from one farm per FARM_QUILTS of them, donors
+    reused across a farm's quilts) and about `mirrors` near-duplicate mirrors (content
+    nodes reworded with probability mirror_vary) among them, at seeded positions."""
+    total = pages + quilts + mirrors
+    gen = Generator(GeneratorConfig(
+        seed=seed, pages=total, quilt_rate=quilts / total, mirror_rate=mirrors / total,
+        mirror_vary=mirror_vary, farms=max(1, round(quilts / FARM_QUILTS))))
+    records = list(gen)
+    return records, Truth({u: q["donors"] for u, q in gen.truth.quilts.items()},
+                          dict(gen.truth.mirrors))
+
+
+def analyse(records: list[dict], ks: Iterable[int], foreign: str = "domain"
+            ) -> dict[int, list[Analyzed]]:
+    """Each record's gram set for every k, parsing and tokenizing each page once (what
+    analysis.analyze does, for several k at a time)."""
+    ks = sorted(set(ks))
+    out: dict[int, list[Analyzed]] = {k: [] for k in ks}
+    for rec in records:
+        page = page_from_object(rec)
+        tokens = tokenize(page_text(page))
+        server = server_of(page.url, page.ip, foreign)
+        for k in ks:
+            out[k].append(Analyzed(page.url, server, gram_set(tokens, k), page.fetched_at))
+    return out
+
+
+# -- the engine ----------------------------------------------------------------------------
+
+
+def apply_stream(store, params: Params, pages: list[Analyzed], batch: int,
+                 on_events=None) -> Counter:
+    """Feed pages to the engine as `streamdet run` does per batch: one transaction,
+    Engine.process, events out, commit, segment compaction. Returns event counts.
+
+    Records only: the runner also closes a batch at 256 MB of input, which pages of
+    ~260 KB of html never reach within a 512-record batch."""
+    from streamdet.adapters.embedded import open_store_checked
+    from streamdet.engine.core import Engine
+
+    open_store_checked(store, params)
+    engine = Engine(params)
+    counts: Counter = Counter()
+    for i in range(0, len(pages), batch):
+        txn = store.begin()
+        events, _stats = engine.process(txn, pages[i:i + batch])
+        counts.update(ev["event"] for ev in events)
+        if on_events is not None:
+            on_events(events)
+        txn.commit({})
+        store.compact()
+    return counts
+
+
+def final_rows(store) -> dict[str, dict]:
+    """The final state per document, as `streamdet dump` prints it, by URL."""
+    from streamdet.adapters.report import dump_rows
+
+    return {row["url"]: row for row in dump_rows(store)}
+
+
+def run_memory(pages: list[Analyzed], params: Params, batch: int) -> tuple[dict, dict]:
+    """Rows and counters of one in-process run on an in-memory KV."""
+    from streamdet.state.kv import MemoryKV
+    from streamdet.state.txn import Store
+
+    store = Store(MemoryKV())
+    t = time.perf_counter()
+    events = apply_stream(store, params, pages, batch)
+    seconds = time.perf_counter() - t
+    rows = final_rows(store)
+    check_rule(rows, params)
+    return rows, {"seconds": seconds, "events": dict(events)}
+
+
+# -- scoring (pure) ------------------------------------------------------------------------
+
+
+def is_quilted(row: dict, c: int, theta: float) -> bool:
+    """SPEC §1: patch fraction >= θ and a cover of at least c sources."""
+    return row["patch_fraction"] >= theta and len(row["sources"]) >= c
+
+
+def check_rule(rows: dict[str, dict], params: Params) -> None:
+    """The c/θ points re-apply is_quilted to a run's rows; that is only sound if it gives
+    the engine's own flag at the run's parameters. Raise if it ever does not."""
+    bad = [u for u, r in rows.items() if is_quilted(r, params.c, params.theta) != r["quilted"]]
+    if bad:
+        raise RuntimeError(f"quilted rule disagrees with the engine on {len(bad)} pages, "
+                           f"e.g. {bad[0]}")
+
+
+def ratio(num: int, den: int) -> float | None:
+    return num / den if den else None
+
+
+def score(rows: dict[str, dict], truth: Truth, c: int, theta: float) -> dict:
+    """Recall of planted quilts, precision and recall of their named sources, and the
+    flagged pages that were not planted, for one (c, θ) applied to a run's rows."""
+    flagged = {u for u, r in rows.items() if is_quilted(r, c, theta)}
+    found = sorted(q for q in truth.quilts if q in flagged)
+    src = source_counts(rows, truth, found)
+    fp = false_positives(rows, truth, flagged)
+    return {
+        "planted": len(truth.quilts),
+        "flagged_planted": len(found),
+        "recall": ratio(len(found), len(truth.quilts)),
+        "source_precision": ratio(src["donor"], src["named"]),
+        "source_precision_mirror_aware": ratio(src["donor"] + src["donor_mirror"],
+                                               src["named"]),
+        "donor_recall": ratio(src["donors_named"], src["donors"]),
+        "named_sources": src,
+        "flagged": len(flagged),
+        "false_positives": fp,
+    }
+
+
+def source_counts(rows: dict[str, dict], truth: Truth, quilts: list[str]) -> Counter:
+    """Sources named for these planted quilts, by what they are: a true donor, a mirror of
+    one, another planted quilt (farms reuse passages, so a sibling holds the same text),
+    a mirror of a non-donor, or some other real page; and donors named / planted."""
+    out: Counter = Counter({k: 0 for k in ("named", "donor", "donor_mirror", "other_quilt",
+                                           "other_mirror", "other_real", "donors",
+                                           "donors_named")})
+    for q in quilts:
+        donors = set(truth.quilts[q])
+        named = [s["url"] for s in rows[q]["sources"]] if q in rows else []
+        out["named"] += len(named)
+        out["donors"] += len(donors)
+        out["donors_named"] += len(donors.intersection(named))
+        for s in named:
+            out[source_kind(s, donors, truth)] += 1
+    return out
+
+
+def source_kind(url: str, donors: set[str], truth: Truth) -> str:
+    if url in donors:
+        return "donor"
+    if url in truth.mirrors:
+        return "donor_mirror" if truth.mirrors[url] in donors else "other_mirror"
+    return "other_quilt" if url in truth.quilts else "other_real"
+
+
+def false_positives(rows: dict[str, dict], truth: Truth, flagged: set[str]) -> dict:
+    """Flagged pages that are not planted quilts, by kind, with a few examples."""
+    mirrored = set(truth.mirrors.values())
+    donors = {d for ds in truth.quilts.values() for d in ds}
+    kinds: Counter = Counter({k: 0 for k in ("mirror", "mirrored_original", "donor", "other")})
+    fps = sorted(u for u in flagged if u not in truth.quilts)
+    for u in fps:
+        kinds["mirror" if u in truth.mirrors else "mirrored_original" if u in mirrored
+              else "donor" if u in donors else "other"] += 1
+    pages = len(rows) - sum(1 for q in truth.quilts if q in rows)
+    return {"count": len(fps), "pages_not_planted": pages, "rate": ratio(len(fps), pages),
+            "by_kind": dict(kinds), "examples": [example(rows[u]) for u in fps[:EXAMPLES]]}
+
+
+def example(row: dict) -> dict:
+    return {"url": row["url"], "patch_fraction": round(row["patch_fraction"], 3),
+            "n_grams": row["n_grams"], "sources": len(row["sources"]),
+            "top_sources": [s["url"] for s in row["sources"][:3]]}
+
+
+# -- the sweep -----------------------------------------------------------------------------
+
+
+def sweep_points(base: Params, sweep: dict[str, tuple]) -> list[tuple[str, Params]]:
+    """The default point, then each parameter alone over its values (the default value
+    appears in every group, so each curve passes through it)."""
+    points = [("default", base)]
+    for name, values in sweep.items():
+        points += [(name, replace(base, **{name: v})) for v in values]
+    return points
+
+
+def run_sweep(analysed: dict[int, list[Analyzed]], truth: Truth,
+              points: list[tuple[str, Params]], batch: int) -> tuple[list[dict], list[dict]]:
+    """Score every point, running the engine once per distinct (k, m) at the base c, θ."""
+    base = points[0][1]
+    runs: dict[tuple[int, int], tuple[dict, dict]] = {}
+    results = []
+    for group, p in points:
+        key = (p.k, p.m)
+        if key not in runs:
+            log(f"engine run k={p.k} m={p.m} on {len(analysed[p.k]):,} pages (memory KV)")
+            runs[key] = run_memory(analysed[p.k], replace(base, k=p.k, m=p.m), batch)
+            log(f"  {runs[key][1]['seconds']:.1f} s, events {runs[key][1]['events']}")
+        results.append({"group": group, "params": p.to_dict(),
+                        "engine_run": {"k": p.k, "m": p.m},
+                        **score(runs[key][0], truth, p.c, p.theta)})
+    run_info = [{"k": k, "m": m, **info} for (k, m), (_rows, info) in runs.items()]
+    return results, run_info
+
+
+# -- report --------------------------------------------------------------------------------
+
+
+def out_path(name: str, size: str, at: str, suffix: str) -> Path:
+    return OUT_DIR / f"{name}-{size}-{at.replace(':', '').replace('-', '')}{suffix}"
+
+
+def fmt(x: float | None, spec: str = ".3f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def print_table(results: list[dict]) -> None:
+    print(f"{'param':7s} {'k':>2s} {'m':>4s} {'c':>2s} {'θ':>4s} {'flagged':>9s} {'recall':>7s} "
+          f"{'src prec':>8s} {'~mirror':>7s} {'donor rec':>9s} {'FP pages':>9s}")
+    for r in results:
+        p = r["params"]
+        fp = r["false_positives"]
+        print(f"{r['group']:7s} {p['k']:2d} {p['m']:4d} {p['c']:2d} {p['theta']:4.2f} "
+              f"{r['flagged_planted']:4d}/{r['planted']:<4d} {fmt(r['recall']):>7s} "
+              f"{fmt(r['source_precision']):>8s} {fmt(r['source_precision_mirror_aware']):>7s} "
+              f"{fmt(r['donor_recall']):>9s} {fp['count']:5d} ({fmt(fp['rate'], '.1%')})")
+
+
+def plot(results: list[dict], path: Path, title: str) -> None:
+    """One panel per swept parameter: recall, source precision, donor recall and the
+    false-positive rate against its value, the default marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    base = results[0]["params"]
+    groups = [g for g in SWEEP if any(r["group"] == g for r in results)]
+    fig, axes = plt.subplots(1, len(groups), figsize=(4 * len(groups), 3.6), sharey=True)
+    series = (("recall", "recall", "o-"), ("source_precision", "source precision", "s-"),
+              ("donor_recall", "donor recall", "^-"), ("fp_rate", "flagged, not planted", "x--"))
+    for ax, g in zip(list(axes) if len(groups) > 1 else [axes], groups, strict=True):
+        pts = [r for r in results if r["group"] == g]
+        xs = [r["params"][g] for r in pts]
+        for key, label, style in series:
+            ys = [(r["false_positives"]["rate"] if key == "fp_rate" else r[key]) for r in pts]
+            ax.plot(xs, [float("nan") if y is None else y for y in ys], style, label=label)
+        ax.axvline(base[g], color="grey", lw=0.8, ls=":")
+        ax.set_xlabel("θ" if g == "theta" else g)
+        if g == "m":
+            ax.set_xscale("log")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    (axes[0] if len(groups) > 1 else axes).legend(fontsize=7, loc="center left")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def print_default_details(res: dict) -> None:
+    """What the default point names as sources, and the flagged pages not planted."""
+    src = res["named_sources"]
+    print(f"sources named for flagged planted quilts (default): {src['named']}: "
+          f"{src['donor']} donors, {src['donor_mirror']} mirrors of donors, {src['other_quilt']} "
+          f"other planted quilts (farms share passages), {src['other_mirror']} other mirrors, "
+          f"{src['other_real']} other real pages; {src['donors_named']} of {src['donors']} "
+          "donors named")
+    fp = res["false_positives"]
+    print(f"flagged, not planted (default): {fp['count']} of {fp['pages_not_planted']} pages "
+          f"{fp['by_kind']} — real pages can be quilted for real (syndicated or mirrored text)")
+    for ex in fp["examples"]:
+        print(f"  {ex['url']}  pf {ex['patch_fraction']:.2f}, {ex['sources']} sources, "
+              f"e.g. {', '.join(ex['top_sources'])}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pages", type=int, default=DEFAULT_SIZE["pages"],
+                    help="crawled pages (replays of the real ones)")
+    ap.add_argument("--quilts", type=int, default=DEFAULT_SIZE["quilts"])
+    ap.add_argument("--mirrors", type=int, default=DEFAULT_SIZE["mirrors"])
+    ap.add_argument("--mirror-vary", type=float, default=MIRROR_VARY)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=None, help="records per engine batch "
+                    "(default: streamdet run's)")
+    ap.add_argument("--smoke", action="store_true", help="CI size: "
+                    + ", ".join(f"{v} {k}" for k, v in SMOKE_SIZE.items()))
+    ap.add_argument("--out", help="result JSON (default loadtest/out/bench_quality-*.json)")
+    args = ap.parse_args(argv)
+    size = dict(SMOKE_SIZE) if args.smoke else {"pages": args.pages, "quilts": args.quilts,
+                                                "mirrors": args.mirrors}
+    from streamdet.adapters.inputs import DEFAULT_BATCH
+
+    batch = args.batch or DEFAULT_BATCH
+    load_start = os.getloadavg()
+    t0 = time.perf_counter()
+    log(f"stream: {size} (seed {args.seed})")
+    records, truth = planted_stream(args.seed, size["pages"], size["quilts"], size["mirrors"],
+                                    args.mirror_vary)
+    t1 = time.perf_counter()
+    log(f"{len(records):,} records in {t1 - t0:.1f} s; parsing, grams for k in {SWEEP['k']}")
+    analysed = analyse(records, set(SWEEP["k"]) | {Params().k})
+    log(f"parsed in {time.perf_counter() - t1:.1f} s")
+    results, runs = run_sweep(analysed, truth, sweep_points(Params(), SWEEP), batch)
+
+    at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    json_path = Path(args.out) if args.out else out_path("bench_quality", f"{len(records)}p",
+                                                         at, ".json")
+    png_path = json_path.with_suffix(".png")
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    plot(results, png_path, f"planted: {len(truth.quilts)} quilts, {len(truth.mirrors)} "
+         f"mirrors among {len(records):,} records (seed {args.seed})")
+    from loadtest.bench_embedded import git_revision
+
+    report = {
+        "benchmark": "bench_quality", "at": at, "git": git_revision(),
+        "host": {**machine(), "loadavg_start": load_start, "loadavg_end": os.getloadavg()},
+        "config": {**size, "records": len(records), "seed": args.seed,
+                   "mirror_vary": args.mirror_vary, "batch": batch, "sweep": SWEEP,
+                   "kv": "memory", "stream": "loadtest/generator.py"},
+        "truth": {"quilts": len(truth.quilts), "mirrors": len(truth.mirrors),
+                  "donors": len({d for ds in truth.quilts.values() for d in ds})},
+        "engine_runs": runs, "results": results, "plot": str(png_path),
+        "seconds": time.perf_counter() - t0,
+    }
+    json_path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    print_table(results)
+    print_default_details(results[0])
+    print(f"wrote {json_path}\nwrote {png_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""loadtest/generator.py: deterministic for a seed, its truth consistent with the pages it
+writes, its pacing holds the rate (fake clock), and its Kafka sink delivers every record
+to a real broker at that rate."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from loadtest.corpus import write_jsonl
+from loadtest.generator import Generator, GeneratorConfig, RateLimiter, Truth, to_kafka
+from streamdet.engine.analysis import analyze, page_text
+from streamdet.engine.params import Params
+from streamdet.engine.records import page_from_object
+from streamdet.engine.servers import host_of, registered_domain
+
+from .kafka_broker import kafka_broker_fixture, run_sync, unique_name  # noqa: F401
+
+SMALL = GeneratorConfig(seed=5, pages=160, quilt_rate=0.08, mirror_rate=0.06, farms=2,
+                        farm_pool=16)
+RUN = 30  # words: a quilt's passages are 30-150 consecutive words of a donor
+
+
+@pytest.fixture(scope="module")
+def drawn() -> tuple[list[dict], Truth]:
+    gen = Generator(SMALL)
+    return list(gen), gen.truth
+
+
+def _jsonl(cfg: GeneratorConfig, path) -> tuple[bytes, dict]:
+    gen = Generator(cfg)
+    write_jsonl(iter(gen), path)
+    return path.read_bytes(), gen.truth.to_json()
+
+
+def test_same_seed_same_bytes_other_seed_other_stream(tmp_path):
+    cfg = replace(SMALL, pages=60)
+    a = _jsonl(cfg, tmp_path / "a.jsonl")
+    assert a == _jsonl(cfg, tmp_path / "b.jsonl")
+    assert a[0] != _jsonl(replace(cfg, seed=6), tmp_path / "c.jsonl")[0]
+    # a prefix of a longer stream is the shorter stream
+    longer = _jsonl(replace(cfg, pages=80), tmp_path / "d.jsonl")[0]
+    assert longer.startswith(a[0])
+
+
+def _words(rec: dict) -> list[str]:
+    return page_text(page_from_object(rec)).split()
+
+
+def _runs(words: list[str]) -> set[tuple[str, ...]]:
+    return {tuple(words[i:i + RUN]) for i in range(len(words) - RUN + 1)}
+
+
+def test_quilts_are_stitched_from_earlier_pages_on_other_domains(drawn):
+    records, truth = drawn
+    position = {r["url"]: i for i, r in enumerate(records)}
+    by_url = {r["url"]: r for r in records}
+    assert len(truth.quilts) >= 5 and truth.summary()["records"] == len(records)
+    for url, q in truth.quilts.items():
+        donors = q["donors"]
+        assert 4 <= len(donors) <= 12
+        domains = {registered_domain(host_of(d)) for d in donors}
+        assert len(domains) == len(donors)  # one donor per registered domain
+        assert registered_domain(host_of(url)) not in domains
+        assert all(position[d] < position[url] for d in donors)  # farms copy what exists
+        quilt = _words(by_url[url])
+        covered = np.zeros(len(quilt), bool)
+        for d in donors:
+            shared = _runs(_words(by_url[d]))
+            hits = [i for i in range(len(quilt) - RUN + 1) if tuple(quilt[i:i + RUN]) in shared]
+            assert hits, f"{url}: nothing of donor {d} in it"
+            for i in hits:
+                covered[i:i + RUN] = True
+        assert covered.mean() > 0.9  # all but the title is donors' text
+
+
+def test_donors_are_reused_across_quilts_of_a_farm(drawn):
+    _, truth = drawn
+    assert truth.donor_reuse() > 1.5
+    farms = {q["farm"] for q in truth.quilts.values()}
+    assert farms == {0, 1}
+
+
+def test_mirrors_are_near_duplicates_of_earlier_pages(drawn):
+    records, truth = drawn
+    position = {r["url"]: i for i, r in enumerate(records)}
+    by_url = {r["url"]: r for r in records}
+    params = Params()
+    compared = 0
+    for url, orig in truth.mirrors.items():
+        assert position[orig] < position[url]
+        assert registered_domain(host_of(url)) != registered_domain(host_of(orig))
+        a = analyze(page_from_object(by_url[url]), params).grams
+        b = analyze(page_from_object(by_url[orig]), params).grams
+        if not len(b):  # a page without text (some real pages are scripts only)
+            assert not len(a)
+            continue
+        compared += 1
+        jaccard = len(np.intersect1d(a, b)) / len(np.union1d(a, b))
+        assert jaccard > 0.5, (url, jaccard)
+    assert compared >= 3
+
+
+def test_most_grams_occur_once(drawn):
+    records, _ = drawn
+    params = Params()
+    _, df = np.unique(np.concatenate(
+        [analyze(page_from_object(r), params).grams for r in records]), return_counts=True)
+    assert (df == 1).mean() > 0.7
+    assert df.max() >= 5  # and some are popular (template text, mirrors, donors)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.now += s
+
+
+def test_rate_limiter_holds_its_rate_on_a_fake_clock():
+    clock = FakeClock()
+    limiter = RateLimiter(50.0, clock)
+    for _ in range(101):
+        limiter.wait(clock.sleep)
+    assert clock.now - 100.0 == pytest.approx(2.0, abs=1e-9)  # 100 intervals of 20 ms
+
+
+def test_rate_limiter_makes_up_a_short_stall_but_never_floods():
+    clock = FakeClock()
+    limiter = RateLimiter(10.0, clock, burst=3)
+    for _ in range(5):
+        limiter.wait(clock.sleep)
+    clock.now += 0.25  # a short stall: 2.5 intervals, made up at once
+    assert [limiter.delay() for _ in range(3)][:2] == [0.0, 0.0]
+    clock.now += 60.0  # a long one: at most `burst` events at once, then the rate again
+    immediate = 0
+    while limiter.delay() == 0.0:
+        immediate += 1
+    assert immediate <= 3
+
+
+def test_rate_limiter_rejects_a_nonpositive_rate():
+    with pytest.raises(ValueError):
+        RateLimiter(0)
+
+
+async def _read_topic(bootstrap: str, topic: str, want: int) -> list:
+    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                         auto_offset_reset="earliest")
+    await c.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or [])]
+        c.assign(tps)
+        for tp in tps:
+            await c.seek_to_beginning(tp)
+        out: list = []
+        deadline = time.monotonic() + 30
+        while len(out) < want and time.monotonic() < deadline:
+            for recs in (await c.getmany(timeout_ms=500)).values():
+                out.extend(recs)
+        return out
+    finally:
+        await c.stop()
+
+
+def test_kafka_sink_sends_every_record_at_the_rate(kafka_broker):
+    cfg = replace(SMALL, pages=60)
+    want = list(Generator(cfg))
+    prefix, rate = unique_name("gen"), 30.0
+    sent = run_sync(to_kafka(iter(Generator(cfg)), kafka_broker.bootstrap, prefix, rate))
+    assert sent["sent"] == len(want)
+    got = run_sync(_read_topic(kafka_broker.bootstrap, f"{prefix}-pages", len(want)))
+    values = [json.loads(r.value) for r in got]
+    assert all(isinstance(v.pop("fetched_at"), float) for v in values)
+    assert sorted(values, key=lambda v: v["url"]) == sorted(want, key=lambda v: v["url"])
+    assert all(r.key.decode() == json.loads(r.value)["url"] for r in got)
+    stamps = sorted(r.timestamp for r in got)  # ms, set by the producer at send
+    assert (stamps[-1] - stamps[0]) / 1000 >= 0.8 * (len(want) - 1) / rate  # not faster
