@@ -165,6 +165,16 @@ def headline(name: str, r: dict) -> list[str]:
                 f"events: p50 {lat.get('p50_s', 0) * 1000:.0f} ms, p99 **"
                 f"{lat.get('p99_s', 0) * 1000:.0f} ms** (target < "
                 f"{r['targets']['p99_s'] * 1000:.0f} ms){_pass(r['pass']['p99'])}"]
+    if name == "bench_lsh":
+        f, ls, q = r["figures"], r["lsh"], r["streamdet"]["quality"]
+        at = next(x for x in ls["quality"] if x["threshold"] == ls["threshold"])
+        return [f"{f['pages']:,} pages: streamdet {f['streamdet_pages_per_s']:.1f} pages/s, "
+                f"MinHash LSH (num_perm 128, insert + query) {f['lsh_pages_per_s']:.1f} pages/s: "
+                f"ratio **{f['ratio']:.2f}** (by CPU seconds {f['ratio_cpu']:.2f})",
+                f"planted quilts found: streamdet {q['quilts_flagged']:.0%}, LSH at threshold "
+                f"{ls['threshold']} {at['quilts_with_a_donor']:.0%} (a donor returned); mirrors: "
+                f"{q['mirrors_with_original']:.0%} vs {at['mirrors_with_original']:.0%}; "
+                f"quilt-donor Jaccard {ls['quilt_donor_jaccard']:.3f}"]
     if name == "bench_quality":
         d = next(x for x in r["results"] if x["group"] == "default")
         p, fp = d["params"], d["false_positives"]
