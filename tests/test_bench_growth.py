@@ -1,0 +1,186 @@
+"""loadtest/bench_growth.py: the in-process page model behind the cost-growth benchmark.
+
+The benchmark never writes html: it replays real pages as gram sets made from token hashes.
+These tests check that those gram sets are what the engine computes for real pages, that
+variation and mirror families do what the benchmark's report says, that the stream is
+deterministic and keeps to new URLs, and that a tiny run leaves a state whose documents are
+the ones counted. Timings are measured by the benchmark, never asserted here.
+"""
+
+from __future__ import annotations
+
+import random
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+from loadtest import bench_growth as bg
+from loadtest import corpus
+from streamdet.engine.analysis import analyze
+from streamdet.engine.params import Params
+from streamdet.engine.records import Page
+from streamdet.engine.servers import host_of, registered_domain
+
+# The real pages are part of the test setup: missing data is a failure, not a skip.
+assert (corpus.data_dir() / corpus.PAGES_FILE).exists(), (
+    f"no {corpus.PAGES_FILE} in {corpus.data_dir()}")
+
+PARAMS = Params()
+SAMPLE = (0, 7, 42, 123, 400, 901, 1500)
+
+
+@lru_cache(maxsize=1)
+def models() -> tuple[bg.PageModel, ...]:
+    return tuple(bg.models_of(list(SAMPLE)))
+
+
+def real_grams(i: int) -> np.ndarray:
+    url, html = corpus._all_records(False)[i]
+    return analyze(Page(url=url, html=html), PARAMS).grams
+
+
+def jaccard(a: np.ndarray, b: np.ndarray) -> float:
+    return len(np.intersect1d(a, b)) / max(len(np.union1d(a, b)), 1)
+
+
+def test_split_marked_assigns_tokens_to_nodes() -> None:
+    m = bg.MARK
+    toks = ["home", f"{m}b0{m}", "a", "b", "c", f"{m}e0{m}", "menu", f"{m}b3{m}", "x", "y",
+            f"{m}e3{m}"]
+    keep, node, local = bg.split_marked(toks)
+    assert keep == ["home", "a", "b", "c", "menu", "x", "y"]
+    assert node == [-1, 0, 0, 0, -1, 3, 3]
+    assert local == [0, 0, 1, 2, 0, 0, 1]
+
+
+def test_unvaried_model_is_the_engines_gram_set() -> None:
+    for m in models():
+        got = bg.replay_grams(m, None, 0.0, PARAMS.k)
+        assert jaccard(got, real_grams(m.index)) >= 0.95, m.index
+
+
+def test_variation_makes_as_many_grams_new_as_replay_stream() -> None:
+    ms = [m for m in models() if m.n_nodes]
+    fid = bg.fidelity(ms, seed=3, vary=1.0, params=PARAMS)
+    assert fid["pages"] == len(ms)
+    assert fid["model_new_gram_share"] > 0.5
+    assert abs(fid["model_new_gram_share"] - fid["replay_stream_new_gram_share"]) < 0.1
+    ratio = fid["model_grams_per_page"] / fid["replay_stream_grams_per_page"]
+    assert 0.9 < ratio < 1.1
+
+
+def take(stream: bg.GrowthStream, n: int) -> list[tuple[str, bytes, bool]]:
+    it = iter(stream)
+    return [(p.url, p.grams.tobytes(), refetch) for p, refetch in (next(it) for _ in range(n))]
+
+
+def test_stream_is_deterministic_for_a_seed() -> None:
+    def make(seed: int) -> bg.GrowthStream:
+        return bg.GrowthStream(list(models()), seed, 0.9, 0.2, PARAMS, mirrors=2)
+
+    a, b, c = take(make(5), 40), take(make(5), 40), take(make(6), 40)
+    assert a == b
+    assert [g for _, g, _ in a] != [g for _, g, _ in c]
+
+
+def test_new_documents_come_on_new_domains_and_refetches_repeat_urls() -> None:
+    ms = list(models())
+    stream = bg.GrowthStream(ms, 2, 0.9, 0.25, PARAMS, mirrors=3)
+    got = take(stream, 120)
+    originals = {registered_domain(host_of(corpus._all_records(False)[m.index][0]))
+                 for m in ms}
+    seen: set[str] = set()
+    for url, _, refetch in got:
+        assert (url in seen) == refetch
+        seen.add(url)
+        assert registered_domain(host_of(url)) not in originals
+    assert stream.new_docs == len(seen) == sum(not r for *_, r in got)
+    assert stream.arrivals == len(got) and stream.arrivals > stream.new_docs
+    domains_per_round = {}
+    for r in range(3):
+        domains_per_round[r] = {registered_domain(host_of(stream.page(r, j).url))
+                                for j in range(len(ms))}
+    assert not domains_per_round[0] & domains_per_round[1]
+    assert not domains_per_round[1] & domains_per_round[2]
+
+
+def test_mirror_families_share_grams_within_and_not_across() -> None:
+    ms = list(models())
+    stream = bg.GrowthStream(ms, 4, 0.0, 0.0, PARAMS, mirrors=3)
+    for j in range(len(ms)):
+        fams = [stream.family(r, j) for r in range(7)]  # 7 rounds: >= 2 families of 3
+        pairs = [(a, b) for a in range(7) for b in range(a + 1, 7)]
+        a, b = next((a, b) for a, b in pairs if fams[a] == fams[b])
+        c, d = next((c, d) for c, d in pairs if fams[c] != fams[d])
+        assert np.array_equal(stream.page(a, j).grams, stream.page(b, j).grams)  # mirror
+        assert len(np.intersect1d(stream.page(c, j).grams, stream.page(d, j).grams)) == 0
+    flat = bg.GrowthStream(ms, 4, 0.0, 0.0, PARAMS, mirrors=0)
+    assert {flat.family(r, 0) for r in range(20)} == {0}
+
+
+def test_family_zero_keeps_the_real_words() -> None:
+    m = models()[1]
+    rng = random.Random(1)
+    seed = rng.randrange(100)
+    assert bg.family_salt(seed, 0) == 0
+    assert bg.family_salt(seed, 1) != bg.family_salt(seed, 2)
+    base = bg.replay_grams(m, None, 0.0, PARAMS.k)
+    renamed = bg.replay_grams(m, None, 0.0, PARAMS.k, bg.family_salt(seed, 1))
+    assert len(renamed) == len(base) and not len(np.intersect1d(base, renamed))
+
+
+def test_gram_counter_exact_and_sampled() -> None:
+    c = bg.GramCounter(1)
+    c.add(np.array([1, 2, 3], dtype=np.uint64))
+    c.add(np.array([3, 4], dtype=np.uint64))
+    assert c.close_window() == {"distinct_grams": 4, "new_gram_share": 4 / 5}
+    c.add(np.array([4, 5], dtype=np.uint64))
+    assert c.close_window() == {"distinct_grams": 5, "new_gram_share": 1 / 2}
+    s = bg.GramCounter(4)
+    s.add(np.arange(0, 400, dtype=np.uint64))
+    s.add(np.arange(200, 800, dtype=np.uint64))
+    w = s.close_window()
+    assert w["distinct_grams"] == 800  # 200 kept hashes (multiples of 4), times 4
+    assert w["new_gram_share"] == pytest.approx(200 / 250)
+    with pytest.raises(ValueError):
+        bg.GramCounter(3)
+
+
+def row(docs: int, n: int, wall: float, ms: float) -> dict:
+    return {"documents": docs, "window_arrivals": n, "window_refetches": 0, "wall_s": wall,
+            "engine_ms_per_page": ms}
+
+
+def test_projection_flat_and_linear() -> None:
+    flat = [row(d, 100, 10.0, 2.0) for d in (100, 200, 300, 400)]
+    p = bg.project_seconds(flat, 1000, warmup_docs=100)
+    assert p["seconds_flat"] == pytest.approx(100.0)
+    assert p["seconds_linear"] == pytest.approx(100.0)
+    assert p["growth_at_docs"] == pytest.approx(1.0)
+    # per-document wall time x/1000 s at x documents: the rest integrates to
+    # (1000^2 - 400^2) / 2000 = 420 s
+    grow = [row(d, 100, 100 * (d - 50) / 1000, (d - 50) / 100) for d in (100, 200, 300, 400)]
+    p = bg.project_seconds(grow, 1000)
+    assert p["seconds_linear"] == pytest.approx(sum(r["wall_s"] for r in grow) + 420.0)
+    assert p["engine_ms_per_page_at_docs"] == pytest.approx(10.0)
+    assert p["seconds_flat"] < p["seconds_linear"]
+    assert bg.project_seconds(grow[:2], 1000, warmup_docs=150)["seconds_linear"] is None
+
+
+def test_tiny_run_leaves_the_documents_it_counted(tmp_path) -> None:
+    from streamdet.state.rocks import RocksKV
+
+    stream = bg.GrowthStream(list(models()), 1, 0.9, 0.05, PARAMS, mirrors=2)
+    rows = bg.run(stream, tmp_path / "state", docs=60, checkpoint=25, batch=8,
+                  counter=bg.GramCounter(1))
+    assert [r["documents"] for r in rows] == [25, 50, 60]
+    assert rows[-1]["arrivals"] == stream.arrivals >= 60
+    assert sum(r["window_arrivals"] for r in rows) == stream.arrivals
+    assert all(r["disk_bytes"] > 0 and r["distinct_grams"] > 0 for r in rows)
+    assert rows[-1]["distinct_grams"] > rows[0]["distinct_grams"]
+    kv = RocksKV(str(tmp_path / "state"))
+    try:
+        assert sum(1 for _ in kv.items("urls")) == 60
+    finally:
+        kv.close()
