@@ -570,9 +570,16 @@ def plot(result: dict, png: Path) -> None:
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
     a1.plot(x, [r["engine_ms_per_page"] for r in rows], "o-", label="engine (wall)")
     a1.plot(x, [r["engine_cpu_ms_per_page"] for r in rows], "s--", label="engine (CPU)")
-    a1.plot(x, [r["gen_ms_per_page"] for r in rows], ":", label="generation (not engine)")
+    for key, style in (("process", "-"), ("commit", "-."), ("compact", ":")):
+        a1.plot(x, [r[f"{key}_ms_per_page"] for r in rows], style, lw=1,
+                label=f"  of which {key}")
     a1.axhline(TARGET_GROWTH * rows[0]["engine_ms_per_page"], color="r", lw=0.8,
                label=f"target: {TARGET_GROWTH}x first window")
+    st = result["figures"].get("stationary")
+    if st:
+        base = next(r for r in rows if r["documents"] == st["from_documents"])
+        a1.axhline(TARGET_GROWTH * base["engine_ms_per_page"], color="r", lw=0.8, ls="--",
+                   label=f"{TARGET_GROWTH}x the first window after warm-up")
     a1.set_ylabel("ms per page (window)")
     a1.set_ylim(bottom=0)
     a1.legend(fontsize=8)

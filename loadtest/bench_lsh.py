@@ -223,7 +223,7 @@ def measure(pages: int, seed: int, work: Path) -> dict:
 def plot(result: dict, png: Path) -> None:
     plt = _pyplot()
     sd, ls = result["streamdet"], result["lsh"]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4.2))
     bars = a.bar(["streamdet\n(durable state)", f"MinHash LSH\n(num_perm {NUM_PERM})"],
                  [sd["pages_per_s"], ls["pages_per_s"]], color=["tab:blue", "tab:gray"])
     a.bar_label(bars, fmt="%.1f")
@@ -240,7 +240,7 @@ def plot(result: dict, png: Path) -> None:
     b.set_xticks(list(x), labels, fontsize=8)
     b.set_ylim(0, 1.05)
     b.set_ylabel("share of planted pages")
-    b.legend(fontsize=8, loc="center right")
+    b.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)
     b.set_title("what each finds on the planted truth", fontsize=10)
     fig.tight_layout()
     fig.savefig(png, dpi=100)
