@@ -392,11 +392,6 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, InputError, ParamsError, StateDirError, StateError) as exc:
         print(f"streamdet: error: {exc}", file=sys.stderr)
         return 2
-    except Exception as exc:
-        if type(exc).__name__ != "PipelineError":  # adapters.kafka, imported only when used
-            raise
-        print(f"streamdet: error: {exc}", file=sys.stderr)
-        return 2
     except SinkError as exc:
         print(f"streamdet: error: {exc}", file=sys.stderr)
         return 1
@@ -419,6 +414,11 @@ def main(argv: list[str] | None = None) -> int:
         where = f" ({exc.filename})" if exc.filename else ""
         print(f"streamdet: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
+    except Exception as exc:  # last: the clauses above catch Exception subclasses too
+        if type(exc).__name__ != "PipelineError":  # adapters.kafka, imported only when used
+            raise
+        print(f"streamdet: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

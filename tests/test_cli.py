@@ -205,3 +205,17 @@ def test_summary_on_empty_input(tmp_path):
     s = summary(proc.stderr)
     assert (s["pages"], s["dead_total"], s["events"]) == (0, 0, {})
     assert proc.stdout == b""
+
+
+def test_dump_into_a_reader_that_stops_early_ends_quietly(small):
+    """`streamdet dump | head -1`: the reader closes the pipe (here before dump writes,
+    so that the write fails whatever the pipe's buffer); no traceback, status 0."""
+    d, *_ = small
+    r, w = os.pipe()
+    os.close(r)
+    proc = subprocess.Popen([*STREAMDET, "dump", "--state", d / "state"], env=env(),
+                            stdout=w, stderr=subprocess.PIPE)
+    os.close(w)
+    err = proc.stderr.read().decode()
+    assert proc.wait(60) == 0, err
+    assert "Traceback" not in err and err == ""
