@@ -40,6 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from loadtest.generator import RateLimiter  # noqa: E402
 from loadtest.report import machine, plot_kafka  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"
@@ -237,12 +238,9 @@ async def _latency_run(pipe: Pipeline, stream: Path, rate: float, n: int) -> dic
     producer = AIOKafkaProducer(bootstrap_servers=pipe.broker.bootstrap, linger_ms=0,
                                 max_request_size=64 << 20)
     await producer.start()
-    loop = asyncio.get_running_loop()
-    t0 = loop.time()
-    for i, rec in enumerate(records):
-        ahead = t0 + i / rate - loop.time()
-        if ahead > 0:
-            await asyncio.sleep(ahead)
+    limiter = RateLimiter(rate, clock=asyncio.get_running_loop().time, burst=10)
+    for rec in records:
+        await limiter.wait_async()
         now = time.time()
         rec = {**rec, "fetched_at": now}
         sent[rec["url"]] = now

@@ -180,7 +180,9 @@ def headline(name: str, r: dict) -> list[str]:
         p, fp = d["params"], d["false_positives"]
         return [f"{d['planted']} planted quilts at k={p['k']}, m={p['m']}, c={p['c']}, "
                 f"θ={p['theta']}: recall **{d['recall']:.3f}**, precision of named sources "
-                f"**{d['source_precision']:.3f}**, donors named {d['donor_recall']:.3f}",
+                f"**{d['source_precision']:.3f}** (text-aware "
+                f"{d.get('source_precision_text_aware', 0):.3f}), donors named "
+                f"{d['donor_recall']:.3f}",
                 f"flagged but not planted: {fp['count']} of {fp['pages_not_planted']:,} pages "
                 f"({fp['rate']:.1%}) {fp['by_kind']}"]
     summary = r.get("summary") or r.get("figures")
