@@ -260,6 +260,35 @@ def test_worker_dies_between_commit_and_send_and_sends_its_outboxes_again(pipeli
         u: normalize_row(r) for u, r in want.items()}
 
 
+def test_state_left_behind_by_a_takeover_is_rebuilt_not_trusted(pipeline, crawl):
+    """w2 dies with an outbox committed and unsent; w1 takes its shards over and finishes
+    the stream (sending its own outputs, numbered in a newer epoch). When w2 comes back
+    alone on its old state, that state and its outboxes belong to a history w1 replaced:
+    w2 must rebuild the shards rather than re-send the stale outbox (whose events would
+    arrive after w1's newer ones, and whose deltas would undo later changes)."""
+    path, reference_dump = crawl
+    pipeline.start("w1")
+    victim = pipeline.start("w2", extra_env={"STREAMDET_FAILPOINT": "outbox-committed:4"})
+    time.sleep(3)
+    pipeline.produce(path, rate=40)
+    assert victim.wait(90) == 137  # died mid-stream, outbox unsent
+    del pipeline.workers["w2"]
+    pipeline.wait_idle()  # w1 alone has done everything
+    pipeline.stop()
+    pipeline.workers.clear()
+    pipeline.start("w2")  # alone, on the state it had when it died
+    pipeline.wait_idle()
+    time.sleep(2)
+    pipeline.stop()
+    log = (pipeline.tmp / "w2.log").read_text()
+    assert "rebuilding" in log and "again" not in log, log[-3000:]
+    want = _rows(reference_dump)
+    _check_events_match(pipeline.events(), want)
+    got = _rows(dump_states(["--state", pipeline.tmp / "w2"]))
+    assert {u: normalize_row(r) for u, r in got.items()} == {
+        u: normalize_row(r) for u, r in want.items()}
+
+
 def test_worker_refuses_other_parameters(pipeline, tmp_path):
     first = pipeline.start("w1")
     deadline = time.monotonic() + 30

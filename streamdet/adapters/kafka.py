@@ -171,6 +171,52 @@ async def join_pipeline(broker: str, topics: Topics, params: Params, shards: int
                             f"shards; this worker was started with {shards}")
 
 
+def epoch_record(kind: str, index: int, epoch: int) -> bytes:
+    return json.dumps({"epoch": epoch, "kind": kind, "shard": index}, sort_keys=True).encode()
+
+
+def _epoch_of(value: bytes | None, kind: str, index: int) -> int:
+    """The epoch a meta record gives this shard (0: it is about something else)."""
+    try:
+        obj = json.loads(value or b"")
+    except ValueError:
+        return 0
+    if isinstance(obj, dict) and obj.get("kind") == kind and obj.get("shard") == index:
+        return int(obj.get("epoch", 0))
+    return 0
+
+
+async def claim_shard(broker: str, meta_topic: str, sender, kind: str, index: int
+                      ) -> tuple[int, int]:
+    """Ownership epochs of a shard, kept on the meta topic: returns (the newest recorded
+    before, the one now recorded for this owner, newest + 1), the latter acknowledged.
+
+    Why: an owner's outputs derive from its own history of the shard's inputs (its
+    batching decides the intermediate states and the event seqs). A later owner numbers
+    its events above every earlier owner's (seq carries the epoch), and a state written
+    under an older epoch than the newest comes from a history another owner has since
+    replaced, so it is rebuilt, not trusted, and its outboxes are not re-sent. The
+    meta topic rather than group-commit metadata: the test broker drops that metadata."""
+    newest = 0
+    c = AIOKafkaConsumer(bootstrap_servers=broker, enable_auto_commit=False)
+    await c.start()
+    try:
+        tp = TopicPartition(meta_topic, 0)
+        c.assign([tp])
+        c.seek(tp, 0)
+        while True:  # to the high watermark of a fetch (ListOffsets is wrong on tansu)
+            got = await c.getmany(tp, timeout_ms=200, max_records=5000)
+            for rec in got.get(tp, []):
+                newest = max(newest, _epoch_of(rec.value, kind, index))
+            high = c.highwater(tp)
+            if high is not None and await c.position(tp) >= high:
+                break
+    finally:
+        await c.stop()
+    await sender.send_and_wait(meta_topic, epoch_record(kind, index, newest + 1), partition=0)
+    return newest, newest + 1
+
+
 async def _first_meta(broker: str, topic: str) -> bytes | None:
     async for batch in read_all(broker, topic, 0, 0, None, idle_s=1.0, max_records=1):
         return batch[0].value

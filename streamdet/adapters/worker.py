@@ -26,6 +26,12 @@ once its records and those of every earlier round are acknowledged, so the commi
 offsets never cover a record whose output the broker does not have. A rebalance or a
 shutdown first drains every round in flight.
 
+On assignment the worker claims the shard: a new ownership epoch on the meta topic
+(kafka.claim_shard). Event seqs carry it in their high bits, so a new owner's events rank
+above every earlier owner's; a local state written under an older epoch than the newest is
+from a history another worker has since replaced, and is wiped (outboxes included) and
+rebuilt.
+
 On assignment a shard's state is opened; when it is missing or behind the group's
 committed offsets (the disk was lost, or another worker moved it on meanwhile), the
 shard replays its partitions up to those offsets without sending anything (it was all sent
@@ -40,6 +46,7 @@ import functools
 import json
 import logging
 import os
+import shutil
 import time
 from collections import deque
 from collections.abc import Callable
@@ -66,13 +73,23 @@ from ..state.rocks import RocksKV, dir_bytes
 from ..state.txn import StateError, Store
 from . import failpoints
 from .analyzers import analyze_payloads
-from .kafka import STATE_FORMAT, Timing, Topics, ensure_topics, join_pipeline, producer, read_all
+from .kafka import (
+    STATE_FORMAT,
+    Timing,
+    Topics,
+    claim_shard,
+    ensure_topics,
+    join_pipeline,
+    producer,
+    read_all,
+)
 from .metrics import metrics
 from .outputs import utc_now
 
 log = logging.getLogger("streamdet.worker")
 GRAMS_OUT, EVENTS_OUT, DELTAS_OUT = 0, 1, 2  # outbox topic codes
 REPLAY_CHUNK = 500  # records per transaction while rebuilding a shard
+EPOCH_SHIFT = 40  # event seq = epoch << EPOCH_SHIFT + offsets consumed (< 2**40)
 FETCH_WAIT_MS = 20  # a fetch returns at once when data is there; this bounds the idle wait per hop
 MAX_INFLIGHT = 3  # rounds waiting for acknowledgements while the next one is processed
 OUTBOX = b"outbox/"  # meta keys of outboxes not acknowledged yet, in commit order
@@ -91,6 +108,14 @@ class Shard:
             raise
         self.offsets: dict[str, int] = self.store.positions()
         self.documents = int(self.store.meta("documents") or 0)  # live ones (doc shards)
+        self.epoch = int(self.store.meta("epoch") or 0)  # of the owner that wrote it
+
+    def set_epoch(self, epoch: int) -> None:
+        self.store.set_meta("epoch", str(epoch))
+        self.epoch = epoch
+
+    def is_empty(self) -> bool:
+        return not self.offsets and not self.outboxes()
 
     def offset(self, name: str) -> int:
         return self.offsets.get(name, 0)
@@ -343,7 +368,8 @@ class Worker:
         msgs = [m for m in (self._decode(DeltasMsg, x) for x in deltas) if m is not None]
         txn = shard.store.begin()
         role = DocShard(self.params, s, self.shards)
-        out, events = await self._cpu(role.process, txn, pages, msgs, d_end + e_end)
+        seq = (shard.epoch << EPOCH_SHIFT) + d_end + e_end  # above every earlier owner's
+        out, events = await self._cpu(role.process, txn, pages, msgs, seq)
         r.event_causes.extend(role.cause_times[ev["cause"]] for ev in events
                               if ev["cause"] in role.cause_times)
         at = utc_now()
@@ -435,9 +461,26 @@ class Worker:
         off = await self.consumer.committed(TopicPartition(topic, partition))
         return off or 0
 
+    async def _claim(self, kind: str, index: int) -> Shard:
+        """Open a shard's state as its new owner (a new epoch on the meta topic); a state
+        written under an older epoch than the newest is from a history another worker
+        has since replaced: it is wiped, outboxes included, and rebuilt by replay."""
+        path = os.path.join(self.state_dir, f"{kind}-{index}")
+        shard = await self._cpu(Shard, kind, index, path, self.params, self.shards)
+        newest, mine = await claim_shard(self.broker, self.topics.meta, self.producer, kind,
+                                         index)
+        if shard.epoch != newest and not await self._cpu(shard.is_empty):
+            log.warning("%s shard %d: local state is from epoch %d, another worker has owned "
+                        "the shard since (epoch %d): rebuilding it", kind, index, shard.epoch,
+                        newest)
+            await self._cpu(shard.close)
+            await self._cpu(shutil.rmtree, path)
+            shard = await self._cpu(Shard, kind, index, path, self.params, self.shards)
+        await self._cpu(shard.set_epoch, mine)
+        return shard
+
     async def _open_gram(self, g: int) -> None:
-        shard = await self._cpu(Shard, "gram", g, os.path.join(self.state_dir, f"gram-{g}"),
-                                self.params, self.shards)
+        shard = await self._claim("gram", g)
         self.gram_shards[g] = shard
         await self._send_outboxes(shard)  # left by a crash between commit and acknowledgement
         committed = await self._committed(self.topics.grams, g)
@@ -456,8 +499,7 @@ class Worker:
         self._seek(TopicPartition(self.topics.grams, g), shard.offset("grams"))
 
     async def _open_doc(self, s: int) -> None:
-        shard = await self._cpu(Shard, "doc", s, os.path.join(self.state_dir, f"doc-{s}"),
-                                self.params, self.shards)
+        shard = await self._claim("doc", s)
         self.doc_shards[s] = shard
         await self._send_outboxes(shard)  # left by a crash between commit and acknowledgement
         t = self.topics
