@@ -126,7 +126,7 @@ def log(msg: str) -> None:
 class PageModel:
     """A real page reduced to token hashes, with its varied tokens marked.
 
-    scheme/prefix/domain/rest are what corpus._Template.url needs, so replay URLs are made
+    scheme/prefix/domain/rest are what corpus.ReplayTemplate.url needs, so replay URLs are made
     by the corpus's own code. content_idx are the positions of tokens in content nodes,
     content_node their node, content_mod3 their position in the node mod 3."""
 
@@ -142,10 +142,10 @@ class PageModel:
     content_mod3: np.ndarray
 
     def url(self, r: int) -> str:
-        return corpus._Template.url(self, r)  # type: ignore[arg-type] - same attributes
+        return corpus.ReplayTemplate.url(self, r)  # type: ignore[arg-type] - same attributes
 
 
-def marked_html(t: corpus._Template) -> str:
+def marked_html(t: corpus.ReplayTemplate) -> str:
     """The page's html with a marker word before and after each content node."""
     parts = list(t.parts)
     for j, p in enumerate(t.content):

@@ -121,7 +121,7 @@ def _words(text: str) -> list[str]:
     return text.split()
 
 
-def _good(word: str) -> bool:
+def prose_word(word: str) -> bool:
     """A word that reads like prose: has a letter, is not a URL or a code blob."""
     return len(word) <= 25 and any(ch.isalpha() for ch in word)
 
@@ -129,7 +129,7 @@ def _good(word: str) -> bool:
 # -- planted quilts ------------------------------------------------------------------------
 
 
-def _quilt_url(rng: random.Random, taken_domains: set[str]) -> str:
+def quilt_url(rng: random.Random, taken_domains: set[str]) -> str:
     while True:
         name = f"{synth_word(rng)}-{synth_word(rng)}{rng.randrange(10, 100)}"
         host = f"www.{name}.{rng.choice(QUILT_TLDS)}"
@@ -155,7 +155,7 @@ def _pick_passage(rng: random.Random, words: list[str], taken: list[tuple[int, i
         end = start + length
         if any(start < e and s < end for s, e in taken):
             continue
-        good = sum(_good(w) for w in words[start:end]) / length
+        good = sum(prose_word(w) for w in words[start:end]) / length
         if good >= 0.85:
             return start, end
         if best is None or good > best[0]:
@@ -196,8 +196,8 @@ def planted_corpus(seed: int, n_pages: int, n_quilts: int, donors: tuple[int, in
                              f"a quilt needs {lo}")
         taken_domains = {registered_domain(host_of(r["url"])) for r in source}
         for _ in range(n_quilts):
-            url = _quilt_url(rng, taken_domains)
-            text, used = _stitch(rng, donor_pool, rng.randint(lo, min(hi, len(pool_domains))))
+            url = quilt_url(rng, taken_domains)
+            text, used = stitch(rng, donor_pool, rng.randint(lo, min(hi, len(pool_domains))))
             quilts.append({"url": url, "text": text})
             truth[url] = sorted(used)
     records = real + quilts
@@ -220,7 +220,7 @@ def _donor_pool(rng: random.Random, real: list[dict], size: int) -> list[dict]:
         if dom in seen and len(spare) >= size:
             continue
         words = _words(page_text(Page(url=rec["url"], html=rec["html"])))
-        if len(words) < MIN_DONOR_WORDS or sum(map(_good, words)) < 0.6 * len(words):
+        if len(words) < MIN_DONOR_WORDS or sum(map(prose_word, words)) < 0.6 * len(words):
             continue
         d = {"url": rec["url"], "domain": dom, "words": words, "spans": []}
         if dom in seen:
@@ -232,7 +232,7 @@ def _donor_pool(rng: random.Random, real: list[dict], size: int) -> list[dict]:
     return pool
 
 
-def _stitch(rng: random.Random, pool: list[dict], n_donors: int) -> tuple[str, set[str]]:
+def stitch(rng: random.Random, pool: list[dict], n_donors: int) -> tuple[str, set[str]]:
     chosen: list[dict] = []
     domains: set[str] = set()
     for d in rng.sample(pool, len(pool)):
@@ -289,7 +289,7 @@ _MARKUP = re.compile(
 _WORD = re.compile(r"&#?\w+;|\w+")
 
 
-class _Template:
+class ReplayTemplate:
     """A page's html cut into constant markup and content text nodes."""
 
     __slots__ = ("parts", "content", "scheme", "prefix", "domain", "rest")
@@ -359,12 +359,12 @@ def _templates() -> list:
     return [None] * len(_all_records(False))
 
 
-def _template(i: int) -> _Template:
+def _template(i: int) -> ReplayTemplate:
     cache = _templates()
     t = cache[i]
     if t is None:
         url, html = _all_records(False)[i]
-        t = cache[i] = _Template(url, html)
+        t = cache[i] = ReplayTemplate(url, html)
     return t
 
 
@@ -382,7 +382,7 @@ def replay_stream(seed: int, n: int, vary: float = 0.7, *,
     if pages is None:
         n_real, template = len(_all_records(False)), _template
     else:
-        local = [_Template(p["url"], p["html"]) for p in pages]
+        local = [ReplayTemplate(p["url"], p["html"]) for p in pages]
         n_real, template = len(local), local.__getitem__
     if n_real == 0:
         return

@@ -50,11 +50,11 @@ sys.path.insert(0, str(REPO))
 
 from loadtest.corpus import (  # noqa: E402
     MIN_DONOR_WORDS,
-    _good,
-    _quilt_url,
-    _stitch,
-    _Template,
+    ReplayTemplate,
+    prose_word,
+    quilt_url,
     replay_stream,
+    stitch,
     synth_word,
     write_jsonl,
 )
@@ -120,7 +120,7 @@ class Truth:
 
 
 class _Farm:
-    """A spam farm: its hosts and its pool of scraped donors (corpus._stitch's shape)."""
+    """A spam farm: its hosts and its pool of scraped donors (corpus.stitch's shape)."""
 
     def __init__(self, index: int, hosts: list[str]) -> None:
         self.index, self.hosts = index, hosts
@@ -139,7 +139,7 @@ class Generator:
         self.truth = Truth()
         self._rng = random.Random(f"generator:{config.seed}")
         taken: set[str] = set()
-        self._farms = [_Farm(f, [host_of(_quilt_url(self._rng, taken))
+        self._farms = [_Farm(f, [host_of(quilt_url(self._rng, taken))
                                  for _ in range(FARM_HOSTS)]) for f in range(config.farms)]
         self._recent: deque[dict] = deque(maxlen=RECENT)
 
@@ -169,7 +169,7 @@ class Generator:
         if full and rng.random() >= RESCRAPE:
             return
         words = page_text(Page(url=rec["url"], html=rec["html"])).split()
-        if len(words) < MIN_DONOR_WORDS or sum(map(_good, words)) < 0.6 * len(words):
+        if len(words) < MIN_DONOR_WORDS or sum(map(prose_word, words)) < 0.6 * len(words):
             return
         donor = {"url": rec["url"], "domain": registered_domain(host_of(rec["url"])),
                  "words": words, "spans": []}
@@ -184,7 +184,7 @@ class Generator:
         if farm.domains() < lo:
             return None
         rng = self._rng
-        text, used = _stitch(rng, farm.pool, rng.randint(lo, min(hi, farm.domains())))
+        text, used = stitch(rng, farm.pool, rng.randint(lo, min(hi, farm.domains())))
         slug = "-".join(synth_word(rng) for _ in range(rng.randint(3, 6)))
         url = f"https://{rng.choice(farm.hosts)}/{rng.choice(('blog', 'news', 'p'))}/{slug}.html"
         if url in self.truth.quilts:
@@ -201,8 +201,9 @@ class Generator:
         rng = self._rng
         orig = rng.choice(self._recent)
         n = len(self.truth.mirrors)
-        url = _Template(orig["url"], orig["html"]).url(n)  # www.s<n>-s<r>-rei.com: unique
-        page = _Template(orig["url"], orig["html"]).html(rng, self.cfg.mirror_vary)
+        t = ReplayTemplate(orig["url"], orig["html"])
+        url = t.url(n)  # www.s<n>-s<r>-rei.com: a registered domain of its own
+        page = t.html(rng, self.cfg.mirror_vary)
         self.truth.mirrors[url] = orig["url"]
         return {"url": url, "html": page}
 
