@@ -43,15 +43,24 @@ class BlockedBloom:
         return ((grams >> _TOP) * self._n) >> np.uint64(WORD_BITS)
 
     @classmethod
+    def sized(cls, n_keys: int) -> BlockedBloom:
+        """An empty filter sized for n_keys."""
+        n_words = min(MAX_WORDS, max(1, -(-n_keys * BITS_PER_KEY // 64)))
+        return cls(np.zeros(n_words, dtype=np.uint64))
+
+    @classmethod
     def build(cls, grams: np.ndarray) -> BlockedBloom:
         """A filter holding `grams` (sorted ascending)."""
-        n_words = min(MAX_WORDS, max(1, -(-len(grams) * BITS_PER_KEY // 64)))
-        bloom = cls(np.zeros(n_words, dtype=np.uint64))
-        if len(grams):
-            idx = bloom._word(grams)  # non-decreasing, as grams are sorted
-            starts = np.flatnonzero(np.concatenate(([True], idx[1:] != idx[:-1])))
-            bloom.words[idx[starts]] = np.bitwise_or.reduceat(probe_masks(grams), starts)
+        bloom = cls.sized(len(grams))
+        bloom.add_sorted(grams)
         return bloom
+
+    def add_sorted(self, grams: np.ndarray) -> None:
+        """Add grams sorted ascending (so a merge can fill a filter slice by slice)."""
+        if len(grams):
+            idx = self._word(grams)  # non-decreasing, as grams are sorted
+            starts = np.flatnonzero(np.concatenate(([True], idx[1:] != idx[:-1])))
+            self.words[idx[starts]] |= np.bitwise_or.reduceat(probe_masks(grams), starts)
 
     def may_contain(self, grams: np.ndarray, masks: np.ndarray) -> np.ndarray:
         """False where a gram is certainly absent."""

@@ -38,7 +38,8 @@ CHUNK = 64
 MERGE_FANIN = 4  # merge when this many segments share a size tier
 TIER_BASE = 4  # size tiers are powers of this
 TIER_FLOOR = 2048  # pairs; smaller segments are all tier 0
-MAX_MERGED = 1 << 25  # pairs; bigger segments are left alone (bounds merge memory)
+MAX_MERGED = 1 << 25  # pairs; bigger segments are not merged again (bounds rewrites)
+MERGE_SLICE = 1 << 20  # pairs a merge decodes and sorts at a time
 
 _KEY = struct.Struct(">IcI")
 
@@ -65,13 +66,51 @@ class Segment:
 
 def segment_ops(seg_id: int, grams: np.ndarray, docnos: np.ndarray) -> tuple[list[Op], Segment]:
     """Ops writing a segment (grams sorted and distinct) and its in-memory handle."""
-    ops = [("segs", seg_key(seg_id, b"c", i), value)
-           for i, value in enumerate(_chunk_values(grams, docnos))]
-    fences = grams[::CHUNK].copy()
-    bloom = BlockedBloom.build(grams)
-    ops.append(("segs", seg_key(seg_id, b"f", 0), fences.astype("<u8").tobytes()))
-    ops.append(("segs", seg_key(seg_id, b"b", 0), bloom.to_bytes()))
-    return ops, Segment(seg_id, n=len(grams), fences=fences, bloom=bloom)
+    writer = SegmentWriter(seg_id, len(grams))
+    ops = writer.add(grams, docnos)
+    rest, seg = writer.finish()
+    return ops + rest, seg
+
+
+class SegmentWriter:
+    """Writes a segment from pairs given in ascending gram order, a slice at a time, so
+    that a merge holds one slice (plus the fences and the Bloom filter, ~3 bytes a pair)
+    rather than every pair of its inputs: merging four segments of 30 M pairs at once
+    took ~9 GB at 500,000 documents."""
+
+    def __init__(self, seg_id: int, capacity: int) -> None:
+        self.id, self.n = seg_id, 0
+        self.bloom = BlockedBloom.sized(capacity)  # capacity: an upper bound on the pairs
+        self._fences: list[np.ndarray] = []
+        self._chunks = 0
+        self._rest = (np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64))
+
+    def add(self, grams: np.ndarray, docnos: np.ndarray) -> list[Op]:
+        """Ops for the full chunks these pairs complete (a short rest waits for more)."""
+        g = np.concatenate((self._rest[0], grams))
+        d = np.concatenate((self._rest[1], docnos))
+        full = len(g) // CHUNK * CHUNK
+        self._rest = (g[full:], d[full:])
+        return self._chunk_ops(g[:full], d[:full])
+
+    def finish(self) -> tuple[list[Op], Segment]:
+        """Ops for the last chunk, the fences and the filter; the segment's handle."""
+        ops = self._chunk_ops(*self._rest)
+        fences = np.concatenate(self._fences) if self._fences else np.zeros(0, dtype=np.uint64)
+        ops.append(("segs", seg_key(self.id, b"f", 0), fences.astype("<u8").tobytes()))
+        ops.append(("segs", seg_key(self.id, b"b", 0), self.bloom.to_bytes()))
+        return ops, Segment(self.id, n=self.n, fences=fences, bloom=self.bloom)
+
+    def _chunk_ops(self, g: np.ndarray, d: np.ndarray) -> list[Op]:
+        if not len(g):
+            return []
+        self.bloom.add_sorted(g)
+        self._fences.append(g[::CHUNK].copy())
+        self.n += len(g)
+        ops = [("segs", seg_key(self.id, b"c", self._chunks + i), value)
+               for i, value in enumerate(_chunk_values(g, d))]
+        self._chunks += len(ops)
+        return ops
 
 
 def _chunk_values(grams: np.ndarray, docnos: np.ndarray) -> list[bytes]:
@@ -199,16 +238,15 @@ class SegmentIndex:
 
     def merge(self, group: list[Segment], dead: set[int]) -> None:
         """Merge `group` into one segment, dropping withdrawn holders; crash-safe."""
-        g, d = _decode_chunks([raw for s in group for raw in self._chunks_of(s.id)])
-        if dead:
-            g, d = self._without_dead(g, d, dead)
-        # a gram has one first holder, so grams are distinct across segments; each
-        # segment is a sorted run, which the stable sort (timsort) merges ~1.5x faster
-        order = np.argsort(g, kind="stable")
         seg_id = self.next_id
         self.next_id += 1
-        ops, merged = segment_ops(seg_id, g[order], d[order])
-        self.kv.write(ops)  # not live yet: an orphan if we crash before the switch
+        writer = SegmentWriter(seg_id, sum(s.n for s in group))
+        for g, d in self._slices(group):
+            if dead:
+                g, d = self._without_dead(g, d, dead)
+            self.kv.write(writer.add(g, d))  # not live yet: an orphan if we crash first
+        ops, merged = writer.finish()
+        self.kv.write(ops)
         gone = {s.id for s in group}
         survivors = [s for s in self.segments if s.id not in gone] + [merged]
         switch: list[Op] = [self.manifest_op(survivors, self.next_id)]
@@ -218,13 +256,35 @@ class SegmentIndex:
         for s in group:
             self.kv.reclaim("segs", *_key_range(s.id))
 
-    def _chunks_of(self, seg_id: int) -> Iterator[bytes]:
-        """Every chunk of a segment, in order, by one scan (its keys are contiguous)."""
-        for key, value in self.kv.items("segs", seg_key(seg_id, b"c", 0)):
-            seg, kind, _ = _KEY.unpack(key)
-            if seg != seg_id or kind != b"c":
-                return
-            yield value
+    def _slices(self, group: list[Segment]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The group's pairs in ascending gram order, about MERGE_SLICE at a time: the gram
+        range is cut at chunk fences, and a slice reads only the chunks that overlap it
+        (a chunk covers its fence up to the next one)."""
+        fences = np.sort(np.concatenate([s.fences for s in group]))
+        cuts = list(fences[max(1, MERGE_SLICE // CHUNK)::max(1, MERGE_SLICE // CHUNK)])
+        for lo, hi in zip([None, *cuts], [*cuts, None], strict=True):
+            gs, ds = [], []
+            for s in group:
+                first = 0 if lo is None else max(0, int(np.searchsorted(s.fences, lo,
+                                                                        "right")) - 1)
+                end = len(s.fences) if hi is None else int(np.searchsorted(s.fences, hi))
+                if first >= end:
+                    continue
+                keys = [seg_key(s.id, b"c", i) for i in range(first, end)]
+                g, d = _decode_chunks(self.kv.get_many("segs", keys))
+                keep = np.ones(len(g), dtype=bool)
+                if lo is not None:
+                    keep &= g >= lo
+                if hi is not None:
+                    keep &= g < hi
+                gs.append(g[keep])
+                ds.append(d[keep])
+            if gs:
+                g, d = np.concatenate(gs), np.concatenate(ds)
+                # a gram has one first holder, so grams are distinct across segments; each
+                # segment's part is a sorted run, which the stable sort (timsort) merges fast
+                order = np.argsort(g, kind="stable")
+                yield g[order], d[order]
 
     def _without_dead(self, g: np.ndarray, d: np.ndarray, dead: set[int]):
         """Drop pairs of withdrawn holders, except for grams in the overlay: those must
