@@ -122,6 +122,7 @@ PLOTTERS: dict[str, Callable[[dict, Path], None]] = {
 # -- choosing results ---------------------------------------------------------------------
 
 _NAME = re.compile(r"^(bench_[a-z]+)-(\d+)[a-z]*-(\d{8}T\d{6}Z)\.json$")
+SMOKE_MAX = 1000  # records (or documents): runs this small are CI smokes, not figures
 
 
 def newest(out_dir: Path) -> dict[str, Path]:
@@ -209,6 +210,9 @@ def render(results: dict[str, tuple[Path, dict]], host: dict) -> str:
         path, r = results[name]
         lines += [f"## {name}", "", f"`{COMMANDS[name]}` — {path.name}, at {r.get('at', '?')}"
                   + (f", git {r['git']}" if r.get("git") else ""), ""]
+        if int(_NAME.match(path.name).group(2)) < SMOKE_MAX:
+            lines += ["**A smoke-size run: its figures say nothing; see the README's "
+                      "figures or run the command above.**", ""]
         lines += [f"- {h}" for h in headline(name, r)]
         png = path.with_suffix(".png")
         if png.exists():

@@ -44,3 +44,11 @@ def test_build_writes_the_page_with_figures_and_plots(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # drawn, since the bench had not
     assert (tmp_path / "pub" / png.name).exists() and (tmp_path / "pub" / src.name).exists()
     assert f"![bench_kafka]({png.name})" in page
+
+
+def test_a_smoke_sized_result_is_labelled_as_such(tmp_path):
+    _write(tmp_path, "bench_kafka-120p-20261123T050000Z.json", KAFKA)
+    page = report.build(tmp_path, publish=None).read_text(encoding="utf-8")
+    assert "smoke-size run" in page
+    _write(tmp_path, "bench_kafka-2000p-20261122T020000Z.json", KAFKA)
+    assert "smoke-size run" not in report.build(tmp_path, publish=None).read_text("utf-8")
