@@ -728,7 +728,7 @@ def result_doc(args, params, prep, rows, load_start, setup_s, run_s,
     return {
         "benchmark": "bench_growth",
         "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "git": git_revision(),
+        "git": args.git,  # taken at the start: a long run outlives commits
         "host": host_info(load_start),
         "config": {"docs": args.docs, "checkpoint": args.checkpoint, "batch": args.batch,
                    "seed": args.seed, "vary": args.vary, "refetch": args.refetch,
@@ -786,6 +786,7 @@ def report(result: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    args.git = git_revision()
     params = Params()
     load_start = os.getloadavg()
     t = time.perf_counter()
