@@ -97,18 +97,24 @@ class Truth:
     mirrors: dict[str, str] = field(default_factory=dict)  # url -> original url
     crawled: int = 0
 
-    def donor_reuse(self) -> float:
-        """Mean number of quilts a donor feeds."""
+    def donor_uses(self) -> dict[str, int]:
+        """How many quilts each donor feeds (a farm's reuse is what its donors share)."""
         uses: dict[str, int] = {}
         for q in self.quilts.values():
             for d in q["donors"]:
                 uses[d] = uses.get(d, 0) + 1
+        return uses
+
+    def donor_reuse(self) -> float:
+        """Mean number of quilts a donor feeds."""
+        uses = self.donor_uses()
         return sum(uses.values()) / len(uses) if uses else 0.0
 
     def summary(self) -> dict:
         return {"records": self.crawled + len(self.quilts) + len(self.mirrors),
                 "crawled": self.crawled, "quilts": len(self.quilts),
-                "mirrors": len(self.mirrors), "donor_reuse": round(self.donor_reuse(), 2)}
+                "mirrors": len(self.mirrors), "donors": len(self.donor_uses()),
+                "donor_reuse": round(self.donor_reuse(), 2)}
 
     def to_json(self) -> dict:
         return {"summary": self.summary(), "quilts": self.quilts, "mirrors": self.mirrors}

@@ -4,6 +4,7 @@ to a real broker at that rate."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import time
 from dataclasses import replace
@@ -13,7 +14,14 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from loadtest.corpus import write_jsonl
-from loadtest.generator import Generator, GeneratorConfig, RateLimiter, Truth, to_kafka
+from loadtest.generator import (
+    Generator,
+    GeneratorConfig,
+    RateLimiter,
+    Truth,
+    main,
+    to_kafka,
+)
 from streamdet.engine.analysis import analyze, page_text
 from streamdet.engine.params import Params
 from streamdet.engine.records import page_from_object
@@ -113,6 +121,33 @@ def test_most_grams_occur_once(drawn):
         [analyze(page_from_object(r), params).grams for r in records]), return_counts=True)
     assert (df == 1).mean() > 0.7
     assert df.max() >= 5  # and some are popular (template text, mirrors, donors)
+
+
+def test_cli_writes_the_stream_and_truth_it_summarises(tmp_path, capsys):
+    out, truth_path = tmp_path / "s.jsonl.gz", tmp_path / "t.json"
+    cfg = replace(SMALL, pages=60)
+    assert main(["--pages", "60", "--seed", "5", "--quilt-rate", "0.08", "--mirror-rate",
+                 "0.06", "--farms", "2", "--farm-pool", "16",
+                 "--out", str(out), "--truth", str(truth_path)]) == 0
+    gen = Generator(cfg)
+    want = list(gen)
+    got = [json.loads(line) for line in gzip.decompress(out.read_bytes()).splitlines()]
+    assert got == want
+    written = json.loads(truth_path.read_text(encoding="utf-8"))
+    assert written["config"]["seed"] == 5 and written["config"]["pages"] == 60
+    assert Truth.from_json(written).to_json() == json.loads(json.dumps(gen.truth.to_json()))
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary == written["summary"]
+    donors = {d for q in gen.truth.quilts.values() for d in q["donors"]}
+    assert summary["records"] == len(got) and summary["donors"] == len(donors) > 0
+    assert summary["quilts"] == len(gen.truth.quilts) > 0
+
+
+def test_cli_wants_one_sink(tmp_path):
+    with pytest.raises(SystemExit):
+        main(["--pages", "5"])
+    with pytest.raises(SystemExit):
+        main(["--pages", "5", "--out", str(tmp_path / "s.jsonl"), "--broker", "h:1"])
 
 
 class FakeClock:
