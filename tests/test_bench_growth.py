@@ -168,6 +168,18 @@ def test_projection_flat_and_linear() -> None:
     assert bg.project_seconds(grow[:2], 1000, warmup_docs=150)["seconds_linear"] is None
 
 
+def test_projection_is_not_tilted_by_a_merge_in_the_last_window() -> None:
+    """Steady cost 2 ms/page, and a big segment merge (4 ms/page more) in the last of four
+    windows: the line must stay flat and carry the merges' mean (1 ms/page), not climb."""
+    rows = [row(d, 100, 10.0, 2.0) | {"compact_ms_per_page": 0.0} for d in (100, 200, 300)]
+    rows.append(row(400, 100, 10.4, 6.0) | {"compact_ms_per_page": 4.0})
+    p = bg.project_seconds(rows, 1000)
+    assert p["engine_ms_per_page_at_docs"] == pytest.approx(3.0)
+    assert p["growth_at_docs"] == pytest.approx(1.5)
+    # 600 more documents at 0.1 s each plus 0.4 s of merges per 400 documents
+    assert p["seconds_linear"] == pytest.approx(40.4 + 600 * (0.1 + 0.001))
+
+
 def test_tiny_run_leaves_the_documents_it_counted(tmp_path) -> None:
     from streamdet.state.rocks import RocksKV
 
@@ -184,3 +196,42 @@ def test_tiny_run_leaves_the_documents_it_counted(tmp_path) -> None:
         assert sum(1 for _ in kv.items("urls")) == 60
     finally:
         kv.close()
+
+
+def test_a_run_cut_short_leaves_its_figures_up_to_the_last_checkpoint(tmp_path,
+                                                                      monkeypatch) -> None:
+    """A long run killed midway must still leave its JSON and PNG: main writes them at
+    every checkpoint. The run is cut (an exception from inside it, as a ^C would) after
+    its second checkpoint of three."""
+    import json
+
+    real_run = bg.run
+    lines: list[str] = []
+
+    def cut_after_two(*args, **kw):
+        on_row = args[-1] if len(args) > 6 else kw.pop("on_row")
+        args = args[:6] if len(args) > 6 else args
+
+        def hook(rows: list[dict]) -> None:
+            on_row(rows)
+            lines.append(bg.progress_line(rows))
+            if len(rows) == 2:
+                raise KeyboardInterrupt
+
+        return real_run(*args, on_row=hook, **kw)
+
+    monkeypatch.setattr(bg, "run", cut_after_two)
+    out = tmp_path / "g.json"
+    with pytest.raises(KeyboardInterrupt):
+        bg.main(["--docs", "90", "--checkpoint", "30", "--batch", "16", "--pool", "12",
+                 "--fidelity", "0", "--gram-sample", "1", "--state", str(tmp_path / "st"),
+                 "--out", str(out)])
+    result = json.loads(out.read_text())
+    assert result["partial"] is True
+    assert [r["documents"] for r in result["checkpoints"]] == [30, 60]
+    assert result["figures"]["documents"] == 60
+    assert out.with_suffix(".png").stat().st_size > 0
+    assert not (tmp_path / "st").exists()  # the state is removed even when cut short
+    bpg = result["checkpoints"][-1]["bytes_per_distinct_gram"]
+    assert len(lines) == 2 and lines[-1].startswith("60 docs:")
+    assert f"{bpg:.1f} B/gram" in lines[-1] and "RSS" in lines[-1]
