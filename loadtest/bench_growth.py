@@ -574,10 +574,9 @@ def print_table(rows: list[dict]) -> None:
 
 def plot(result: dict, png: Path) -> None:
     """ms/page (engine wall and CPU) and disk GB against documents."""
-    import matplotlib
+    from loadtest.report import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rows = result["checkpoints"]
     x = [r["documents"] for r in rows]

@@ -48,7 +48,7 @@ from loadtest.bench_embedded import (  # noqa: E402
 )
 from loadtest.corpus import write_jsonl  # noqa: E402
 from loadtest.generator import Generator, GeneratorConfig, Truth  # noqa: E402
-from loadtest.report import _pyplot, machine  # noqa: E402
+from loadtest.report import machine, pyplot  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"
 NUM_PERM = 128
@@ -221,7 +221,7 @@ def measure(pages: int, seed: int, work: Path) -> dict:
 
 
 def plot(result: dict, png: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     sd, ls = result["streamdet"], result["lsh"]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4.2))
     bars = a.bar(["streamdet\n(durable state)", f"MinHash LSH\n(num_perm {NUM_PERM})"],

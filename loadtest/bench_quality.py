@@ -317,10 +317,9 @@ def print_table(results: list[dict]) -> None:
 def plot(results: list[dict], path: Path, title: str) -> None:
     """One panel per swept parameter: recall, source precision, donor recall and the
     false-positive rate against its value, the default marked."""
-    import matplotlib
+    from loadtest.report import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     base = results[0]["params"]
     groups = [g for g in SWEEP if any(r["group"] == g for r in results)]

@@ -62,7 +62,8 @@ def machine() -> dict:
 # -- plots of the benchmarks that do not draw their own -----------------------------------
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (benchmarks run without a display)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -73,7 +74,7 @@ def _pyplot():
 
 def plot_embedded(result: dict, png: Path) -> None:
     """Pages/s of streamdet and of the parse+tokenize+hash floor, with the ratio."""
-    plt = _pyplot()
+    plt = pyplot()
     f = result["figures"]
     fig, ax = plt.subplots(figsize=(5, 3.5))
     bars = ax.bar(["streamdet\n(durable state)", "floor\n(parse+tok+hash)"],
@@ -90,7 +91,7 @@ def plot_embedded(result: dict, png: Path) -> None:
 
 def plot_kafka(result: dict, png: Path) -> None:
     """Throughput of 1 and 2 workers, and the fetch->event latency distribution."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.5))
     one, two = result["one_worker"]["pages_per_s"], result["two_workers"]["pages_per_s"]
     bars = a.bar(["1 worker", "2 workers"], [one, two], color=["tab:gray", "tab:blue"])

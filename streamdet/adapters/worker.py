@@ -29,10 +29,8 @@ shutdown first drains every round in flight.
 On assignment the worker claims the shard: a new ownership epoch on the meta topic
 (kafka.claim_shard). Event seqs carry it in their high bits, so a new owner's events rank
 above every earlier owner's; a local state written under an older epoch than the newest is
-from a history another worker has since replaced, and is wiped (outboxes included) and
-rebuilt.
-
-On assignment a shard's state is opened; when it is missing or behind the group's
+from a history another worker has since replaced, and is wiped (outboxes included). Then
+the shard's state is opened; when it is missing or behind the group's
 committed offsets (the disk was lost, or another worker moved it on meanwhile), the
 shard replays its partitions up to those offsets without sending anything (it was all sent
 by whoever committed them) - doc shards their pages first, then their deltas - and the

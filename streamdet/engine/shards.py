@@ -23,8 +23,9 @@ What makes the result exact whatever the interleaving of partitions:
 - Doc shards apply a batch's pages before its deltas; replaying a doc shard's two
   partitions that way rebuilds the same state (a delta for a document that a later page
   replaced is dropped either way).
-- Event `seq` is the doc shard's consumed-offset sum at the batch: it only grows, also
-  across a rebuild, so events never regress.
+- Event `seq` is at least the `seq` the caller passes for the batch (the worker passes its
+  ownership epoch << 40 plus the consumed-offset sum) and above the URL's last: it only
+  grows, also across a rebuild and a change of owner, so events never regress.
 """
 
 from __future__ import annotations
