@@ -392,6 +392,7 @@ def window_row(w: Window, store, grams: dict | None, docs: int, arrivals: int) -
         "rss_bytes": rss_bytes(), "disk_bytes": disk["total"], "disk": disk,
         "rocks_pending_compaction_bytes": rocks_pending_bytes(store.kv),
         "segments": len(store.segments.segments), "segment_pairs": store.segments.pairs,
+        "recent_pairs": store.recent.n,
         "segment_ram_bytes": store.segments.ram_bytes,
         "overlay_cache_grams": len(store.postings), "doc_cache_docs": len(store.doc_cache),
         "dead_versions": len(store.dead), "loadavg_1m": os.getloadavg()[0],

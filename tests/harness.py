@@ -17,7 +17,8 @@ callable (e.g. one that produces the records, waits for idle and reads `streamde
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from streamdet.adapters.report import dump_rows
@@ -25,12 +26,25 @@ from streamdet.engine.analysis import analyze
 from streamdet.engine.core import Engine
 from streamdet.engine.params import Params
 from streamdet.engine.records import BadRecord, page_from_object
+from streamdet.state import recent
 from streamdet.state.kv import MemoryKV
 from streamdet.state.rocks import RocksKV
 from streamdet.state.txn import Store
 
 Rows = dict[str, dict]
 Pipeline = Callable[[list[dict], Params, Sequence[int]], Rows]
+
+
+@contextmanager
+def recent_capacity(capacity: int | None) -> Iterator[None]:
+    """Stores opened inside keep at most `capacity` first-holder pairs among their recent
+    pairs before writing a segment (None: the default)."""
+    saved = recent.CAPACITY
+    recent.CAPACITY = capacity or saved
+    try:
+        yield
+    finally:
+        recent.CAPACITY = saved
 
 
 def cut(records: Sequence[Any], batches: Sequence[int]) -> list[list[Any]]:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamdet.engine.cover import greedy_cover, still_greedy
+from streamdet.engine.cover import first_change, greedy_cover, still_greedy
 from streamdet.engine.params import Params
 
 from .harness import assert_same_rows, memory_pipeline
@@ -157,10 +157,14 @@ URLS = st.sampled_from([f"http://{c}.org/" for c in "abcdefgh"])
 MASKS = st.dictionaries(st.integers(1, 8), st.integers(1, 2**10 - 1), max_size=6)
 
 
-@settings(max_examples=500, deadline=None)
-@given(old=MASKS, new=MASKS, url_of=st.dictionaries(st.integers(1, 16), URLS,
-                                                     min_size=16, max_size=16),
-       fresh_bits=st.integers(0, 3))
+def given_new_sources(test):
+    """Old masks, new sources (some holding new grams), URLs: for the incremental checks."""
+    return settings(max_examples=500, deadline=None)(given(
+        old=MASKS, new=MASKS, fresh_bits=st.integers(0, 3),
+        url_of=st.dictionaries(st.integers(1, 16), URLS, min_size=16, max_size=16))(test))
+
+
+@given_new_sources
 def test_still_greedy_tells_exactly_whether_new_sources_change_the_cover(
         old, new, url_of, fresh_bits):
     """still_greedy's verdict equals running the greedy again, when the only changes are
@@ -171,3 +175,23 @@ def test_still_greedy_tells_exactly_whether_new_sources_change_the_cover(
     verdict = still_greedy(after, cover, [url_of[s] for s, _ in cover],
                            [(s, url_of[s]) for s in new])
     assert verdict == (greedy_cover(after, url_of.__getitem__) == cover)
+
+
+@given_new_sources
+def test_greedy_resumed_after_the_steps_new_sources_cannot_change_is_the_greedy(
+        old, new, url_of, fresh_bits):
+    """first_change says how many steps of the old cover stand; the greedy resumed after
+    them equals the greedy run from scratch."""
+    new = {s + 8: m | (((1 << fresh_bits) - 1) << 10 if m & 1 else 0) for s, m in new.items()}
+    cover = greedy_cover(old, url_of.__getitem__)
+    after = {**old, **new}
+    kept = first_change(after, cover, [url_of[s] for s, _ in cover],
+                        [(s, url_of[s]) for s in new])
+    fresh = greedy_cover(after, url_of.__getitem__)
+    if kept is None:
+        assert fresh == cover
+    else:
+        assert fresh[:kept] == cover[:kept]
+        # ... and no more: the greedy's step `kept` differs, or the old cover had ended
+        assert fresh[kept] != cover[kept] if kept < len(cover) else len(fresh) > kept
+        assert greedy_cover(after, url_of.__getitem__, cover[:kept]) == fresh

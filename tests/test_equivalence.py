@@ -19,6 +19,7 @@ from .harness import (
     check_events,
     memory_pipeline,
     memory_reopen_pipeline,
+    recent_capacity,
     rocks_pipeline,
     rocks_reopen_pipeline,
     run_embedded,
@@ -48,13 +49,20 @@ def _check(pipeline, records, params, batches):
     assert_same_rows(expected, got, f"params={params} batches={batches}\nrecords={records!r}")
 
 
+# New first-holder pairs stay among the recent pairs until this many gather, then become a
+# segment: tiny capacities send nearly every batch through segments and their merges,
+# the default keeps small corpora in the recent pairs (and their log, on reopening).
+CAPACITIES = st.sampled_from([1, 8, 64, None])
+
+
 def _make_test(name):
     pipeline, examples = PIPELINES[name]
 
     @settings(max_examples=examples, **SETTINGS)
-    @given(corpus=any_corpus_st())
-    def test(corpus):
-        _check(pipeline, *corpus)
+    @given(corpus=any_corpus_st(), capacity=CAPACITIES)
+    def test(corpus, capacity):
+        with recent_capacity(capacity):
+            _check(pipeline, *corpus)
 
     test.__name__ = f"test_random_corpus_{name.replace('-', '_')}"
     return test
@@ -72,13 +80,14 @@ test_random_corpus_memory_nocompact = _make_test("memory-nocompact")
     ("rocks-reopen", 2)])
 def test_large_corpus(name, examples):
     """Hundreds of fresh grams per page: multi-chunk segments, Bloom filters at scale,
-    segment merges that drop withdrawn versions."""
+    segment merges that drop withdrawn versions (with recent pairs of a few pages)."""
     pipeline = PIPELINES[name][0]
 
     @settings(max_examples=examples, database=None, **SETTINGS)
-    @given(corpus=large_corpus_st())
-    def run(corpus):
-        _check(pipeline, *corpus)
+    @given(corpus=large_corpus_st(), capacity=st.sampled_from([256, 2048]))
+    def run(corpus, capacity):
+        with recent_capacity(capacity):
+            _check(pipeline, *corpus)
 
     run()
 

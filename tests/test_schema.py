@@ -6,16 +6,20 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamdet.state.kv import MemoryKV
 from streamdet.state.maskcodec import decode_masks, encode_masks
 from streamdet.state.schema import (
     COMMON,
+    Cover,
     DocState,
     decode_doc,
     decode_posting,
     encode_doc,
     encode_posting,
     encode_slots,
+    u64key,
 )
+from streamdet.state.txn import Store
 
 GRAMS = st.integers(min_value=0, max_value=12)
 SOURCES = st.integers(min_value=1, max_value=5)
@@ -28,31 +32,40 @@ def _view(d: DocState) -> dict[int, set[int]]:
     return {g: {s for s, m in d.masks.items() if m >> i & 1} for g, i in d.pos.items()}
 
 
+def _apply(d: DocState, model: dict[int, set[int]], op: str, grams: list[int], src: int) -> None:
+    """One change to a document and to the plain model beside it."""
+    if op == "gain":
+        new = [g for g in grams if g not in model]
+        d.gain(new)
+        model.update({g: set() for g in new})
+    elif op == "lose":
+        gone = [g for g in grams if g in model]
+        d.lose(gone)
+        for g in gone:
+            del model[g]
+    elif op == "add":
+        have = [g for g in grams if g in model]
+        d.add_source(src, d.bits(have))
+        for g in have:
+            model[g].add(src)
+    elif op == "drop":
+        have = [g for g in grams if g in model]
+        d.drop_source(src, d.bits(have))
+        for g in have:
+            model[g].discard(src)
+    else:
+        d.result = Cover(((f"http://s{src}.example/", len(grams)),), bool(src % 2),
+                         d.n_patch, d.n_grams, (src,))
+
+
 @settings(max_examples=300, deadline=None)
 @given(OPS)
 def test_slots_and_masks_follow_a_plain_model(ops):
     d = DocState(100)
     model: dict[int, set[int]] = {}
     for op, grams, src in ops:
-        if op == "gain":
-            new = [g for g in grams if g not in model]
-            d.gain(new)
-            model.update({g: set() for g in new})
-        elif op == "lose":
-            gone = [g for g in grams if g in model]
-            d.lose(gone)
-            for g in gone:
-                del model[g]
-        elif op in ("add", "drop"):
-            have = [g for g in grams if g in model]
-            if op == "add":
-                d.add_source(src, d.bits(have))
-                for g in have:
-                    model[g].add(src)
-            else:
-                d.drop_source(src, d.bits(have))
-                for g in have:
-                    model[g].discard(src)
+        if op != "roundtrip":
+            _apply(d, model, op, grams, src)
         else:
             again = decode_doc(encode_doc(d), encode_slots(d))
             assert encode_doc(again) == encode_doc(d)
@@ -101,3 +114,67 @@ def test_holder_bits_equal_one_bits_call_per_holder(gram_holders, earlier):
     expected = {s: d.bits([g for g, h in zip(grams, holders, strict=True) if s in h])
                 for s in set().union(*holders)}
     assert d.holder_bits(grams, holders) == expected
+
+
+STORED_OPS = st.lists(st.tuples(st.sampled_from(["gain", "lose", "add", "drop", "result"]),
+                                st.lists(GRAMS, max_size=5, unique=True),
+                                st.integers(min_value=1, max_value=30),
+                                st.booleans()), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(STORED_OPS)
+def test_documents_stored_as_snapshot_plus_delta_read_back_equal(ops):
+    """Each change is committed (as a delta while it stays small, else a snapshot) and,
+    now and then, read back by a new store with nothing cached."""
+    kv = MemoryKV()
+    store = Store(kv)
+    txn = store.begin()
+    txn.put_doc(7, DocState(100))
+    txn.commit()
+    model: dict[int, set[int]] = {}
+    for op, grams, src, reload in ops:
+        if reload:
+            store = Store(kv)
+        txn = store.begin()
+        d = txn.doc(7)
+        assert _view(d) == model
+        _apply(d, model, op, grams, src)
+        result = d.result
+        txn.touch_doc(7)
+        txn.commit()
+        again = Store(kv).begin().doc(7)
+        assert _view(again) == model
+        assert encode_doc(again) == encode_doc(d)  # same masks, same result
+        assert (again.result.sources, again.result.quilted, again.result.docnos) == (
+            result.sources, result.quilted, result.docnos)
+        assert encode_slots(again) == encode_slots(d)
+
+
+def test_an_added_source_is_stored_as_a_small_delta_not_a_new_snapshot():
+    kv = MemoryKV()
+    store = Store(kv)
+    txn = store.begin()
+    d = DocState(500)
+    d.gain(list(range(200)))
+    for s in range(1, 41):
+        d.add_source(s, d.bits(list(range(s, 200, 7))))
+    txn.put_doc(7, d)
+    txn.commit()
+    snapshot = kv.get("docs", u64key(7))
+    assert kv.get("docdelta", u64key(7)) is None
+    for s in (41, 42):
+        txn = store.begin()
+        txn.doc(7).add_source(s, 0b1011)
+        txn.touch_doc(7)
+        txn.commit()
+        assert kv.get("docs", u64key(7)) == snapshot  # not rewritten
+        assert len(kv.get("docdelta", u64key(7))) < len(snapshot) // 4
+    txn = store.begin()
+    txn.doc(7).lose([0, 1])  # every mask changes: a new snapshot, no delta
+    txn.touch_doc(7)
+    txn.commit()
+    assert kv.get("docs", u64key(7)) != snapshot
+    assert kv.get("docdelta", u64key(7)) is None
+    again = Store(kv).begin().doc(7)
+    assert again.masks == txn.doc(7).masks and 41 in again.masks and 42 in again.masks

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from streamdet.state import recent as recent_mod
 from streamdet.state import segments as seg_mod
 from streamdet.state import txn as txn_mod
 from streamdet.state.bloom import BlockedBloom, probe_masks
@@ -154,6 +155,7 @@ def test_tiny_store_caches_change_nothing(corpus, monkeypatch_module):
     records, params, batches = corpus
     monkeypatch_module.setattr(txn_mod, "POSTING_CACHE_GRAMS", 4)
     monkeypatch_module.setattr(txn_mod, "DOC_CACHE_SLOTS", 4)
+    monkeypatch_module.setattr(recent_mod, "CAPACITY", 4)
     assert_same_rows(reference(records, params), memory_pipeline(records, params, batches))
 
 
@@ -168,4 +170,5 @@ def test_merging_in_tiny_slices_changes_nothing(corpus, monkeypatch_module):
     monkeypatch_module.setattr(seg_mod, "MERGE_FANIN", 2)
     monkeypatch_module.setattr(seg_mod, "TIER_FLOOR", 8)
     monkeypatch_module.setattr(seg_mod, "MERGE_SLICE", 8)
+    monkeypatch_module.setattr(recent_mod, "CAPACITY", 2)  # nearly every batch a segment
     assert_same_rows(reference(records, params), memory_pipeline(records, params, batches))

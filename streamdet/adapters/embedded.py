@@ -228,7 +228,7 @@ class EmbeddedRunner:
         if time.monotonic() - self._disk_checked > 10:
             self._disk_checked = time.monotonic()
             m.state_bytes.set(self.store.kv.disk_bytes())
-            m.postings.set(self.store.segments.pairs)
+            m.postings.set(self.store.first_holder_pairs)
 
 
 def _payload_bytes(payload: bytes | dict) -> int:

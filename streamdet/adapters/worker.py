@@ -243,7 +243,7 @@ class Worker:
         if now - self._disk_checked > 10:
             self._disk_checked = now
             m.state_bytes.set(dir_bytes(self.state_dir))
-            m.postings.set(sum(s.store.segments.pairs for s in self.gram_shards.values()))
+            m.postings.set(sum(s.store.first_holder_pairs for s in self.gram_shards.values()))
             m.documents.set(sum(s.documents for s in self.doc_shards.values()))
 
     async def _shutdown(self) -> None:

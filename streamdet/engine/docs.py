@@ -7,7 +7,7 @@ it, and what kind of change), and re-scored once per batch.
 
 Most changes to an earlier document are a newly arrived foreign source sharing some of its
 text. Those only add candidates to the greedy cover, so re-scoring first checks whether
-the stored cover still stands (cover.still_greedy) and runs the greedy only when it might
+the stored cover still stands (cover.first_change) and runs the greedy only when it might
 not: a loss of patch grams or of a source always re-runs it.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..state.schema import Cover, DocState
-from .cover import greedy_cover, still_greedy
+from .cover import first_change, greedy_cover
 from .deltas import ADD, DROP, GAIN, GAIN_FROM, LOSE, Delta
 from .params import Params
 
@@ -112,19 +112,24 @@ class DocRole:
         return changed
 
     def score(self, txn: DocView, doc: DocState, touch: Touch | None = None) -> Cover:
-        """The document's cover and quilted flag from its current patch set; the stored
-        cover is kept when `touch` shows only new sources that cannot change it."""
+        """The document's cover and quilted flag from its current patch set. When `touch`
+        shows only new sources, the stored cover's steps that they cannot change are
+        kept (all of them, most of the time) and the greedy resumes after them."""
         prev = doc.result
+        kept: int | None = 0
         if (touch is not None and touch.added is not None and prev.n_grams == doc.n_grams
-                and len(prev.docnos) == len(prev.sources)
-                and still_greedy(doc.masks, [(s, n) for s, (_, n) in
-                                             zip(prev.docnos, prev.sources, strict=True)],
-                                 [u for u, _ in prev.sources],
-                                 [(s, txn.url_of(s)) for s in touch.added])):
+                and len(prev.docnos) == len(prev.sources)):
+            old = list(zip(prev.docnos, (n for _, n in prev.sources), strict=True))
+            kept = first_change(doc.masks, old, [u for u, _ in prev.sources],
+                                [(s, txn.url_of(s)) for s in touch.added])
+        if kept is None:
             docnos, sources = prev.docnos, prev.sources
         else:
-            cover = greedy_cover(doc.masks, txn.url_of)
+            cover = greedy_cover(doc.masks, txn.url_of, old[:kept] if kept else ())
             docnos = tuple(s for s, _ in cover)
-            sources = tuple((txn.url_of(s), n) for s, n in cover)
+            sources = prev.sources[:kept] + tuple((txn.url_of(s), n) for s, n in cover[kept:])
         quilted = doc.patch_fraction >= self.params.theta and len(sources) >= self.params.c
+        if (quilted, doc.n_patch, doc.n_grams, docnos) == (
+                prev.quilted, prev.n_patch, prev.n_grams, prev.docnos) and sources == prev.sources:
+            return prev  # unchanged: the same object, whose encoding can be reused
         return Cover(sources, quilted, doc.n_patch, doc.n_grams, docnos)

@@ -67,6 +67,10 @@ class Generations:
             into[k] = v
         return missing
 
+    def discard(self, key) -> None:
+        self.young.pop(key, None)
+        self.old.pop(key, None)
+
     def clear(self) -> None:
         self.dropped = self.dropped or len(self) > 0
         self.young = {}

@@ -11,7 +11,8 @@ from abc import ABC, abstractmethod
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 
-TABLES = ("grams", "segs", "docs", "slots", "names", "urls", "dead", "meta", "docgrams")
+TABLES = ("grams", "segs", "docs", "slots", "names", "urls", "dead", "meta", "docgrams",
+          "docdelta", "recent")
 
 
 class DeleteRange:

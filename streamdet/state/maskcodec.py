@@ -48,7 +48,7 @@ def decode_masks(b: bytes, off: int, n_masks: int, n_slots: int) -> tuple[list[i
     view = memoryview(b)
     from_bytes = int.from_bytes
     distinct = [from_bytes(view[o : o + width], "little")
-                for o in range(off, off + n_distinct * width, width or 1)]
+                for o in range(off, off + n_distinct * width, width)] if width else [0]
     off += n_distinct * width
     dt = _index_dtype(n_distinct)
     index = np.frombuffer(b, dtype=dt, count=n_masks, offset=off).tolist()

@@ -4,7 +4,13 @@
           or COMMON once more than m documents held it (sticky, SPEC §1 exception).
           Postings may still list docnos of withdrawn document versions; readers drop them
           with the dead set, writers prune them.
-- docs:   docno -> DocState: size, foreign sources with their slot masks, last result.
+- docs:   docno -> DocState snapshot: size, foreign sources with their slot masks, result.
+- docdelta: docno -> what changed since the snapshot: the sources whose masks changed
+          (an empty mask: the source is gone), the slot count and the last result. Most
+          re-scores of an earlier document add one foreign source (a new page sharing some
+          of its text), and a stream of small batches re-scores each document again and
+          again: rewriting all of its ~100 masks each time was the doc shard's largest
+          cost. A delta is rewritten while it stays small; then the snapshot is.
 - slots:  docno -> the DocState's patch-gram slots, a key of its own because most
           re-scores change sources but not the patch set: only changed slots are rewritten.
 - names:  docno -> server and URL of a live document version (sources need both).
@@ -19,7 +25,7 @@ import heapq
 import struct
 import sys
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 
 import numpy as np
@@ -33,6 +39,8 @@ _COMMON_BYTES = b"\x00"
 _DOC_HEADER = struct.Struct("<QIIIIB")
 _URL_ENTRY = struct.Struct("<QQ")
 _BIG_ENDIAN = sys.byteorder == "big"
+DELTA_MIN_SOURCES = 8  # a delta may always hold this many changed sources ...
+DELTA_SHARE = 4  # ... or up to 1/DELTA_SHARE of the document's sources
 
 
 def u64key(n: int) -> bytes:
@@ -81,6 +89,14 @@ class Cover:
     n_patch: int = 0
     n_grams: int = 0
     docnos: tuple[int, ...] = ()  # the sources' document versions, aligned with `sources`
+    # the sources' encoding, kept once made: an unchanged cover is the same object
+    blob: bytes | None = field(default=None, compare=False, repr=False)
+
+    def sources_bytes(self) -> bytes:
+        """The sources as stored: URL and count, joined by control characters."""
+        if self.blob is None:
+            self.blob = "\x00".join(f"{u}\x01{n}" for u, n in self.sources).encode("utf-8")
+        return self.blob
 
     @property
     def patch_fraction(self) -> float:
@@ -95,16 +111,21 @@ class DocState:
     and popcount per source and step), kept current by deltas from the gram role, so
     re-scoring never reads the gram index and never rebuilds the masks. Freed slots (a gram
     that went common) are reused. `slots_changed` says whether the slots differ from the
-    stored ones (see table `slots`).
+    stored ones (see table `slots`); `unsaved` names the sources whose masks changed since
+    the stored snapshot (None: the masks as a whole did, or there is no snapshot yet), and
+    `has_delta` whether a delta is stored beside the snapshot (see table `docdelta`).
     """
 
-    __slots__ = ("n_grams", "slots", "pos", "free", "masks", "result", "slots_changed")
+    __slots__ = ("n_grams", "slots", "pos", "free", "masks", "result", "slots_changed",
+                 "unsaved", "has_delta")
 
     def __init__(self, n_grams: int, slots: array | None = None,
                  masks: dict[int, int] | None = None, result: Cover | None = None,
                  free: list[int] | None = None) -> None:
         self.n_grams = n_grams
         self.slots_changed = slots is None
+        self.unsaved: set[int] | None = None if slots is None else set()
+        self.has_delta = False
         # Slots are a flat uint64 array, not a list: 8 bytes a slot instead of a pointer to
         # an int object, nothing for the garbage collector to walk, and the codec copies
         # it in one go. `pos` (gram -> slot) holds the Python ints lookups need.
@@ -187,10 +208,13 @@ class DocState:
                 heapq.heappush(self.free, i)
                 self.slots_changed = True
         self.masks = {s: m & clear for s, m in self.masks.items() if m & clear}
+        self.unsaved = None
 
     def add_source(self, source: int, bits: int) -> None:
         if bits:
             self.masks[source] = self.masks.get(source, 0) | bits
+            if self.unsaved is not None:
+                self.unsaved.add(source)
 
     def drop_source(self, source: int, bits: int) -> None:
         m = self.masks.get(source, 0) & ~bits
@@ -198,6 +222,14 @@ class DocState:
             self.masks[source] = m
         else:
             self.masks.pop(source, None)
+        if self.unsaved is not None:
+            self.unsaved.add(source)
+
+    def delta_fits(self) -> bool:
+        """Whether the changes since the snapshot are few enough to store as a delta
+        (rewritten whole at every commit, so it must stay a small share of the masks)."""
+        return self.unsaved is not None and len(self.unsaved) <= max(
+            DELTA_MIN_SOURCES, len(self.masks) // DELTA_SHARE)
 
     def foreign_patch_grams(self) -> int:
         """How many patch grams some foreign document also holds."""
@@ -217,16 +249,26 @@ def _le_bytes(a: array) -> bytes:
 
 def encode_doc(d: DocState) -> bytes:
     """Canonical bytes (the same document state gives the same bytes, whatever the order
-    its sources arrived in) of everything but the slots. Layout: header, sources (u64,
-    ascending), their masks (maskcodec), cover docnos (u64), cover URL and count text."""
-    cover = "\x00".join(f"{u}\x01{n}" for u, n in d.result.sources).encode("utf-8")
-    order = sorted(d.masks)
+    its sources arrived in) of everything but the slots: the snapshot. Layout: header,
+    sources (u64, ascending), their masks (maskcodec), cover docnos (u64), cover URL and
+    count text."""
+    return _encode(d, sorted(d.masks))
+
+
+def encode_doc_delta(d: DocState) -> bytes:
+    """The delta beside a snapshot: the snapshot's layout over the sources changed since
+    it was written (an empty mask for a source that is gone)."""
+    return _encode(d, sorted(d.unsaved or ()))
+
+
+def _encode(d: DocState, order: list[int]) -> bytes:
+    cover = d.result.sources_bytes()
     masks = d.masks
     return b"".join((
         _DOC_HEADER.pack(d.n_grams, len(d.slots), len(order), len(d.result.docnos),
                          len(cover), d.result.quilted),
         np.asarray(order, dtype="<u8").tobytes(),
-        encode_masks([masks[s] for s in order], len(d.slots)),
+        encode_masks([masks.get(s, 0) for s in order], len(d.slots)),
         np.asarray(d.result.docnos, dtype="<u8").tobytes(),
         cover,
     ))
@@ -240,10 +282,27 @@ def encode_slots(d: DocState) -> bytes:
     return _le_bytes(d.slots) + np.packbits(occupied, bitorder="little").tobytes()
 
 
-def decode_doc(b: bytes, slot_bytes: bytes | None) -> DocState:
-    """A document from its `docs` and `slots` values (None: it has no slots)."""
-    n_grams, n_slots, n_src, n_docnos, n_cover, quilted = _DOC_HEADER.unpack_from(b)
+def decode_doc(b: bytes, slot_bytes: bytes | None, delta: bytes | None = None) -> DocState:
+    """A document from its `docs`, `slots` and `docdelta` values (None: it has none)."""
+    n_grams, n_slots, masks, quilted, docnos, cover, blob = _decode(b)
+    if delta is not None:  # newer slot count, changed masks and result
+        _, n_slots, changed, quilted, docnos, cover, blob = _decode(delta)
+        masks.update(changed)
+        masks = {s: m for s, m in masks.items() if m}
     slots, free = _decode_slots(slot_bytes or b"", n_slots)
+    d = DocState(n_grams, slots, masks, None, free)
+    d.result = Cover(cover, quilted, d.n_patch, n_grams, docnos, blob)
+    if delta is not None:
+        d.unsaved = set(changed)
+        d.has_delta = True
+    return d
+
+
+def _decode(b: bytes) -> tuple[int, int, dict[int, int], bool, tuple[int, ...],
+                               tuple[tuple[str, int], ...], bytes]:
+    """n_grams, n_slots, masks by source, quilted, cover docnos, cover and its bytes, of
+    a snapshot or a delta."""
+    n_grams, n_slots, n_src, n_docnos, n_cover, quilted = _DOC_HEADER.unpack_from(b)
     off = _DOC_HEADER.size
     sources = np.frombuffer(b, dtype="<u8", count=n_src, offset=off).tolist()
     off += 8 * n_src
@@ -251,13 +310,12 @@ def decode_doc(b: bytes, slot_bytes: bytes | None) -> DocState:
     masks = dict(zip(sources, mask_list, strict=True))
     docnos = tuple(np.frombuffer(b, dtype="<u8", count=n_docnos, offset=off).tolist())
     off += 8 * n_docnos
-    cover_text = b[off : off + n_cover].decode("utf-8")
-    result_sources = tuple(
+    blob = b[off : off + n_cover]
+    cover_text = blob.decode("utf-8")
+    cover = tuple(
         (u, int(n)) for u, n in (item.split("\x01") for item in cover_text.split("\x00"))
     ) if cover_text else ()
-    d = DocState(n_grams, slots, masks, None, free)
-    d.result = Cover(result_sources, bool(quilted), d.n_patch, n_grams, docnos)
-    return d
+    return n_grams, n_slots, masks, bool(quilted), docnos, cover, blob
 
 
 def _decode_slots(b: bytes, n_slots: int) -> tuple[array, list[int]]:

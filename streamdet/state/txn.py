@@ -17,6 +17,7 @@ import numpy as np
 from .bloom import probe_masks
 from .cache import Generations
 from .kv import KV, Op
+from .recent import RecentPairs
 from .schema import (
     DocState,
     Posting,
@@ -25,6 +26,7 @@ from .schema import (
     decode_posting,
     decode_url_entry,
     encode_doc,
+    encode_doc_delta,
     encode_name,
     encode_posting,
     encode_slots,
@@ -38,6 +40,7 @@ from .segments import SegmentIndex
 _MISSING = object()
 DOC_CACHE_SLOTS = 1 << 24  # patch-gram slots of decoded documents kept between batches (~90 B each)
 POSTING_CACHE_GRAMS = 1 << 22  # decoded overlay postings kept between batches (~150 B each)
+NAME_CACHE = 1 << 18  # (server, URL) of document versions kept between batches (~250 B each)
 
 
 class StateError(RuntimeError):
@@ -51,6 +54,7 @@ class Store:
         self.kv = kv
         self.dead: set[int] = {key_u64(k) for k, _ in kv.items("dead")}
         self.segments = SegmentIndex(kv)
+        self.recent = RecentPairs(kv)
         # Decoded documents as of the last commit. A transaction takes (pops) what it reads
         # and gives everything back on commit, so an abandoned transaction can never leave
         # uncommitted changes here.
@@ -60,6 +64,11 @@ class Store:
         # replicated passages) come back batch after batch, and their postings only change
         # through commits, which update this cache with the same values they write.
         self.postings = Generations(POSTING_CACHE_GRAMS)
+        # Names of document versions as of the last commit. A docno's name never changes
+        # (a re-fetch gets a new docno) and goes only when the version is withdrawn, so
+        # the cache needs no invalidation but that; every greedy cover reads the URL of
+        # each source (SPEC's tie-break), ~45 reads a page that hit RocksDB each batch.
+        self.names = Generations(NAME_CACHE)
         self._overlay_was_empty = next(kv.items("grams"), None) is None
 
     @property
@@ -99,6 +108,11 @@ class Store:
             _, old = cache.popitem(last=False)
             self._cached_slots -= len(old.slots)
 
+    @property
+    def first_holder_pairs(self) -> int:
+        """Grams ever held, one (gram, first holder) pair each: in segments or recent."""
+        return self.segments.pairs + self.recent.n
+
     def begin(self) -> Txn:
         return Txn(self)
 
@@ -130,12 +144,15 @@ class Txn:
         self.fresh: list[tuple[np.ndarray, int]] = []
         self._next_docno: int | None = None
         self._segment = None
+        self._logged: tuple[np.ndarray, np.ndarray] | None = None
+        self._flushed = False
         self._prefetched = False
 
     # -- gram index -------------------------------------------------------------------
     # A gram's posting is its overlay entry (table `grams`) when it has one, else the
-    # holders its segment pairs name. Every gram ever seen has a segment pair, so a gram no
-    # segment's Bloom filter admits was never seen and needs no read at all.
+    # holder its first-holder pair names. Every gram ever seen has such a pair, in a
+    # segment or among the recent pairs, so a gram that no segment's Bloom filter and not
+    # the recent pairs' admits was never seen and needs no read at all.
 
     def prefetch(self, grams: np.ndarray) -> np.ndarray:
         """Load the postings of a batch's grams (sorted, distinct); True where a gram has
@@ -146,20 +163,26 @@ class Txn:
         held = np.zeros(len(grams), dtype=bool)
         if not len(grams):
             return held
-        maybe = np.flatnonzero(self.store.segments.maybe(grams, probe_masks(grams)))
+        masks = probe_masks(grams)
+        maybe = np.flatnonzero(self.store.segments.maybe(grams, masks)
+                               | self.store.recent.maybe(grams, masks))
         self._resolve(grams[maybe])
         cache = self.postings_cache
         held[maybe] = [cache.get(g) is not None for g in grams[maybe].tolist()]
         return held
 
     def _resolve(self, grams: np.ndarray) -> None:
-        """Overlay first (the store's cache of it, then the KV), then segments, for grams
-        not in the transaction's cache."""
+        """Overlay first (the store's cache of it, then the KV), then the recent pairs,
+        then segments, for grams not in the transaction's cache."""
         cache = self.postings_cache
         glist = [g for g in grams.tolist() if g not in cache] if cache else grams.tolist()
         rest = self.store.postings.get_many(glist, cache)
         if rest and not self.store.overlay_cached:
             rest = self._read_overlay(rest)
+        if rest:
+            found, rest = self.store.recent.find(rest)
+            for g, holder in found.items():
+                cache[g] = (holder,)
         if rest:
             for g, holder in self.store.segments.find(np.asarray(rest, dtype=np.uint64)).items():
                 cache[g] = (holder,)
@@ -228,7 +251,8 @@ class Txn:
             if d is None:
                 key = u64key(docno)
                 raw = self.kv.get("docs", key)
-                d = None if raw is None else decode_doc(raw, self.kv.get("slots", key))
+                d = None if raw is None else decode_doc(raw, self.kv.get("slots", key),
+                                                        self.kv.get("docdelta", key))
             self.docs[docno] = d
         return d
 
@@ -255,8 +279,12 @@ class Txn:
         """(server, url) of a document version."""
         n = self.names.get(docno, _MISSING)
         if n is _MISSING:
-            raw = self.kv.get("names", u64key(docno))
-            n = None if raw is None else decode_name(raw)
+            n = self.store.names.get(docno)
+            if n is None:
+                raw = self.kv.get("names", u64key(docno))
+                if raw is not None:
+                    n = decode_name(raw)
+                    self.store.names.put(docno, n)  # a committed value
             self.names[docno] = n
         return n
 
@@ -303,10 +331,7 @@ class Txn:
         """Every buffered change as KV operations."""
         ops: list[Op] = []
         if self.fresh:
-            grams = np.concatenate([g for g, _ in self.fresh])
-            docnos = np.concatenate([np.full(len(g), d, dtype=np.uint64) for g, d in self.fresh])
-            seg_ops, self._segment = self.store.segments.new_segment_ops(grams, docnos)
-            ops.extend(seg_ops)
+            ops.extend(self._fresh_ops())
         if self.dirty_postings:
             keys = u64keys(list(self.dirty_postings))
             ops.extend(("grams", key, encode_posting(p))
@@ -332,12 +357,38 @@ class Txn:
             ops.append(("meta", b"positions", json.dumps(positions, sort_keys=True).encode()))
         return ops
 
+    def _fresh_ops(self) -> list[Op]:
+        """The batch's new first-holder pairs: logged among the recent pairs while they
+        fit; else written, with the recent pairs, as a segment (a big batch's pairs make
+        a segment at once, as the recent pairs are then few or none)."""
+        grams = np.concatenate([g for g, _ in self.fresh])
+        docnos = np.concatenate([np.full(len(g), d, dtype=np.uint64) for g, d in self.fresh])
+        recent = self.store.recent
+        if recent.fits(len(grams)):
+            self._logged = (grams, docnos)
+            return recent.log_ops(grams, docnos)
+        ops: list[Op] = []
+        if recent.n:
+            ops, old_grams, old_docnos = recent.flush_ops()
+            grams = np.concatenate((old_grams, grams))
+            docnos = np.concatenate((old_docnos, docnos))
+            self._flushed = True
+        seg_ops, self._segment = self.store.segments.new_segment_ops(grams, docnos)
+        return ops + seg_ops
+
     @staticmethod
     def _doc_ops(docno: int, d: DocState | None) -> list[Op]:
+        """A changed document's writes: its delta while that stays small, else a new
+        snapshot (and the delta deleted); its slots when they changed."""
         key = u64key(docno)
         if d is None:
-            return [("docs", key, None), ("slots", key, None)]
-        ops: list[Op] = [("docs", key, encode_doc(d))]
+            return [("docs", key, None), ("slots", key, None), ("docdelta", key, None)]
+        if d.delta_fits():
+            ops: list[Op] = [("docdelta", key, encode_doc_delta(d))]
+        else:
+            ops = [("docs", key, encode_doc(d))]
+            if d.has_delta:
+                ops.append(("docdelta", key, None))
         if d.slots_changed:
             ops.append(("slots", key, encode_slots(d)))
         return ops
@@ -347,9 +398,19 @@ class Txn:
         self.kv.write(self.ops(positions))
         self.store.postings.update(self.dirty_postings)
         for docno in self.dirty_docs:
-            if (d := self.docs[docno]) is not None:
-                d.slots_changed = False  # stored now
+            if (d := self.docs[docno]) is not None:  # stored now
+                d.slots_changed = False
+                d.has_delta = d.delta_fits()
+                if not d.has_delta:
+                    d.unsaved = set()
         self.store.dead |= self.new_dead
+        self.store.names.update(self.new_names)
+        for docno in self.new_dead:
+            self.store.names.discard(docno)
         self.store.keep_docs(self.docs)
         if self._segment is not None:
             self.store.segments.installed(self._segment)
+        if self._flushed:
+            self.store.recent.flushed()
+        if self._logged is not None:
+            self.store.recent.logged(*self._logged)

@@ -1,0 +1,137 @@
+"""First-holder pairs of recent batches that are not in a segment yet: the gram index's
+in-memory head (what a memtable is to an LSM tree), logged in the KV for durability.
+
+A batch's new grams become (gram, docno) pairs of a segment (state.segments). An embedded
+batch of 512 pages brings ~1 M of them, a good segment. A Kafka worker's rounds bring a few
+pages each, and a segment per round made thousands of tiny segments: every lookup probed
+each one's Bloom filter and read its chunks, and tiered compaction rewrote every pair
+through all the small tiers (merges were the gram shards' largest cost at 1-4 pages a
+round). So small batches append their pairs here instead: one KV value per batch (the log,
+read back on open) and a hash table in RAM for lookups.
+Once CAPACITY pairs have gathered, they are written as one segment, in the same atomic
+write that empties the log.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .kv import KV, DeleteRange, Op
+from .schema import key_u64, u64key
+
+CAPACITY = 1 << 18  # pairs gathered before they become a segment (a power of two)
+TABLE = "recent"
+_ONE = np.uint64(1)
+
+
+class RecentPairs:
+    """Pairs logged since the last flush, in a numpy hash table (open addressing, linear
+    probing on the gram's low bits: grams are hashes already). Inserting and looking up a
+    batch's grams are a few vectorised passes, where a dict of Python ints cost ~0.35 us
+    per pair to fill."""
+
+    def __init__(self, kv: KV, capacity: int | None = None) -> None:
+        self.capacity = capacity or CAPACITY
+        if self.capacity & (self.capacity - 1):
+            raise ValueError("the recent pairs' capacity must be a power of two")
+        self._slots = 2 * self.capacity  # open addressing at a load of at most 1/2
+        self._mask = np.uint64(self._slots - 1)
+        self._clear()
+        self.next_key = 0
+        for key, value in kv.items(TABLE):
+            self._add(*_decode(value))
+            self.next_key = key_u64(key) + 1
+
+    def _clear(self) -> None:
+        self.keys = np.zeros(self._slots, dtype=np.uint64)
+        self.values = np.zeros(self._slots, dtype=np.uint64)
+        self.used = np.zeros(self._slots, dtype=bool)
+        self.n = 0
+
+    def fits(self, n_new: int) -> bool:
+        return self.n + n_new <= self.capacity
+
+    # -- lookups ----------------------------------------------------------------------
+    def lookup(self, grams: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(found, first holder) for each gram."""
+        found = np.zeros(len(grams), dtype=bool)
+        holder = np.zeros(len(grams), dtype=np.uint64)
+        if not self.n or not len(grams):
+            return found, holder
+        slot = grams & self._mask
+        active = np.arange(len(grams))
+        while len(active):
+            s = slot[active]
+            used = self.used[s]
+            hit = used & (self.keys[s] == grams[active])
+            found[active[hit]] = True
+            holder[active[hit]] = self.values[s[hit]]
+            active = active[used & ~hit]  # probe on; an empty slot ends the search
+            slot[active] = (slot[active] + _ONE) & self._mask
+        return found, holder
+
+    def maybe(self, grams: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        """True where a recent pair holds the gram (exactly: no false positives)."""
+        return self.lookup(grams)[0]
+
+    def find(self, grams: list[int]) -> tuple[dict[int, int], list[int]]:
+        """(gram -> first holder for the grams held here, the other grams)."""
+        if not self.n:
+            return {}, grams
+        arr = np.asarray(grams, dtype=np.uint64)
+        found, holder = self.lookup(arr)
+        hits = dict(zip(arr[found].tolist(), holder[found].tolist(), strict=True))
+        return hits, arr[~found].tolist()
+
+    # -- writing ----------------------------------------------------------------------
+    def log_ops(self, grams: np.ndarray, docnos: np.ndarray) -> list[Op]:
+        """Ops logging a batch's pairs; apply with `logged` once committed."""
+        value = grams.astype("<u8").tobytes() + docnos.astype("<u8").tobytes()
+        return [(TABLE, u64key(self.next_key), value)]
+
+    def logged(self, grams: np.ndarray, docnos: np.ndarray) -> None:
+        self._add(grams, docnos)
+        self.next_key += 1
+
+    def flush_ops(self) -> tuple[list[Op], np.ndarray, np.ndarray]:
+        """Ops emptying the log, and every pair in it (to go into a segment in the same
+        write); apply with `flushed` once committed."""
+        ops: list[Op] = []
+        if self.next_key:
+            ops.append((TABLE, u64key(0), DeleteRange(u64key(self.next_key))))
+        return ops, self.keys[self.used], self.values[self.used]
+
+    def flushed(self) -> None:
+        self._clear()
+        self.next_key = 0
+
+    def _add(self, grams: np.ndarray, docnos: np.ndarray) -> None:
+        """Insert pairs (distinct grams; one already here gets the new holder)."""
+        grams = np.asarray(grams, dtype=np.uint64)
+        docnos = np.asarray(docnos, dtype=np.uint64)
+        slot = grams & self._mask
+        pending = np.arange(len(grams))
+        while len(pending):
+            s = slot[pending]
+            ok = ~self.used[s] | (self.keys[s] == grams[pending])
+            # of the pairs whose probe found a free (or their own) slot, one per slot
+            taken, first = np.unique(s[ok], return_index=True)
+            winners = pending[ok][first]
+            self.n += int(np.count_nonzero(~self.used[taken]))
+            self.used[taken] = True
+            self.keys[taken] = grams[winners]
+            self.values[taken] = docnos[winners]
+            placed = np.zeros(len(grams), dtype=bool)
+            placed[winners] = True
+            pending = pending[~placed[pending]]
+            slot[pending] = (slot[pending] + _ONE) & self._mask
+
+    @property
+    def ram_bytes(self) -> int:
+        return self.keys.nbytes + self.values.nbytes + self.used.nbytes
+
+
+def _decode(value: bytes) -> tuple[np.ndarray, np.ndarray]:
+    arr = np.frombuffer(value, dtype="<u8").astype(np.uint64)
+    half = len(arr) // 2
+    return arr[:half], arr[half:]
