@@ -60,11 +60,26 @@ def streamdet_cmd() -> list[str]:
 
 
 def cpu_seconds(pid: int) -> float:
-    """utime + stime of a live process (and its reaped children), from /proc."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
+    """utime + stime of a live process, its reaped children and its live descendants
+    (a worker's page-analysis processes), from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:  # gone meanwhile
+        return 0.0
     ticks = os.sysconf("SC_CLK_TCK")
-    return sum(int(x) for x in fields[11:15]) / ticks
+    return sum(int(x) for x in fields[11:15]) / ticks + sum(map(cpu_seconds, _children(pid)))
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                kids += [int(x) for x in f.read().split()]
+    except OSError:
+        pass
+    return kids
 
 
 # -- stream -------------------------------------------------------------------------------
@@ -213,7 +228,11 @@ def _child_cpu(fn) -> float:
 async def _latency_run(pipe: Pipeline, stream: Path, rate: float, n: int) -> dict:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-    records = [json.loads(line) for line in open(stream, encoding="utf-8")][:n]
+    # Records as bytes, each stamped at send time by splicing `fetched_at` in front: the
+    # sender shares the machine with what it measures, so it must not re-encode 80 KB
+    # pages (as a crawler would not: it writes each record once).
+    records = [(json.loads(line)["url"], line.encode("utf-8").strip())
+               for line in open(stream, encoding="utf-8")][:n]
     sent: dict[str, float] = {}
     got: list[tuple[str, float]] = []
     seen = {"events": 0}
@@ -239,13 +258,12 @@ async def _latency_run(pipe: Pipeline, stream: Path, rate: float, n: int) -> dic
                                 max_request_size=64 << 20)
     await producer.start()
     limiter = RateLimiter(rate, clock=asyncio.get_running_loop().time, burst=10)
-    for rec in records:
+    for url, raw in records:
         await limiter.wait_async()
         now = time.time()
-        rec = {**rec, "fetched_at": now}
-        sent[rec["url"]] = now
-        await producer.send(f"{pipe.prefix}-pages", json.dumps(rec).encode(),
-                            key=rec["url"].encode())
+        sent[url] = now
+        await producer.send(f"{pipe.prefix}-pages", b'{"fetched_at": %r, ' % now + raw[1:],
+                            key=url.encode())
     await producer.flush()
     await producer.stop()
     await asyncio.sleep(10)  # the last pages' events
@@ -279,8 +297,18 @@ def latency(broker, work: Path, stream: Path, rate: float, n: int) -> dict:
                 "metrics on" in (work / f"{pipe.prefix}-w{i}.log").read_text() for i in (0, 1)):
             time.sleep(0.2)
         time.sleep(8)  # group formed (two joins)
+        wall, cpu_w, cpu_b, me = time.perf_counter(), pipe.cpu(), cpu_seconds(
+            broker.process.pid), time.process_time()
         res = run_sync(_latency_run(pipe, stream, rate, n))
-        log(f"latency at {rate:.1f} pages/s: {res}")
+        wall = time.perf_counter() - wall
+        # cores busy while the stream was sent and its events received (of the 2 here)
+        res["cores"] = {"workers": (pipe.cpu() - cpu_w) / wall,
+                        "broker": (cpu_seconds(broker.process.pid) - cpu_b) / wall,
+                        "sender_and_receiver": (time.process_time() - me) / wall}
+        log(f"latency at {rate:.1f} pages/s: " + ", ".join(
+            f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in res.items()
+            if k not in ("latencies_s", "series", "cores")) + "; cores busy " + ", ".join(
+            f"{k} {v:.2f}" for k, v in res["cores"].items()))
         return res
     finally:
         pipe.stop()

@@ -238,6 +238,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.shards < 1:
         raise UsageError(f"--shards must be at least 1, got {args.shards}")
     params = params_of(args)
+    from .adapters.analyzers import default_processes
+
+    if args.analyzers is not None and args.analyzers < 0:
+        raise UsageError(f"--analyzers must be 0 or more, got {args.analyzers}")
+    analyzers = default_processes() if args.analyzers is None else args.analyzers
     import logging
 
     logging.basicConfig(format="streamdet: %(levelname)s %(name)s: %(message)s",
@@ -257,7 +262,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
                   file=sys.stderr, flush=True)
         worker = Worker(args.broker, args.state, params, args.shards,
                         topics=Topics.named(args.prefix), group=args.group or args.prefix,
-                        max_body=args.max_body)
+                        max_body=args.max_body, analyzers=analyzers)
         await worker.run(stop)
 
     asyncio.run(main())
@@ -343,6 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="doc and gram shards of the pipeline (default 4; all workers alike)")
     wk.add_argument("--group", default=env("GROUP"), help="consumer group (default: the prefix)")
     wk.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY)
+    wk.add_argument("--analyzers", type=int, default=_int_env("ANALYZERS"), metavar="N",
+                    help="processes that analyse pages beside the engine (default: 1 on "
+                         "machines with two or more cores, else 0)")
     add_params(wk, env_prefix=True)
     wk.set_defaults(func=cmd_worker)
 

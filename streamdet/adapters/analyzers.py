@@ -46,6 +46,14 @@ def default_processes() -> int:
     return 1 if (cores or 1) >= 2 else 0
 
 
+def analysis_pool(processes: int) -> ProcessPoolExecutor:
+    """Processes for analyze_payloads that die with this one."""
+    # spawn, not fork: the parent holds RocksDB threads and locks; a fresh interpreter
+    # imports only what analysis needs.
+    return ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_die_with_parent, initargs=(os.getpid(),))
+
+
 def validate(payload: bytes | dict, max_body: int) -> Page:
     """A record's payload (SPEC §2) as a Page, or BadRecord with its reason."""
     obj = payload
@@ -89,12 +97,7 @@ class Analyzers:
         self.params = params
         self.max_body = max_body
         self.processes = processes
-        self._pool: ProcessPoolExecutor | None = None
-        if processes > 0:
-            # spawn, not fork: the parent holds RocksDB threads and locks; a fresh
-            # interpreter imports only what analysis needs.
-            self._pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context(
-                "spawn"), initializer=_die_with_parent, initargs=(os.getpid(),))
+        self._pool = analysis_pool(processes) if processes > 0 else None
 
     def run(self, batches: Iterable[list[RawRecord]]
             ) -> Iterator[tuple[list[RawRecord], list]]:

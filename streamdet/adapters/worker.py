@@ -21,9 +21,10 @@ first (gram shards skip adds they applied and withdrawals of dead versions, doc 
 apply deltas idempotently, so repeats change nothing).
 
 Rounds are pipelined: the next batch is processed while the broker acknowledges the
-previous ones (at most MAX_INFLIGHT rounds wait). A round's group offsets are committed
-once its records and those of every earlier round are acknowledged, so the committed
-offsets never cover a record whose output the broker does not have. A rebalance or a
+previous ones (at most MAX_INFLIGHT rounds wait). A round's group offsets may be committed
+once its records and those of every earlier round are acknowledged (at most every
+COMMIT_INTERVAL_S, and whenever the worker goes idle), so the committed offsets never
+cover a record whose output the broker does not have. A rebalance or a
 shutdown first drains every round in flight.
 
 On assignment the worker claims the shard: a new ownership epoch on the meta topic
@@ -48,7 +49,7 @@ import shutil
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
@@ -70,7 +71,7 @@ from ..engine.shards import DocShard, GramShard
 from ..state.rocks import RocksKV, dir_bytes
 from ..state.txn import StateError, Store
 from . import failpoints
-from .analyzers import analyze_payloads
+from .analyzers import analysis_pool, analyze_payloads
 from .kafka import (
     STATE_FORMAT,
     Timing,
@@ -90,6 +91,11 @@ REPLAY_CHUNK = 500  # records per transaction while rebuilding a shard
 EPOCH_SHIFT = 40  # event seq = epoch << EPOCH_SHIFT + offsets consumed (< 2**40)
 FETCH_WAIT_MS = 20  # a fetch returns at once when data is there; this bounds the idle wait per hop
 MAX_INFLIGHT = 3  # rounds waiting for acknowledgements while the next one is processed
+# Group offsets are committed at most this often while rounds keep coming (and at once when
+# the worker goes idle, before a rebalance and on shutdown): a commit per round was a third
+# of the broker requests of a stream of small rounds. Committing later is always safe: a new
+# owner replays up to the committed offsets and processes (and sends) again after them.
+COMMIT_INTERVAL_S = 0.25
 OUTBOX = b"outbox/"  # meta keys of outboxes not acknowledged yet, in commit order
 
 
@@ -169,7 +175,7 @@ class Worker:
                  topics: Topics | None = None, group: str = "streamdet",
                  pages_partitions: int = 4, max_body: int = DEFAULT_MAX_BODY,
                  max_records: int = 500, timing: Timing | None = None,
-                 on_batch: Callable[[Worker], None] | None = None) -> None:
+                 on_batch: Callable[[Worker], None] | None = None, analyzers: int = 0) -> None:
         self.broker, self.state_dir, self.params, self.shards = broker, state_dir, params, shards
         self.topics = topics or Topics()
         self.group, self.pages_partitions = group, pages_partitions
@@ -182,16 +188,25 @@ class Worker:
         self._disk_checked = 0.0
         self.lock = asyncio.Lock()
         self.cpu = ThreadPoolExecutor(1, thread_name_prefix="streamdet-engine")
+        # Page analysis (the pages stage: parse, tokenize, hash) in processes of its own,
+        # running beside the engine thread's shard work of the same round; with none, it
+        # takes its turn on the engine thread.
+        self.analysis: Executor = analysis_pool(analyzers) if analyzers > 0 else self.cpu
         self.consumer: AIOKafkaConsumer | None = None
         self.producer = None
         self.assigned: set[TopicPartition] = set()
         self.applied: dict[TopicPartition, int] = {}  # next offset to apply, per partition
         self.inflight: deque[asyncio.Task] = deque()  # rounds waiting for acknowledgements
+        self.uncommitted: dict[TopicPartition, int] = {}  # acknowledged, not committed yet
+        self._committed_at = 0.0
 
     # -- life cycle -----------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         os.makedirs(self.state_dir, exist_ok=True)
-        await self._cpu(_warm_up, self.params)  # imports and compiled patterns, before pages wait
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(  # imports and compiled patterns (and processes), before pages wait
+            loop.run_in_executor(self.cpu, _warm_up, self.params),
+            loop.run_in_executor(self.analysis, _warm_up, self.params))
         await ensure_topics(self.broker, self.topics, self.shards, self.pages_partitions)
         await join_pipeline(self.broker, self.topics, self.params, self.shards)
         self.producer = producer(self.broker)
@@ -215,9 +230,10 @@ class Worker:
                         await self._bound_inflight(MAX_INFLIGHT)
                     if self.on_batch:
                         self.on_batch(self)
-                elif self.inflight:
+                elif self.inflight or self.uncommitted:
                     async with self.lock:
                         await self._bound_inflight(0)  # idle: finish what is in flight
+                        await self._commit_acknowledged(force=True)
                 self._gauges()
         finally:
             self.metrics.up.set(0)
@@ -250,6 +266,7 @@ class Worker:
         try:
             async with self.lock:
                 await self._bound_inflight(0)
+                await self._commit_acknowledged(force=True)
             if self.consumer is not None:
                 await self.consumer.stop()  # leaves the group: revokes (and closes) shards
         finally:
@@ -260,15 +277,17 @@ class Worker:
             if self.producer is not None:
                 await self.producer.stop()
             self.cpu.shutdown(wait=True)
+            self.analysis.shutdown(wait=True, cancel_futures=True)
 
     async def _cpu(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self.cpu, fn, *args)
 
     # -- one fetched batch --------------------------------------------------------------
     async def _handle(self, batch: dict) -> None:
-        """Every stage's work on the batch, its records queued to the producer; then a
-        task finishes the round (one wait for all its acknowledgements, the outboxes
-        cleared, one offset commit) while the next batch is processed."""
+        """Every stage's work on the batch, its records queued to the producer (the pages
+        stage's analysis beside the shards' work: nothing in a round depends on it); then
+        a task finishes the round (one wait for all its acknowledgements, the outboxes
+        cleared, the offsets to commit) while the next batch is processed."""
         t = self.topics
         by_topic: dict[str, dict[int, list]] = {}
         for tp, recs in batch.items():
@@ -276,9 +295,7 @@ class Worker:
                 by_topic.setdefault(tp.topic, {})[tp.partition] = recs
         r = _Round()
         timed = self.metrics.batch_seconds.labels
-        with timed("ingest").time():
-            for p, recs in sorted(by_topic.get(t.pages, {}).items()):
-                await self._pages(p, recs, r)
+        ingest = asyncio.create_task(self._ingest(by_topic.get(t.pages, {}), r))
         with timed("gram_shard").time():
             for g, recs in sorted(by_topic.get(t.grams, {}).items()):
                 await self._gram_shard(g, recs, r)
@@ -286,6 +303,7 @@ class Worker:
             docs, deltas = by_topic.get(t.docs, {}), by_topic.get(t.deltas, {})
             for s in sorted(set(docs) | set(deltas)):
                 await self._doc_shard(s, docs.get(s, []), deltas.get(s, []), r)
+        await ingest
         self.applied.update(r.offsets)
         previous = self.inflight[-1] if self.inflight else None
         self.inflight.append(asyncio.create_task(self._finish(r, previous)))
@@ -299,18 +317,24 @@ class Worker:
             await asyncio.shield(previous)
         for fn in r.after:
             await self._cpu(fn)
-        if r.offsets:
-            await self._commit(r.offsets)
+        self.uncommitted.update(r.offsets)
+        await self._commit_acknowledged()
         now = time.time()
         for cause_at in r.event_causes:
             self.metrics.latency.observe(max(0.0, now - cause_at))
         self.metrics.batch_seconds.labels("deliver").observe(time.perf_counter() - began)
 
+    async def _ingest(self, pages: dict[int, list], r: _Round) -> None:
+        with self.metrics.batch_seconds.labels("ingest").time():
+            for p, recs in sorted(pages.items()):
+                await self._pages(p, recs, r)
+
     async def _pages(self, partition: int, recs: list, r: _Round) -> None:
         m = self.metrics
         began = time.perf_counter()
-        results = await self._cpu(analyze_payloads, [r.value for r in recs], self.params,
-                                  self.max_body)
+        results = await asyncio.get_running_loop().run_in_executor(
+            self.analysis, analyze_payloads, [r.value for r in recs], self.params,
+            self.max_body)
         per_page = (time.perf_counter() - began) / len(recs)
         for rec, res in zip(recs, results, strict=True):
             m.input_bytes.inc(len(rec.value or b""))
@@ -419,6 +443,16 @@ class Worker:
             log.error("skipping record %s[%d]@%d: %s", rec.topic, rec.partition, rec.offset, exc)
             return None
 
+    async def _commit_acknowledged(self, force: bool = False) -> None:
+        """Commit the group offsets of the rounds acknowledged so far, when the last
+        commit is COMMIT_INTERVAL_S old (or `force`)."""
+        if not self.uncommitted or (
+                not force and time.monotonic() - self._committed_at < COMMIT_INTERVAL_S):
+            return
+        offsets, self.uncommitted = self.uncommitted, {}
+        self._committed_at = time.monotonic()
+        await self._commit(offsets)
+
     async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
         try:
             await self.consumer.commit(offsets)
@@ -431,6 +465,7 @@ class Worker:
     async def revoked(self, revoked: set[TopicPartition]) -> None:
         async with self.lock:
             await self._bound_inflight(0)  # the rounds in flight touch these shards
+            await self._commit_acknowledged(force=True)  # while they are still ours
             self.assigned -= set(revoked)
             for tp in revoked:  # its lag is the next owner's to report
                 self.applied.pop(tp, None)

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .deltas import GAIN, Delta
+from .deltas import GAIN, LOSE, Delta
 
-VERSION = 1
+VERSION = 2  # 2: deltas rows as an array (1: as JSON in the header; still read)
+READABLE = (1, 2)
 _LEN = struct.Struct("<I")
 
 
@@ -41,8 +42,9 @@ def unpack(raw: bytes) -> tuple[dict, list[np.ndarray]]:
     try:
         (n,) = _LEN.unpack_from(raw)
         header = json.loads(raw[4 : 4 + n])
-        if header.get("v") != VERSION:
-            raise MessageError(f"message version {header.get('v')!r}, expected {VERSION}")
+        if header.get("v") not in READABLE:
+            raise MessageError(f"message version {header.get('v')!r}, expected one of "
+                               f"{READABLE}")
         off = 4 + n
         arrays = []
         for count in header["a"]:
@@ -106,6 +108,9 @@ class DeltasMsg:
     times: dict[str, float] = field(default_factory=dict)  # cause URL -> its fetched_at
 
     def encode(self) -> bytes:
+        """Rows (target, op, grams, arg, cause) as one u64 array, five per delta (arg 0
+        for GAIN, whose holders go in their own arrays): thousands of deltas a message
+        in a stream of small rounds, too many for JSON."""
         causes: dict[str, int] = {}
         rows, grams, counts, holders = [], [], [], []
         for t, op, gs, arg, cause in self.deltas:
@@ -115,22 +120,28 @@ class DeltasMsg:
                 for h in arg:
                     counts.append(len(h))
                     holders.extend(h)
-                rows.append([t, op, len(gs), None, c])
+                rows.extend((t, op, len(gs), 0, c))
             else:
-                rows.append([t, op, len(gs), arg, c])
+                rows.extend((t, op, len(gs), arg or 0, c))
         names = [[d, s, u] for d, (s, u) in self.names.items()]
-        return pack({"k": "deltas", "r": rows, "c": list(causes), "n": names,
+        return pack({"k": "deltas", "c": list(causes), "n": names,
                      "t": [self.times.get(c) for c in causes]},
                     [np.asarray(grams, dtype=np.uint64), np.asarray(counts, dtype=np.uint64),
-                     np.asarray(holders, dtype=np.uint64)])
+                     np.asarray(holders, dtype=np.uint64), np.asarray(rows, dtype=np.uint64)])
 
     @classmethod
     def decode(cls, raw: bytes) -> DeltasMsg:
-        h, (grams, counts, holders) = unpack(raw)
+        h, arrays = unpack(raw)
+        grams, counts, holders = arrays[:3]
         glist, clist, hlist = grams.tolist(), counts.tolist(), holders.tolist()
         causes = h["c"]
+        if "r" in h:  # version 1
+            rows = h["r"]
+        else:
+            flat = arrays[3].tolist()
+            rows = [flat[i : i + 5] for i in range(0, len(flat), 5)]
         deltas, gi, ci, hi = [], 0, 0, 0
-        for t, op, n, arg, c in h["r"]:
+        for t, op, n, arg, c in rows:
             gs = glist[gi : gi + n]
             gi += n
             if op == GAIN:
@@ -139,6 +150,8 @@ class DeltasMsg:
                     arg.append(tuple(hlist[hi : hi + k]))
                     hi += k
                 ci += n
+            elif op == LOSE:
+                arg = None
             deltas.append(Delta(t, op, gs, arg, causes[c]))
         times = {c: t for c, t in zip(causes, h.get("t") or [None] * len(causes), strict=True)
                  if t is not None}

@@ -160,15 +160,15 @@ class GramShard:
 
     def _route(self, txn, deltas: list[Delta], times: dict[str, float]
                ) -> list[tuple[int, bytes]]:
-        """Deltas grouped per doc shard, each message naming every docno it mentions."""
+        """Deltas grouped per doc shard, each message naming every docno it mentions as a
+        holder (not the targets: they are the doc shard's own documents)."""
         per: dict[int, list[Delta]] = {}
         for d in deltas:
             per.setdefault(docno_shard(d.target, self.shards), []).append(d)
         out = []
         for shard, ds in sorted(per.items()):
             mentioned: set[int] = set()
-            for t, op, _grams, arg, _cause in ds:
-                mentioned.add(t)
+            for _t, op, _grams, arg, _cause in ds:
                 if op == GAIN:
                     for holders in arg:
                         mentioned.update(holders)
