@@ -46,6 +46,11 @@ from loadtest.report import machine, plot_kafka  # noqa: E402
 OUT_DIR = REPO / "loadtest" / "out"
 SHARDS = 4
 TIMING = {"STREAMDET_SESSION_MS": "3000", "STREAMDET_HEARTBEAT_MS": "300"}
+# Page analysis on each worker's engine thread (no analysis process): one worker is one
+# process on one core, so "1 vs 2 workers on 2 cores" measures what a second worker adds.
+# (With the default, one analysis process each, a single worker already uses both cores:
+# 99 pages/s here, and a second worker can only add what the broker leaves.)
+ANALYZERS = int(os.environ.get("BENCH_ANALYZERS", "0"))
 TARGET_SCALING = 1.6
 TARGET_P99 = 1.0
 
@@ -123,6 +128,7 @@ class Pipeline:
             logf = open(self.work / f"{self.prefix}-w{i}.log", "wb")  # noqa: SIM115
             self.procs.append(subprocess.Popen(
                 streamdet_cmd() + ["worker", *self.args(), "--shards", str(SHARDS), "--port", "0",
+                                   "--analyzers", str(ANALYZERS),
                                    "--state", str(self.work / f"{self.prefix}-w{i}")],
                 env=self.env(), stdout=logf, stderr=logf))
 
@@ -348,6 +354,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--latency-only", type=float, metavar="RATE",
                     help="skip the throughput runs: latency at RATE pages/s only")
+    ap.add_argument("--latency-runs", type=int, default=3, metavar="N",
+                    help="latency measured N times at the same rate; the run with the "
+                         "median p99 is the headline, all are kept (default 3)")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     if args.latency_only:
@@ -365,16 +374,24 @@ def main(argv: list[str] | None = None) -> int:
             one = throughput(broker, work, stream, info["records"], 1)
             two = throughput(broker, work, stream, info["records"], 2)
             rate = two["pages_per_s"] / 2
-            lat = latency(broker, work, stream, rate, min(info["records"],
-                                                          max(60, int(rate * 60))))
+            # The VM's speed moves by +-25% within minutes (a fixed Python loop: 1.3 to
+            # 1.7 s), and at half the peak the two cores are nearly busy (workers, broker,
+            # sender), so one run's p99 says little: run it several times, report each.
+            runs = [latency(broker, work, stream, rate, min(info["records"],
+                                                            max(60, int(rate * 60))))
+                    for _ in range(1 if args.smoke else args.latency_runs)]
+            lat = sorted(runs, key=lambda x: x.get("p99_s", float("inf")))[len(runs) // 2]
     finally:
         shutil.rmtree(work, ignore_errors=True)
     scaling = two["pages_per_s"] / one["pages_per_s"]
     result = {
         "benchmark": "bench_kafka", "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "host": {**machine(), "loadavg": os.getloadavg()},
-        "config": {"pages": pages, "seed": args.seed, "shards": SHARDS, **info},
+        "config": {"pages": pages, "seed": args.seed, "shards": SHARDS, "analyzers": ANALYZERS,
+                   **info},
         "one_worker": one, "two_workers": two, "scaling": scaling, "latency": lat,
+        "latency_runs": [{k: v for k, v in x.items() if k not in ("latencies_s", "series")}
+                         for x in runs],
         "targets": {"scaling": TARGET_SCALING, "p99_s": TARGET_P99},
         "pass": {"scaling": scaling >= TARGET_SCALING,
                  "p99": lat.get("p99_s", float("inf")) < TARGET_P99},
@@ -389,6 +406,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"latency @ {lat['rate']:.1f}/s  p50 {lat['p50_s'] * 1000:.0f} ms  p99 "
               f"{lat['p99_s'] * 1000:.0f} ms over {lat['events']} events (target p99 < "
               f"{TARGET_P99 * 1000:.0f} ms)")
+        if len(runs) > 1:
+            print("  each run: " + ", ".join(
+                f"p50 {x['p50_s'] * 1000:.0f} / p99 {x['p99_s'] * 1000:.0f} ms" for x in runs
+                if x.get("events")))
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     out = Path(args.out) if args.out else OUT_DIR / (
         f"bench_kafka-{pages}p-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json")

@@ -315,8 +315,8 @@ class Worker:
         await asyncio.gather(*r.sends)
         if previous is not None:
             await asyncio.shield(previous)
-        for fn in r.after:
-            await self._cpu(fn)
+        if r.after:
+            await self._cpu(_each, r.after)
         self.uncommitted.update(r.offsets)
         await self._commit_acknowledged()
         now = time.time()
@@ -361,16 +361,19 @@ class Worker:
         recs = [x for x in recs if x.offset >= shard.offset("grams")]
         if not recs:
             return
-        msgs = [m for m in (self._decode(GramsMsg, x) for x in recs) if m is not None]
-        txn = shard.store.begin()
         role = GramShard(self.params, g, self.shards)
-        out = await self._cpu(role.process, txn, msgs)
+        end = recs[-1].offset + 1
+
+        def work() -> tuple[bytes | None, list]:  # on the engine thread, in one hand-off
+            msgs = [m for m in (self._decode(GramsMsg, x) for x in recs) if m is not None]
+            txn = shard.store.begin()
+            outbox = [(DELTAS_OUT, s, raw) for s, raw in role.process(txn, msgs)]
+            return shard.commit(txn, {"grams": end}, pack_outbox(outbox)), outbox
+
+        key, outbox = await self._cpu(work)
         for n in role.fanout:
             self.metrics.fanout.observe(n)
         self.metrics.common.inc(role.went_common)
-        end = recs[-1].offset + 1
-        outbox = [(DELTAS_OUT, s, raw) for s, raw in out]
-        key = await self._cpu(shard.commit, txn, {"grams": end}, pack_outbox(outbox))
         await self._queue_outbox(shard, key, outbox, r)
         r.offsets[TopicPartition(self.topics.grams, g)] = end
 
@@ -386,21 +389,26 @@ class Worker:
             return
         d_end = docs[-1].offset + 1 if docs else shard.offset("docs")
         e_end = deltas[-1].offset + 1 if deltas else shard.offset("deltas")
-        pages = [(x.offset, m) for x in docs if (m := self._decode(PageMsg, x)) is not None]
-        msgs = [m for m in (self._decode(DeltasMsg, x) for x in deltas) if m is not None]
-        txn = shard.store.begin()
         role = DocShard(self.params, s, self.shards)
         seq = (shard.epoch << EPOCH_SHIFT) + d_end + e_end  # above every earlier owner's
-        out, events = await self._cpu(role.process, txn, pages, msgs, seq)
+
+        def work() -> tuple[bytes | None, list, list[dict]]:  # on the engine thread, at once
+            pages = [(x.offset, m) for x in docs if (m := self._decode(PageMsg, x)) is not None]
+            msgs = [m for m in (self._decode(DeltasMsg, x) for x in deltas) if m is not None]
+            txn = shard.store.begin()
+            out, events = role.process(txn, pages, msgs, seq)
+            at = utc_now()
+            outbox = [(GRAMS_OUT, g, raw) for g, raw in out]
+            for ev in events:
+                ev["at"] = at
+                outbox.append((EVENTS_OUT, 0, json.dumps(ev, ensure_ascii=False).encode()))
+            key = shard.commit(txn, {"docs": d_end, "deltas": e_end}, pack_outbox(outbox),
+                               role.documents_added)
+            return key, outbox, events
+
+        key, outbox, events = await self._cpu(work)
         r.event_causes.extend(role.cause_times[ev["cause"]] for ev in events
                               if ev["cause"] in role.cause_times)
-        at = utc_now()
-        outbox = [(GRAMS_OUT, g, raw) for g, raw in out]
-        for ev in events:
-            ev["at"] = at
-            outbox.append((EVENTS_OUT, 0, json.dumps(ev, ensure_ascii=False).encode("utf-8")))
-        key = await self._cpu(shard.commit, txn, {"docs": d_end, "deltas": e_end},
-                              pack_outbox(outbox), role.documents_added)
         await self._queue_outbox(shard, key, outbox, r)
         r.offsets[TopicPartition(self.topics.docs, s)] = d_end
         r.offsets[TopicPartition(self.topics.deltas, s)] = e_end
@@ -586,6 +594,11 @@ class _Rebalance(ConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned) -> None:
         await self.worker.assigned_now(set(assigned))
+
+
+def _each(fns: list[Callable[[], object]]) -> None:
+    for fn in fns:
+        fn()
 
 
 def _warm_up(params: Params) -> None:
