@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamdet.engine.cover import first_change, greedy_cover, still_greedy
+from streamdet.engine.cover import first_change, greedy_cover
 from streamdet.engine.params import Params
 
 from .harness import assert_same_rows, memory_pipeline
@@ -165,15 +165,15 @@ def given_new_sources(test):
 
 
 @given_new_sources
-def test_still_greedy_tells_exactly_whether_new_sources_change_the_cover(
+def test_first_change_tells_exactly_whether_new_sources_change_the_cover(
         old, new, url_of, fresh_bits):
-    """still_greedy's verdict equals running the greedy again, when the only changes are
-    new sources (which may hold new patch grams no earlier source holds)."""
+    """first_change's "nothing changes" (None) equals running the greedy again, when the
+    only changes are new sources (which may hold new patch grams no earlier source holds)."""
     new = {s + 8: m | (((1 << fresh_bits) - 1) << 10 if m & 1 else 0) for s, m in new.items()}
     cover = greedy_cover(old, url_of.__getitem__)
     after = {**old, **new}
-    verdict = still_greedy(after, cover, [url_of[s] for s, _ in cover],
-                           [(s, url_of[s]) for s in new])
+    verdict = first_change(after, cover, [url_of[s] for s, _ in cover],
+                           [(s, url_of[s]) for s in new]) is None
     assert verdict == (greedy_cover(after, url_of.__getitem__) == cover)
 
 

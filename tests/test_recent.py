@@ -46,7 +46,7 @@ def test_hash_table_and_its_log_equal_a_dict(batches, probes):
         found, rest = r.find(asked)
         assert found == {g: model[g] for g in asked if g in model}
         assert rest == [g for g in asked if g not in model]
-        assert r.maybe(np.asarray(asked, dtype=np.uint64), None).tolist() == [
+        assert r.maybe(np.asarray(asked, dtype=np.uint64)).tolist() == [
             g in model for g in asked]
         _, grams, docnos = r.flush_ops()
         assert dict(zip(grams.tolist(), docnos.tolist(), strict=True)) == model

@@ -50,15 +50,8 @@ def greedy_cover(masks: Mapping[int, int], url_of: Callable[[int], str],
     return cover
 
 
-def still_greedy(masks: Mapping[int, int], cover: Sequence[tuple[int, int]],
-                 cover_urls: Sequence[str], new: Iterable[tuple[int, str]]) -> bool:
-    """Whether `cover` is still exactly the greedy cover after sources `new` were added."""
-    return first_change(masks, cover, cover_urls, new) is None
-
-
 def first_change(masks: Mapping[int, int], cover: Sequence[tuple[int, int]],
-                 cover_urls: Sequence[str], new: Iterable[tuple[int, str]],
-                 union: int | None = None) -> int | None:
+                 cover_urls: Sequence[str], new: Iterable[tuple[int, str]]) -> int | None:
     """None when `cover` is still exactly the greedy cover after sources `new` were added;
     else how many of its first steps still stand (the greedy may resume after them).
 
@@ -69,15 +62,12 @@ def first_change(masks: Mapping[int, int], cover: Sequence[tuple[int, int]],
     new source still covers something once the old sequence has run out. The steps before
     the first such step are the greedy's own either way. Checking that costs one AND and
     popcount per (step, new source) instead of a greedy run over all sources, and stops
-    as soon as the new sources hold nothing still uncovered. `union`: of all the masks,
-    when the caller keeps it.
+    as soon as the new sources hold nothing still uncovered.
     """
     added = []
-    uncovered = union
-    if uncovered is None:
-        uncovered = 0
-        for m in masks.values():
-            uncovered |= m
+    uncovered = 0
+    for m in masks.values():
+        uncovered |= m
     for s, url in new:
         m = masks.get(s, 0)
         if m:

@@ -70,7 +70,7 @@ class RecentPairs:
             slot[active] = (slot[active] + _ONE) & self._mask
         return found, holder
 
-    def maybe(self, grams: np.ndarray, masks: np.ndarray) -> np.ndarray:
+    def maybe(self, grams: np.ndarray) -> np.ndarray:
         """True where a recent pair holds the gram (exactly: no false positives)."""
         return self.lookup(grams)[0]
 
@@ -125,10 +125,6 @@ class RecentPairs:
             placed[winners] = True
             pending = pending[~placed[pending]]
             slot[pending] = (slot[pending] + _ONE) & self._mask
-
-    @property
-    def ram_bytes(self) -> int:
-        return self.keys.nbytes + self.values.nbytes + self.used.nbytes
 
 
 def _decode(value: bytes) -> tuple[np.ndarray, np.ndarray]:

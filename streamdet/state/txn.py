@@ -165,7 +165,7 @@ class Txn:
             return held
         masks = probe_masks(grams)
         maybe = np.flatnonzero(self.store.segments.maybe(grams, masks)
-                               | self.store.recent.maybe(grams, masks))
+                               | self.store.recent.maybe(grams))
         self._resolve(grams[maybe])
         cache = self.postings_cache
         held[maybe] = [cache.get(g) is not None for g in grams[maybe].tolist()]
