@@ -5,8 +5,13 @@ Kafka partitions. A seeded scheduler picks which shard runs next and how much of
 its partitions it takes, so partitions interleave arbitrarily. It can also:
 - crash a shard after it sent its outputs but before it committed (at-least-once: the
   batch is processed again and its messages are sent twice);
-- wipe a shard's state and rebuild it by replaying its partitions up to its committed
-  offsets without sending anything (a worker that lost its disk), as the Kafka worker does.
+- commit the group's offsets late (`lag_rate`: a round's offsets are left for a later
+  commit, as the worker coalesces them), so that the group's offsets trail the state;
+- wipe a shard's state and rebuild it by replaying its partitions up to the group's
+  committed offsets without sending anything (a worker that lost its disk, or a new
+  owner), then go on from there, as the Kafka worker does: a gram shard then processes
+  (and sends) again what it did after the commit, and a doc shard meets the deltas after
+  its commit possibly before the pages they are about.
 
 `sharded_pipeline(...)` has the harness's `records, params, batches -> rows` shape.
 """
@@ -19,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from streamdet.adapters.report import dump_rows
+from streamdet.adapters.worker import EPOCH_SHIFT
 from streamdet.engine.analysis import analyze
 from streamdet.engine.messages import DeltasMsg, GramsMsg, PageMsg, pack_outbox, unpack_outbox
 from streamdet.engine.params import Params
@@ -36,14 +42,16 @@ GRAMS, EVENTS = 0, 1  # outbox topic codes
 class _Shard:
     store: Store
     pos: dict[str, int] = field(default_factory=dict)  # committed offsets per input
+    epoch: int = 0  # of its owner: a rebuilt shard has a new one, as on the worker
+    announce_until: tuple[int, int] = (0, 0)  # a new owner's catch-up: (docs, deltas) ends
 
 
 class Simulation:
     def __init__(self, params: Params, shards: int, seed: int, crash_rate: float = 0.0,
-                 wipe_rate: float = 0.0) -> None:
+                 wipe_rate: float = 0.0, lag_rate: float = 0.0) -> None:
         self.params, self.p = params, shards
         self.rng = random.Random(seed)
-        self.crash_rate, self.wipe_rate = crash_rate, wipe_rate
+        self.crash_rate, self.wipe_rate, self.lag_rate = crash_rate, wipe_rate, lag_rate
         self.docs_topic: list[list[bytes]] = [[] for _ in range(shards)]
         self.grams_topic: list[list[bytes]] = [[] for _ in range(shards)]
         self.deltas_topic: list[list[bytes]] = [[] for _ in range(shards)]
@@ -51,6 +59,7 @@ class Simulation:
         self.gram = [_Shard(Store(MemoryKV()), {"grams": 0}) for _ in range(shards)]
         self.events: list[dict] = []
         self.sent = [{"docs": 0, "deltas": 0} for _ in range(shards)]  # the group's offsets
+        self.gram_sent = [0] * shards  # the group's offsets on the grams partitions
         self.crashes = self.wipes = 0
 
     def publish(self, page) -> None:
@@ -76,7 +85,9 @@ class Simulation:
         pages = [(o, PageMsg.decode(self.docs_topic[s][o])) for o in range(d0, d1)]
         deltas = [DeltasMsg.decode(b) for b in self.deltas_topic[s][e0:e1]]
         txn = sh.store.begin()
-        out, events = DocShard(self.params, s, self.p).process(txn, pages, deltas, d1 + e1)
+        out, events = DocShard(self.params, s, self.p).process(
+            txn, pages, deltas, (sh.epoch << EPOCH_SHIFT) + d1 + e1,
+            announce=d0 < sh.announce_until[0] or e0 < sh.announce_until[1])
         if self.rng.random() < self.crash_rate:
             self.crashes += 1
             return True  # crashed before committing: the batch will run again
@@ -107,7 +118,8 @@ class Simulation:
                 self.events.append(json.loads(value))
         if raw:
             store.kv.write([("meta", b"outbox", b"")])
-        self.sent[s] = dict(self.doc[s].pos)  # then the group's offsets are committed
+        if self.rng.random() >= self.lag_rate:  # then the group's offsets are committed
+            self.sent[s] = dict(self.doc[s].pos)
         return bool(raw)
 
     def step_gram(self, g: int) -> bool:
@@ -126,6 +138,8 @@ class Simulation:
         txn.commit({"grams": b})
         sh.store.compact()
         sh.pos = {"grams": b}
+        if self.rng.random() >= self.lag_rate:
+            self.gram_sent[g] = b
         if self.rng.random() < self.wipe_rate:
             self.rebuild_gram(g)
         return True
@@ -151,19 +165,23 @@ class Simulation:
             txn.commit({})
         sh.store = store
         sh.pos = dict(self.sent[s])
+        sh.epoch += 1
+        # what the last owner may have done (and announced) is at most what is there now
+        sh.announce_until = (len(self.docs_topic[s]), len(self.deltas_topic[s]))
 
     def rebuild_gram(self, g: int) -> None:
         self.wipes += 1
         sh = self.gram[g]
         store = Store(MemoryKV())
         shard = GramShard(self.params, g, self.p)
-        b = sh.pos["grams"]
+        b = self.gram_sent[g]
         for a in range(0, b, 4):
             txn = store.begin()
             shard.process(txn, [GramsMsg.decode(r) for r in self.grams_topic[g][a:min(a + 4, b)]])
             txn.commit({})
             store.compact()
         sh.store = store
+        sh.pos = {"grams": b}
 
     def run_until_idle(self) -> None:
         steps = [("doc", s) for s in range(self.p)] + [("gram", g) for g in range(self.p)]
@@ -203,10 +221,11 @@ def analysed(records: Sequence[dict], params: Params) -> list:
 
 def sharded_pipeline(records: list[dict], params: Params, batches: Sequence[int], *,
                      shards: int = 3, seed: int = 0, crash_rate: float = 0.0,
-                     wipe_rate: float = 0.0, events: list[dict] | None = None) -> Rows:
+                     wipe_rate: float = 0.0, lag_rate: float = 0.0,
+                     events: list[dict] | None = None) -> Rows:
     """Records published in `batches` (the stream cut as it arrives), shards running
     in between on a random schedule, then run until idle."""
-    sim = Simulation(params, shards, seed, crash_rate, wipe_rate)
+    sim = Simulation(params, shards, seed, crash_rate, wipe_rate, lag_rate)
     pages = analysed(records, params)
     i = 0
     for b in batches:

@@ -149,6 +149,25 @@ async def read_all(broker: str, topic: str, partition: int, start: int, end: int
         await c.stop()
 
 
+async def high_watermarks(broker: str, positions: dict[TopicPartition, int]
+                          ) -> dict[TopicPartition, int]:
+    """Each partition's high watermark, as a fetch from `positions` reports it (the end
+    offsets ListOffsets gives are wrong on tansu; fetching from a recent position reads
+    little)."""
+    c = AIOKafkaConsumer(bootstrap_servers=broker, enable_auto_commit=False,
+                         fetch_max_wait_ms=50)
+    await c.start()
+    try:
+        c.assign(list(positions))
+        for tp, offset in positions.items():
+            c.seek(tp, offset)
+        while any(c.highwater(tp) is None for tp in positions):
+            await c.getmany(*positions, timeout_ms=200, max_records=1)
+        return {tp: c.highwater(tp) for tp in positions}
+    finally:
+        await c.stop()
+
+
 async def join_pipeline(broker: str, topics: Topics, params: Params, shards: int) -> None:
     """Record this pipeline's parameters on the meta topic, or check them against the
     record already there; refuse to join a pipeline built with other ones."""

@@ -78,6 +78,7 @@ from .kafka import (
     Topics,
     claim_shard,
     ensure_topics,
+    high_watermarks,
     join_pipeline,
     producer,
     read_all,
@@ -113,6 +114,10 @@ class Shard:
         self.offsets: dict[str, int] = self.store.positions()
         self.documents = int(self.store.meta("documents") or 0)  # live ones (doc shards)
         self.epoch = int(self.store.meta("epoch") or 0)  # of the owner that wrote it
+        self.taken_over = False  # set by the worker: the last owner's history is not here
+        # A doc shard's new owner announces every document it touches until its inputs
+        # reach these offsets (the partitions' ends when it took over): see _open_doc.
+        self.announce_until: dict[str, int] = {}
 
     def set_epoch(self, epoch: int) -> None:
         self.store.set_meta("epoch", str(epoch))
@@ -123,6 +128,9 @@ class Shard:
 
     def offset(self, name: str) -> int:
         return self.offsets.get(name, 0)
+
+    def announcing(self) -> bool:
+        return any(self.offset(name) < end for name, end in self.announce_until.items())
 
     def commit(self, txn, offsets: dict[str, int], outbox: bytes | None = None,
                new_documents: int = 0) -> bytes | None:
@@ -391,12 +399,13 @@ class Worker:
         e_end = deltas[-1].offset + 1 if deltas else shard.offset("deltas")
         role = DocShard(self.params, s, self.shards)
         seq = (shard.epoch << EPOCH_SHIFT) + d_end + e_end  # above every earlier owner's
+        announce = shard.announcing()
 
         def work() -> tuple[bytes | None, list, list[dict]]:  # on the engine thread, at once
             pages = [(x.offset, m) for x in docs if (m := self._decode(PageMsg, x)) is not None]
             msgs = [m for m in (self._decode(DeltasMsg, x) for x in deltas) if m is not None]
             txn = shard.store.begin()
-            out, events = role.process(txn, pages, msgs, seq)
+            out, events = role.process(txn, pages, msgs, seq, announce)
             at = utc_now()
             outbox = [(GRAMS_OUT, g, raw) for g, raw in out]
             for ev in events:
@@ -407,6 +416,9 @@ class Worker:
             return key, outbox, events
 
         key, outbox, events = await self._cpu(work)
+        if role.held:
+            log.info("doc shard %d: %d deltas about pages not applied yet wait for them", s,
+                     role.held)
         r.event_causes.extend(role.cause_times[ev["cause"]] for ev in events
                               if ev["cause"] in role.cause_times)
         await self._queue_outbox(shard, key, outbox, r)
@@ -510,7 +522,8 @@ class Worker:
         shard = await self._cpu(Shard, kind, index, path, self.params, self.shards)
         newest, mine = await claim_shard(self.broker, self.topics.meta, self.producer, kind,
                                          index)
-        if shard.epoch != newest and not await self._cpu(shard.is_empty):
+        taken_over = shard.epoch != newest  # someone else (or no one) owned it last
+        if taken_over and not await self._cpu(shard.is_empty):
             log.warning("%s shard %d: local state is from epoch %d, another worker has owned "
                         "the shard since (epoch %d): rebuilding it", kind, index, shard.epoch,
                         newest)
@@ -518,6 +531,7 @@ class Worker:
             await self._cpu(shutil.rmtree, path)
             shard = await self._cpu(Shard, kind, index, path, self.params, self.shards)
         await self._cpu(shard.set_epoch, mine)
+        shard.taken_over = taken_over and newest > 0
         return shard
 
     async def _open_gram(self, g: int) -> None:
@@ -566,6 +580,17 @@ class Worker:
             await self._cpu(shard.commit, txn, {"docs": shard.offset("docs"),
                                                 "deltas": recs[-1].offset + 1})
             self.metrics.replayed.inc(len(recs))
+        if shard.taken_over:
+            # The last owner may have processed (and announced) records after the group's
+            # commit, up to at most what the partitions hold now: until this owner is past
+            # them, every document it touches gets an event (rescoring.rescore).
+            docs, deltas = TopicPartition(t.docs, s), TopicPartition(t.deltas, s)
+            ends = await high_watermarks(self.broker, {docs: shard.offset("docs"),
+                                                       deltas: shard.offset("deltas")})
+            shard.announce_until = {"docs": ends[docs], "deltas": ends[deltas]}
+            if shard.announcing():
+                log.info("doc shard %d: taken over; announcing every document touched up to "
+                         "docs %d, deltas %d", s, ends[docs], ends[deltas])
         self._seek(TopicPartition(t.docs, s), shard.offset("docs"))
         self._seek(TopicPartition(t.deltas, s), shard.offset("deltas"))
 

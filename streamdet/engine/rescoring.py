@@ -15,10 +15,16 @@ from .events import change_kind, make_event
 
 
 def rescore(role: DocRole, txn, dirty: Dirty, before: dict[int, Cover],
-            next_seq: Callable[[int], int]) -> list[dict]:
+            next_seq: Callable[[int], int], announce: bool = False) -> list[dict]:
     """Score every dirty document; return the events. `before` holds the last result of
     re-fetched URLs (by their new docno); `next_seq(seq)` gives an event's seq from the
-    URL's last one (the embedded engine counts, doc shards use their input offsets)."""
+    URL's last one (the embedded engine counts, doc shards use their input offsets).
+
+    With `announce`, a document that did not change gets an event too: its current state
+    as `rescore` (quilted) or `unquilt` (not). A doc shard's new owner needs this while it
+    redoes what the last owner did after the group's last commit: that owner's events of
+    those rounds are out, and may show states this owner, batching differently, never
+    passes through (a page quilted and unquilted again within one of its batches)."""
     events = []
     for docno, touch in dirty.items():
         doc = txn.doc(docno)
@@ -30,7 +36,9 @@ def rescore(role: DocRole, txn, dirty: Dirty, before: dict[int, Cover],
         txn.touch_doc(docno)
         kind = change_kind(prev, result)
         if kind is None:
-            continue
+            if not announce:
+                continue
+            kind = "rescore" if result.quilted else "unquilt"
         url = txn.url_of(docno)
         _, seq = txn.url_entry(url)
         seq = next_seq(seq)

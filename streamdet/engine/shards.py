@@ -23,6 +23,18 @@ What makes the result exact whatever the interleaving of partitions:
 - Doc shards apply a batch's pages before its deltas; replaying a doc shard's two
   partitions that way rebuilds the same state (a delta for a document that a later page
   replaced is dropped either way).
+- A delta about a page the doc shard has not applied yet is *held* in the state and
+  applied when the page arrives, before any later delta. In one owner's history that
+  cannot happen (the deltas come from the page's grams, sent after the page was applied),
+  but a new owner resumes from the group's committed offsets, which trail what the last
+  owner applied: the deltas about a page it had applied after that commit are already on
+  the deltas partition, and the new owner may read them before the page. Dropping them
+  would lose them for good (the page's grams, sent again, are known to the gram shards,
+  which do not answer twice). Docnos grow with the docs offset, so "not applied yet" is
+  simply a docno above the newest version applied.
+- A new owner that redoes what the last one did after the group's last commit announces
+  every document it touches until it has caught up (`announce`): the last owner's events
+  of those rounds may show states it never passes through.
 - Event `seq` is at least the `seq` the caller passes for the batch (the worker passes its
   ownership epoch << 40 plus the consumed-offset sum) and above the URL's last: it only
   grows, also across a rebuild and a change of owner, so events never regress.
@@ -52,29 +64,61 @@ class DocShard:
         self.docs = DocRole(params)
         self.cause_times: dict[str, float] = {}  # of the last batch: cause URL -> fetched_at
         self.documents_added = 0  # of the last batch: URLs seen for the first time
+        self.held = 0  # of the last batch: deltas held for pages not applied yet
 
     def process(self, txn, pages: Iterable[tuple[int, PageMsg]], deltas: Iterable[DeltasMsg],
-                seq: int) -> tuple[list[tuple[int, bytes]], list[dict]]:
-        """Apply pages (with their input offsets), then deltas; re-score what changed.
+                seq: int, announce: bool = False) -> tuple[list[tuple[int, bytes]], list[dict]]:
+        """Apply pages (with their input offsets), then deltas; re-score what changed
+        (with `announce`, everything touched gets an event: see rescoring.rescore).
 
         Returns (gram shard, GramsMsg bytes) to send, and the events."""
         dirty: Dirty = {}
         before: dict[int, Cover] = {}
         out: list[tuple[int, bytes]] = []
         self.cause_times = {}
-        self.documents_added = 0
+        self.documents_added = self.held = 0
         for offset, page in pages:
             out.extend(self._arrive(txn, offset, page, dirty, before))
             if page.fetched_at is not None:
                 self.cause_times[page.url] = page.fetched_at
+        newest = txn.newest_version()
+        self.docs.apply(txn, self._release(txn, newest), dirty)
         for msg in deltas:
             self.cause_times.update(msg.times)
             for docno, (server, url) in msg.names.items():
                 if txn.name(docno) is None:
                     txn.put_name(docno, server, url)
-            self.docs.apply(txn, msg.deltas, dirty)
+            ready = msg.deltas
+            if any(d.target > newest for d in ready):
+                ready = [d for d in ready if d.target <= newest]
+                early = [d for d in msg.deltas if d.target > newest]
+                self._hold(txn, early)
+                self.held += len(early)
+            self.docs.apply(txn, ready, dirty)
         # seq: the offsets consumed so far only grow, on this worker or the next owner
-        return out, rescore(self.docs, txn, dirty, before, lambda last: max(last + 1, seq))
+        return out, rescore(self.docs, txn, dirty, before, lambda last: max(last + 1, seq),
+                            announce)
+
+    @staticmethod
+    def _hold(txn, deltas: list[Delta]) -> None:
+        """Keep deltas about pages not applied yet, after any held before them."""
+        per: dict[int, list[Delta]] = {}
+        for d in deltas:
+            per.setdefault(d.target, []).append(d)
+        for target, ds in per.items():
+            raw = txn.early_deltas(target)
+            held = DeltasMsg.decode(raw).deltas if raw else []
+            txn.put_early_deltas(target, DeltasMsg(held + ds).encode())
+
+    @staticmethod
+    def _release(txn, newest: int) -> list[Delta]:
+        """The held deltas of the pages applied now, oldest first (each target's own
+        order is all that matters: deltas of different documents commute)."""
+        out: list[Delta] = []
+        for target, raw in txn.early_up_to(newest):
+            out.extend(DeltasMsg.decode(raw).deltas)
+            txn.put_early_deltas(target, None)
+        return out
 
     def _arrive(self, txn, offset: int, page: PageMsg, dirty: Dirty,
                 before: dict[int, Cover]) -> list[tuple[int, bytes]]:

@@ -12,7 +12,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 
 TABLES = ("grams", "segs", "docs", "slots", "names", "urls", "dead", "meta", "docgrams",
-          "docdelta", "recent")
+          "docdelta", "recent", "early")
 
 
 class DeleteRange:
@@ -39,6 +39,10 @@ class KV(ABC):
     @abstractmethod
     def items(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         """All (key, value) pairs of a table with key >= start, in key order."""
+
+    @abstractmethod
+    def last_key(self, table: str) -> bytes | None:
+        """The greatest key of a table (None when it is empty)."""
 
     @abstractmethod
     def write(self, ops: Iterable[Op]) -> None:
@@ -74,6 +78,10 @@ class MemoryKV(KV):
         keys = sorted(t)
         for k in keys[bisect_left(keys, start):]:
             yield k, t[k]
+
+    def last_key(self, table: str) -> bytes | None:
+        t = self._tables[table]
+        return max(t) if t else None
 
     def write(self, ops: Iterable[Op]) -> None:
         ops = list(ops)  # materialise first: a failing iterator must not half-apply

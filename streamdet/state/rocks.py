@@ -119,6 +119,11 @@ class RocksKV(KV):
             yield it.key(), it.value()
             it.next()
 
+    def last_key(self, table: str) -> bytes | None:
+        it = self._cf[table].iter(ReadOptions())
+        it.seek_to_last()
+        return it.key() if it.valid() else None
+
     def write(self, ops: Iterable[Op]) -> None:
         batch = WriteBatch(raw_mode=True)
         handles = self._handles

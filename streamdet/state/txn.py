@@ -141,6 +141,7 @@ class Txn:
         self.new_dead: set[int] = set()
         self.doc_gram_sets: dict[int, np.ndarray | None] = {}
         self.meta_puts: dict[str, bytes] = {}
+        self.early: dict[int, bytes | None] = {}  # changed early deltas, per target docno
         self.fresh: list[tuple[np.ndarray, int]] = []
         self._next_docno: int | None = None
         self._segment = None
@@ -267,6 +268,14 @@ class Txn:
     def put_doc_grams(self, docno: int, grams: np.ndarray | None) -> None:
         self.doc_gram_sets[docno] = grams
 
+    def newest_version(self) -> int:
+        """The greatest docno whose grams are kept (0: none). In a doc shard that is the
+        last page applied: pages are applied in offset order, docnos grow with the offset,
+        and a version's grams go only when a newer version of its URL replaces it."""
+        key = self.kv.last_key("docgrams")
+        newest = key_u64(key) if key is not None else 0
+        return max([newest, *(d for d, g in self.doc_gram_sets.items() if g is not None)])
+
     def put_doc(self, docno: int, doc: DocState | None) -> None:
         self.docs[docno] = doc
         self.dirty_docs.add(docno)
@@ -322,6 +331,32 @@ class Txn:
         self._next_docno += 1
         return n
 
+    # -- early deltas (doc shards) --------------------------------------------------------
+    # Deltas about a document whose page the doc shard has not applied yet: a new owner
+    # resuming from the group's offsets can meet them before that page (see engine.shards).
+
+    def early_deltas(self, docno: int) -> bytes | None:
+        """The encoded deltas held for a document version not applied yet."""
+        if docno in self.early:
+            return self.early[docno]
+        return self.kv.get("early", u64key(docno))
+
+    def put_early_deltas(self, docno: int, raw: bytes | None) -> None:
+        self.early[docno] = raw
+
+    def early_up_to(self, docno: int) -> list[tuple[int, bytes]]:
+        """Held deltas of every document version up to `docno`, in docno order."""
+        found = {}
+        for key, raw in self.kv.items("early"):
+            d = key_u64(key)
+            if d > docno:
+                break
+            found[d] = raw
+        for d, raw in self.early.items():
+            if d <= docno:
+                found[d] = raw
+        return [(d, raw) for d, raw in sorted(found.items()) if raw is not None]
+
     def put_meta(self, name: str, value: bytes) -> None:
         """A meta value written with the rest (e.g. a shard's outbox)."""
         self.meta_puts[name] = value
@@ -351,6 +386,8 @@ class Txn:
             ops.append(("urls", url.encode("utf-8"), None if e is None else encode_url_entry(*e)))
         if self._next_docno is not None:
             ops.append(("meta", b"next_docno", str(self._next_docno).encode()))
+        for docno, raw in self.early.items():
+            ops.append(("early", u64key(docno), raw))
         for name, value in self.meta_puts.items():
             ops.append(("meta", name.encode(), value))
         if positions is not None:
