@@ -5,6 +5,8 @@ Kafka partitions. A seeded scheduler picks which shard runs next and how much of
 its partitions it takes, so partitions interleave arbitrarily. It can also:
 - crash a shard after it sent its outputs but before it committed (at-least-once: the
   batch is processed again and its messages are sent twice);
+- deliver pages twice (`dup_rate`: a new owner of a crawler partition sends again what
+  its last owner sent after the last commit: the last few pages, in order);
 - commit the group's offsets late (`lag_rate`: a round's offsets are left for a later
   commit, as the worker coalesces them), so that the group's offsets trail the state;
 - wipe a shard's state and rebuild it by replaying its partitions up to the group's
@@ -58,6 +60,7 @@ class Simulation:
         self.doc = [_Shard(Store(MemoryKV()), {"docs": 0, "deltas": 0}) for _ in range(shards)]
         self.gram = [_Shard(Store(MemoryKV()), {"grams": 0}) for _ in range(shards)]
         self.events: list[dict] = []
+        self.published: list = []  # pages, in the order the pages stage sent them
         self.sent = [{"docs": 0, "deltas": 0} for _ in range(shards)]  # the group's offsets
         self.gram_sent = [0] * shards  # the group's offsets on the grams partitions
         self.crashes = self.wipes = 0
@@ -65,6 +68,13 @@ class Simulation:
     def publish(self, page) -> None:
         msg = PageMsg(page.url, page.server, page.grams, page.fetched_at)
         self.docs_topic[url_shard(page.url, self.p)].append(msg.encode())
+        self.published.append(page)
+
+    def redeliver(self) -> None:
+        """The pages stage's at-least-once: the last few pages sent again, in order."""
+        for page in self.published[-self.rng.randint(1, 3):]:
+            msg = PageMsg(page.url, page.server, page.grams, page.fetched_at)
+            self.docs_topic[url_shard(page.url, self.p)].append(msg.encode())
 
     # -- one step of one shard ----------------------------------------------------------
     def _take(self, topic: list[bytes], start: int) -> int:
@@ -221,7 +231,7 @@ def analysed(records: Sequence[dict], params: Params) -> list:
 
 def sharded_pipeline(records: list[dict], params: Params, batches: Sequence[int], *,
                      shards: int = 3, seed: int = 0, crash_rate: float = 0.0,
-                     wipe_rate: float = 0.0, lag_rate: float = 0.0,
+                     wipe_rate: float = 0.0, lag_rate: float = 0.0, dup_rate: float = 0.0,
                      events: list[dict] | None = None) -> Rows:
     """Records published in `batches` (the stream cut as it arrives), shards running
     in between on a random schedule, then run until idle."""
@@ -231,6 +241,8 @@ def sharded_pipeline(records: list[dict], params: Params, batches: Sequence[int]
     for b in batches:
         for page in pages[i : i + b]:
             sim.publish(page)
+            if sim.rng.random() < dup_rate:
+                sim.redeliver()
         i += b
         for _ in range(sim.rng.randint(0, 2 * shards)):
             k = sim.rng.randrange(2 * shards)
