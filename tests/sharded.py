@@ -66,15 +66,17 @@ class Simulation:
         self.crashes = self.wipes = 0
 
     def publish(self, page) -> None:
-        msg = PageMsg(page.url, page.server, page.grams, page.fetched_at)
-        self.docs_topic[url_shard(page.url, self.p)].append(msg.encode())
+        self._send_page(page)
         self.published.append(page)
 
     def redeliver(self) -> None:
         """The pages stage's at-least-once: the last few pages sent again, in order."""
         for page in self.published[-self.rng.randint(1, 3):]:
-            msg = PageMsg(page.url, page.server, page.grams, page.fetched_at)
-            self.docs_topic[url_shard(page.url, self.p)].append(msg.encode())
+            self._send_page(page)
+
+    def _send_page(self, page) -> None:
+        msg = PageMsg(page.url, page.server, page.grams, page.fetched_at)
+        self.docs_topic[url_shard(page.url, self.p)].append(msg.encode())
 
     # -- one step of one shard ----------------------------------------------------------
     def _take(self, topic: list[bytes], start: int) -> int:
