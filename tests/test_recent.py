@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamdet.state.kv import MemoryKV
@@ -26,9 +26,14 @@ def _arrays(pairs):
     return grams, np.asarray([d for _, d in pairs], dtype=np.uint64)
 
 
-@settings(max_examples=200, deadline=None)
-@given(BATCHES, st.lists(GRAM, max_size=20))
-def test_hash_table_and_its_log_equal_a_dict(batches, probes):
+@pytest.mark.parametrize("tail", [0, 4, 32], ids=["vectorised", "mixed", "scalar"])
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # set once, not reset
+@given(batches=BATCHES, probes=st.lists(GRAM, max_size=20))
+def test_hash_table_and_its_log_equal_a_dict(tail, batches, probes, monkeypatch):
+    """Whether a probe sequence is followed in numpy passes or finished in Python (the
+    last SCALAR_TAIL grams of a batch), the table answers as a dict does."""
+    monkeypatch.setattr("streamdet.state.recent.SCALAR_TAIL", tail)
     kv = MemoryKV()
     recent = RecentPairs(kv, CAPACITY)
     model: dict[int, int] = {}
