@@ -11,8 +11,9 @@ measurement) with real `streamdet worker` processes (4 shards):
 2. Throughput, for 1 and then 2 workers, each on a fresh pipeline (topic prefix): the whole
    stream is produced first (`streamdet produce`), the workers start, and the clock runs
    from the first committed input to the moment every input of the pipeline is consumed
-   and committed. pages/s = pages / that time. CPU seconds of the workers, the broker and
-   the producer are read from /proc (the broker's for the processing window only).
+   and committed (a `Watcher` with long-lived clients looks every 0.2 s). pages/s = pages
+   / that time. CPU seconds of the workers, the broker, this watcher and the producer are
+   read from /proc (the broker's for the processing window only).
 3. Latency: 2 workers, records sent at half the 2-worker peak rate by this process with
    `fetched_at` = the send time; an events consumer running here stamps each event on
    receipt; latency = receipt - fetched_at of the record that caused it (the event's
@@ -142,33 +143,6 @@ class Pipeline:
             raise RuntimeError(f"produce failed: {err.decode()[-2000:]}")
         return {"seconds": time.perf_counter() - t}
 
-    async def committed(self, topic: str) -> dict[int, int]:
-        from aiokafka import AIOKafkaConsumer, TopicPartition
-
-        name = f"{self.prefix}-{topic}"
-        c = AIOKafkaConsumer(bootstrap_servers=self.broker.bootstrap, group_id=self.prefix,
-                             enable_auto_commit=False)
-        await c.start()
-        try:
-            parts = c.partitions_for_topic(name) or set()
-            return {p: (await c.committed(TopicPartition(name, p)) or 0) for p in sorted(parts)}
-        finally:
-            await c.stop()
-
-    def progress(self) -> tuple[bool, int]:
-        """(idle, pages committed): idle when every input is consumed and committed."""
-        from tests.kafka_broker import run_sync
-
-        idle, pages = True, 0
-        for topic in ("pages", "docs", "grams", "deltas"):
-            high = self.broker.high_watermarks(f"{self.prefix}-{topic}")
-            done = run_sync(self.committed(topic))
-            if topic == "pages":
-                pages = sum(done.values())
-            if any(done.get(p, 0) != h for p, h in high.items()):
-                idle = False
-        return idle, pages
-
     def cpu(self) -> float:
         return sum(cpu_seconds(p.pid) for p in self.procs if p.poll() is None)
 
@@ -184,7 +158,77 @@ class Pipeline:
                 p.wait()
 
 
+class Watcher:
+    """Whether a pipeline is done: every input consumed and committed by its group.
+
+    Its two clients live for the whole measurement and ask little per look: the committed
+    offsets of every partition in one OffsetFetch, and the internal partitions' high
+    watermarks from a fetch at the last known watermark (an empty or small answer).
+    Polling with fresh clients, as the first versions of this bench did, cost tansu a
+    quarter of a core (each new consumer fetched its partitions from offset 0, copying
+    megabytes per look) and charged that to the workers' measurement."""
+
+    INTERNAL = ("docs", "grams", "deltas")
+
+    def __init__(self, pipe: Pipeline) -> None:
+        from aiokafka import AIOKafkaConsumer
+
+        self.prefix = pipe.prefix
+        self.group = AIOKafkaConsumer(bootstrap_servers=pipe.broker.bootstrap,
+                                      group_id=pipe.prefix, enable_auto_commit=False)
+        # (fetch_max_wait_ms=0 never answers on tansu 0.6: 20 ms it is)
+        self.ends = AIOKafkaConsumer(bootstrap_servers=pipe.broker.bootstrap, group_id=None,
+                                     enable_auto_commit=False, fetch_max_wait_ms=20,
+                                     max_partition_fetch_bytes=1024)
+        self.high: dict = {}
+
+    async def __aenter__(self) -> Watcher:
+        from aiokafka import TopicPartition
+
+        await self.group.start()
+        await self.ends.start()
+        self.pages = [TopicPartition(f"{self.prefix}-pages", p) for p in sorted(
+            self.group.partitions_for_topic(f"{self.prefix}-pages") or ())]
+        self.internal = [TopicPartition(f"{self.prefix}-{t}", p) for t in self.INTERNAL
+                         for p in range(SHARDS)]
+        self.ends.assign(self.internal)
+        self.high = {tp: 0 for tp in self.internal}
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.ends.stop()
+        await self.group.stop()
+
+    async def _high_watermarks(self) -> dict:
+        """Every internal partition's high watermark, from a fetch at the last one known.
+        aiokafka keeps the watermark of the last fetch response; it is cleared first so
+        that only an answer to a fetch made now counts."""
+        states = self.ends._subscription.subscription.assignment  # noqa: SLF001
+        for tp, offset in self.high.items():
+            self.ends.seek(tp, offset)  # drops what was buffered: the next fetch is new
+            states.state_value(tp).highwater = None
+        while any(self.ends.highwater(tp) is None for tp in self.high):
+            await self.ends.getmany(timeout_ms=50, max_records=1)
+        self.high = {tp: self.ends.highwater(tp) for tp in self.high}
+        return self.high
+
+    async def look(self) -> tuple[bool, int]:
+        """(idle, pages committed)."""
+        committed = await self.group._coordinator.fetch_committed_offsets(  # noqa: SLF001
+            self.pages + self.internal)
+
+        def done(tp) -> int:
+            c = committed.get(tp)
+            return max(0, c.offset) if c is not None else 0
+
+        pages = sum(done(tp) for tp in self.pages)
+        high = await self._high_watermarks()
+        return all(done(tp) == h for tp, h in high.items()), pages
+
+
 def throughput(broker, work: Path, stream: Path, n_pages: int, workers: int) -> dict:
+    from tests.kafka_broker import run_sync
+
     pipe = Pipeline(broker, work, f"tp{workers}")
     try:
         # topics first (produce creates them with the pipeline's shard count)
@@ -192,32 +236,42 @@ def throughput(broker, work: Path, stream: Path, n_pages: int, workers: int) -> 
         cpu_prod = _child_cpu(lambda: pipe.produce(stream))
         produce_s = time.perf_counter() - t_prod
         pipe.start_workers(workers)
-        start = None
-        cpu_broker0 = cpu_workers0 = 0.0
-        deadline = time.monotonic() + 3600
-        while time.monotonic() < deadline:
-            idle, pages = pipe.progress()
-            if start is None and pages > 0:
-                start = time.perf_counter()
-                cpu_broker0, cpu_workers0 = cpu_seconds(broker.process.pid), pipe.cpu()
-            if idle and pages >= n_pages:
-                break
-            if any(p.poll() is not None for p in pipe.procs):
-                raise RuntimeError("a worker exited; see " + str(work))
-            time.sleep(0.2)
-        end = time.perf_counter()
-        secs = end - start
-        res = {"workers": workers, "pages": n_pages, "seconds": secs,
-               "pages_per_s": n_pages / secs,
-               "worker_cpu_seconds": pipe.cpu() - cpu_workers0,
-               "broker_cpu_seconds": cpu_seconds(broker.process.pid) - cpu_broker0,
-               "producer_cpu_seconds": cpu_prod, "producer_seconds": produce_s}
-        log(f"{workers} worker(s): {res['pages_per_s']:.1f} pages/s ({secs:.1f} s; workers "
-            f"{res['worker_cpu_seconds']:.0f} CPU s, broker {res['broker_cpu_seconds']:.0f} "
+        res = run_sync(_measure(pipe, broker, n_pages))
+        res.update(workers=workers, producer_cpu_seconds=cpu_prod, producer_seconds=produce_s)
+        log(f"{workers} worker(s): {res['pages_per_s']:.1f} pages/s ({res['seconds']:.1f} s; "
+            f"workers {res['worker_cpu_seconds']:.0f} CPU s, broker "
+            f"{res['broker_cpu_seconds']:.0f} CPU s, this bench {res['bench_cpu_seconds']:.1f} "
             f"CPU s, producer {cpu_prod:.1f} CPU s for {produce_s:.1f} s)")
         return res
     finally:
         pipe.stop()
+
+
+async def _measure(pipe: Pipeline, broker, n_pages: int) -> dict:
+    """From the first committed page to the moment the pipeline is idle with every page
+    committed; the CPU the workers, the broker and this watcher used meanwhile."""
+    start = None
+    cpu_broker0 = cpu_workers0 = cpu_me0 = 0.0
+    deadline = time.monotonic() + 3600
+    async with Watcher(pipe) as watch:
+        while time.monotonic() < deadline:
+            idle, pages = await watch.look()
+            if start is None and pages > 0:
+                start = time.perf_counter()
+                cpu_broker0, cpu_workers0 = cpu_seconds(broker.process.pid), pipe.cpu()
+                cpu_me0 = time.process_time()
+            if idle and pages >= n_pages:
+                break
+            if any(p.poll() is not None for p in pipe.procs):
+                raise RuntimeError("a worker exited; see " + str(pipe.work))
+            await asyncio.sleep(0.2)
+        else:
+            raise RuntimeError(f"the pipeline did not finish {n_pages} pages within an hour")
+    secs = time.perf_counter() - start
+    return {"pages": n_pages, "seconds": secs, "pages_per_s": n_pages / secs,
+            "worker_cpu_seconds": pipe.cpu() - cpu_workers0,
+            "broker_cpu_seconds": cpu_seconds(broker.process.pid) - cpu_broker0,
+            "bench_cpu_seconds": time.process_time() - cpu_me0}
 
 
 def _child_cpu(fn) -> float:
