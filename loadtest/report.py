@@ -163,6 +163,10 @@ def headline(name: str, r: dict) -> list[str]:
                 f" pages/s, 2 workers {r['two_workers']['pages_per_s']:.1f} pages/s, scaling "
                 f"**{r['scaling']:.2f}x** (target >= {r['targets']['scaling']})"
                 f"{_pass(r['pass']['scaling'])}",
+                *([f"2 warm workers on the stream's second {r['segment']['pages']:,} pages "
+                   f"(after its first {r['segment']['warm_pages']:,}): "
+                   f"{r['segment']['peak']['pages_per_s']:.1f} pages/s; latency at half of it"]
+                  if "segment" in r else []),
                 f"latency at {lat.get('rate', 0):.1f} pages/s over {lat.get('events', 0)} "
                 f"events: p50 {lat.get('p50_s', 0) * 1000:.0f} ms, p99 **"
                 f"{lat.get('p99_s', 0) * 1000:.0f} ms** (target < "
