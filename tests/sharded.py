@@ -1,12 +1,17 @@
 """The sharded engine (engine.shards) on in-memory topics, under a random schedule.
 
 P doc shards and P gram shards exchange real message bytes through lists that stand for
-Kafka partitions. A seeded scheduler picks which shard runs next and how much of each of
-its partitions it takes, so partitions interleave arbitrarily. It can also:
+Kafka partitions. The pages stage puts each page on its doc shard's partition and queues
+its grams adds (engine.shards.page_adds, docno from that offset) per gram partition; a
+seeded scheduler picks which shard runs next, or which queued adds go out, and how much of
+each partition it takes, so partitions interleave arbitrarily and a page's adds may reach
+a gram shard before or after the page reaches its doc shard. It can also:
 - crash a shard after it sent its outputs but before it committed (at-least-once: the
   batch is processed again and its messages are sent twice);
-- deliver pages twice (`dup_rate`: a new owner of a crawler partition sends again what
-  its last owner sent after the last commit: the last few pages, in order);
+- crash the pages stage (`dup_rate`): a random part of the queued adds is lost (each gram
+  partition keeps what was sent in order before the crash) and the pages whose adds were
+  lost are sent again, with the last few pages before them, as a new owner of a crawler
+  partition sends again what its last owner sent after the last commit;
 - commit the group's offsets late (`lag_rate`: a round's offsets are left for a later
   commit, as the worker coalesces them), so that the group's offsets trail the state;
 - wipe a shard's state and rebuild it by replaying its partitions up to the group's
@@ -31,8 +36,8 @@ from streamdet.engine.analysis import analyze
 from streamdet.engine.messages import DeltasMsg, GramsMsg, PageMsg, pack_outbox, unpack_outbox
 from streamdet.engine.params import Params
 from streamdet.engine.records import BadRecord, page_from_object
-from streamdet.engine.routing import url_shard
-from streamdet.engine.shards import DocShard, GramShard
+from streamdet.engine.routing import docno_for, url_shard
+from streamdet.engine.shards import DocShard, GramShard, page_adds
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
 
@@ -61,22 +66,46 @@ class Simulation:
         self.gram = [_Shard(Store(MemoryKV()), {"grams": 0}) for _ in range(shards)]
         self.events: list[dict] = []
         self.published: list = []  # pages, in the order the pages stage sent them
+        # adds queued per gram partition (index in `published`, bytes), not sent yet
+        self.queued: list[list[tuple[int, bytes]]] = [[] for _ in range(shards)]
         self.sent = [{"docs": 0, "deltas": 0} for _ in range(shards)]  # the group's offsets
         self.gram_sent = [0] * shards  # the group's offsets on the grams partitions
         self.crashes = self.wipes = 0
 
     def publish(self, page) -> None:
-        self._send_page(page)
         self.published.append(page)
+        self._send_page(len(self.published) - 1)
 
     def redeliver(self) -> None:
-        """The pages stage's at-least-once: the last few pages sent again, in order."""
-        for page in self.published[-self.rng.randint(1, 3):]:
-            self._send_page(page)
+        """The pages stage crashes: each gram partition's queue keeps a random prefix
+        (sent before the crash), the rest is lost; the pages that lost adds are sent
+        again, with the last few pages (at-least-once), in their order."""
+        lost: set[int] = set()
+        for q in self.queued:
+            cut = self.rng.randint(0, len(q))
+            lost.update(i for i, _ in q[cut:])
+            del q[cut:]
+        n = len(self.published)
+        again = lost | set(range(max(0, n - self.rng.randint(1, 3)), n))
+        for i in sorted(again):
+            self._send_page(i)
 
-    def _send_page(self, page) -> None:
+    def _send_page(self, i: int) -> None:
+        page = self.published[i]
         msg = PageMsg(page.url, page.server, page.grams, page.fetched_at)
-        self.docs_topic[url_shard(page.url, self.p)].append(msg.encode())
+        s = url_shard(page.url, self.p)
+        docno = docno_for(len(self.docs_topic[s]), s, self.p)
+        self.docs_topic[s].append(msg.encode())
+        for g, raw in page_adds(msg, docno, self.p):
+            self.queued[g].append((i, raw))
+
+    def step_pages(self, g: int) -> bool:
+        """Some of the adds queued for gram partition g go out, in order."""
+        q = self.queued[g]
+        n = self.rng.randint(1, len(q)) if q else 0
+        self.grams_topic[g].extend(raw for _, raw in q[:n])
+        del q[:n]
+        return n > 0
 
     # -- one step of one shard ----------------------------------------------------------
     def _take(self, topic: list[bytes], start: int) -> int:
@@ -195,13 +224,16 @@ class Simulation:
         sh.store = store
         sh.pos = {"grams": b}
 
+    def step(self, kind: str, i: int) -> bool:
+        return {"doc": self.step_doc, "gram": self.step_gram, "pages": self.step_pages}[kind](i)
+
     def run_until_idle(self) -> None:
-        steps = [("doc", s) for s in range(self.p)] + [("gram", g) for g in range(self.p)]
+        steps = [(kind, i) for kind in ("doc", "gram", "pages") for i in range(self.p)]
         while True:
             self.rng.shuffle(steps)
             progressed = False
             for kind, i in steps:
-                progressed |= self.step_doc(i) if kind == "doc" else self.step_gram(i)
+                progressed |= self.step(kind, i)
             if not progressed and self.idle():
                 return
 
@@ -211,7 +243,7 @@ class Simulation:
                                                           strict=True)]
         pairs += [(sh.pos["grams"], t) for sh, t in zip(self.gram, self.grams_topic,
                                                          strict=True)]
-        return all(pos == len(topic) for pos, topic in pairs)
+        return all(pos == len(topic) for pos, topic in pairs) and not any(self.queued)
 
     def rows(self) -> Rows:
         out: Rows = {}
@@ -246,9 +278,9 @@ def sharded_pipeline(records: list[dict], params: Params, batches: Sequence[int]
             if sim.rng.random() < dup_rate:
                 sim.redeliver()
         i += b
-        for _ in range(sim.rng.randint(0, 2 * shards)):
-            k = sim.rng.randrange(2 * shards)
-            sim.step_doc(k) if k < shards else sim.step_gram(k - shards)
+        for _ in range(sim.rng.randint(0, 3 * shards)):
+            k = sim.rng.randrange(3 * shards)
+            sim.step(("doc", "gram", "pages")[k // shards], k % shards)
     for page in pages[i:]:
         sim.publish(page)
     sim.run_until_idle()

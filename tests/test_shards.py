@@ -20,7 +20,7 @@ from streamdet.engine.deltas import ADD, DROP, GAIN, GAIN_FROM, LOSE, Delta
 from streamdet.engine.messages import DeltasMsg, GramsMsg, MessageError, PageMsg, unpack
 from streamdet.engine.params import Params
 from streamdet.engine.routing import docno_for, docno_shard, split_grams, url_shard
-from streamdet.engine.shards import DocShard, GramShard
+from streamdet.engine.shards import DocShard, GramShard, page_adds
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
 
@@ -116,10 +116,10 @@ def test_deltas_read_before_their_page_wait_for_it():
     gram_txn = Store(MemoryKV()).begin()
     in_order = Store(MemoryKV())
     txn = in_order.begin()
-    out, _ = DocShard(params, 0, 1).process(txn, msgs, [], 1)
+    DocShard(params, 0, 1).process(txn, msgs, [], 1)
     txn.commit({})
-    deltas = [DeltasMsg.decode(raw) for _s, raw in
-              GramShard(params, 0, 1).process(gram_txn, [GramsMsg.decode(b) for _g, b in out])]
+    adds = [GramsMsg.decode(b) for o, m in msgs for _g, b in page_adds(m, docno_for(o, 0, 1), 1)]
+    deltas = [DeltasMsg.decode(raw) for _s, raw in GramShard(params, 0, 1).process(gram_txn, adds)]
     txn = in_order.begin()
     DocShard(params, 0, 1).process(txn, [], deltas, 2)
     txn.commit({})
@@ -133,6 +133,31 @@ def test_deltas_read_before_their_page_wait_for_it():
     expected = list(dump_rows(in_order))
     assert expected[1]["n_patch_grams"] == 7 and expected[1]["sources"]  # b copies a
     assert list(dump_rows(new_owner)) == expected
+
+
+@given(split=st.integers(0, 3))
+def test_a_withdrawal_before_its_add_wins(split):
+    """A version's add (from the pages stage) and its withdrawal (from the doc shard that
+    replaced it) reach a gram shard by different ways: whichever batch brings the add,
+    the version never holds a posting, and the earlier holder is left as it was."""
+    params = Params(k=2, m=5, c=1, theta=0.0, foreign="domain")
+    words = "one two three four five"
+    a, b = analysed([{"url": "http://a.example/", "text": words},
+                     {"url": "http://b.example/", "text": words}], params)
+    add = [GramsMsg.decode(raw) for p, d in ((a, 1), (b, 2)) for _g, raw in
+           page_adds(PageMsg(p.url, p.server, p.grams, None), d, 1)]
+    msgs = [add[0], GramsMsg("withdraw", 2, b.grams), add[1]]  # b's withdrawal overtook its add
+    store = Store(MemoryKV())
+    deltas = []
+    for batch in (msgs[:split], msgs[split:]) if split < 3 else (msgs,):
+        txn = store.begin()
+        deltas += [DeltasMsg.decode(r) for _s, r in GramShard(params, 0, 1).process(txn, batch)]
+        txn.commit({})
+    assert not any(d for m in deltas for d in m.deltas)  # a alone: no patch gram, no source
+    txn = store.begin()
+    assert txn.is_dead(2) and txn.name(2) is None
+    assert [txn.live(p) for p in txn.postings(a.grams) if p is not None] in (
+        [], [(1,)] * len(a.grams))
 
 
 # ----------------------------------------------------------------------------- wire format

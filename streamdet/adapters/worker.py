@@ -8,13 +8,16 @@ move between workers without touching each other.
 
 Per fetched batch (a *round*):
 - pages (stateless): validate and analyse; good pages go to their doc shard's partition
-  of the docs topic, bad records to the dead-letter topic (at-least-once: a page sent
-  twice is a re-fetch of identical content).
+  of the docs topic and, once that record is acknowledged (its offset makes the version's
+  docno), their grams to the gram shards' partitions of the grams topic; bad records to
+  the dead-letter topic (at-least-once: a page sent twice is a re-fetch of identical
+  content).
 - a gram shard: apply its grams messages and commit state + offset + the round's *outbox*
   (its deltas messages) in one write, then send the outbox.
-- a doc shard: apply pages then deltas, commit state + offsets + the round's outbox (grams
-  messages and events), then send it. A document is durable before its grams leave, so no
-  delta can reach a document that a crash undid.
+- a doc shard: apply pages then deltas, commit state + offsets + the round's outbox (the
+  withdrawals of replaced versions, and events), then send it. No delta can be about a
+  document that a crash undid: its record was on the docs partition before its grams
+  left.
 Each outbox is a meta key of its own (`outbox/<offsets>`), deleted once the broker has
 acknowledged all its records; a shard opened with outboxes left sends them again, oldest
 first (gram shards skip adds they applied and withdrawals of dead versions, doc shards
@@ -66,8 +69,8 @@ from ..engine.messages import (
 )
 from ..engine.params import Params
 from ..engine.records import DEFAULT_MAX_BODY
-from ..engine.routing import url_shard
-from ..engine.shards import DocShard, GramShard
+from ..engine.routing import docno_for, url_shard
+from ..engine.shards import DocShard, GramShard, page_adds
 from ..state.rocks import RocksKV, dir_bytes
 from ..state.txn import StateError, Store
 from . import failpoints
@@ -356,10 +359,22 @@ class Worker:
                 continue
             m.pages.inc()
             msg = PageMsg(res.url, res.server, res.grams, res.fetched_at)
-            r.sends.append(await self.producer.send(
-                self.topics.docs, value=msg.encode(), key=res.url.encode("utf-8"),
-                partition=url_shard(res.url, self.shards)))
+            shard = url_shard(res.url, self.shards)
+            placed = await self.producer.send(self.topics.docs, value=msg.encode(),
+                                              key=res.url.encode("utf-8"), partition=shard)
+            r.sends.append(asyncio.ensure_future(self._send_adds(msg, shard, placed)))
         r.offsets[TopicPartition(self.topics.pages, partition)] = recs[-1].offset + 1
+
+    async def _send_adds(self, msg: PageMsg, shard: int, placed: asyncio.Future) -> None:
+        """Once the page's record is on its doc shard's partition, its grams go to the
+        gram shards, as the version whose docno that offset makes (engine.shards): a
+        page's own event is then three rounds from its fetch, not four. The round (and
+        the crawler partition's offset) waits for these too: a page whose adds were lost
+        in a crash is processed again, as a new version that replaces the first."""
+        docno = docno_for((await placed).offset, shard, self.shards)
+        sent = [await self.producer.send(self.topics.grams, value=raw, partition=g)
+                for g, raw in page_adds(msg, docno, self.shards)]
+        await asyncio.gather(*sent)
 
     async def _gram_shard(self, g: int, recs: list, r: _Round) -> None:
         """State, offset and the deltas to send committed together, then sent."""

@@ -357,6 +357,16 @@ class Txn:
                 found[d] = raw
         return [(d, raw) for d, raw in sorted(found.items()) if raw is not None]
 
+    # A gram shard keeps in the same column an add that waits for the withdrawal of the
+    # older version of its URL, keyed by that version (see engine.shards.GramShard).
+
+    def waiting_add(self, docno: int) -> bytes | None:
+        """The encoded add waiting for version `docno`'s withdrawal."""
+        return self.early_deltas(docno)
+
+    def put_waiting_add(self, docno: int, raw: bytes | None) -> None:
+        self.put_early_deltas(docno, raw)
+
     def put_meta(self, name: str, value: bytes) -> None:
         """A meta value written with the rest (e.g. a shard's outbox)."""
         self.meta_puts[name] = value
