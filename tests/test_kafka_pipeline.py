@@ -304,3 +304,31 @@ def test_worker_refuses_other_parameters(pipeline, tmp_path):
     shards = streamdet("worker", *pipeline.args(), "--state", tmp_path / "other2",
                        "--shards", 3, check=False, timeout=60)
     assert shards.returncode == 2 and "shards" in shards.stderr.decode()
+
+
+def test_worker_refuses_a_pipeline_built_by_another_format(pipeline, tmp_path):
+    """A pipeline whose meta record names another shard protocol (here the four-hop
+    shards-1, whose gram shards have no URL table) is refused, not joined."""
+    from streamdet.adapters.kafka import Topics, ensure_topics, producer
+    from streamdet.engine.params import Params
+
+    from .kafka_broker import run_sync
+
+    topics = Topics.named(pipeline.prefix)
+    old = json.dumps({"params": Params().to_dict(), "shards": SHARDS, "format": "shards-1"},
+                     sort_keys=True).encode()
+
+    async def seed() -> None:
+        await ensure_topics(pipeline.broker.bootstrap, topics, SHARDS, SHARDS)
+        p = producer(pipeline.broker.bootstrap)
+        await p.start()
+        try:
+            await p.send_and_wait(topics.meta, old, partition=0)
+        finally:
+            await p.stop()
+
+    run_sync(seed())
+    res = streamdet("worker", *pipeline.args(), "--state", tmp_path / "w", "--shards", SHARDS,
+                    check=False, timeout=60)
+    msg = res.stderr.decode()
+    assert res.returncode == 2 and "format shards-1" in msg and "Traceback" not in msg, msg

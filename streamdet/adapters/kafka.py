@@ -27,7 +27,9 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from ..engine.params import Params, ParamsError
 
-STATE_FORMAT = "shards-1"
+# shards-2: grams adds leave from the pages stage and gram shards keep a URL table (see
+# engine.shards); a shards-1 state or pipeline is refused rather than mixed with it.
+STATE_FORMAT = "shards-2"
 PRODUCER_BATCH_BYTES = 1 << 20  # per partition and request (see producer())
 
 
@@ -190,6 +192,12 @@ async def join_pipeline(broker: str, topics: Topics, params: Params, shards: int
             await p.stop()
         first = await _first_meta(broker, topics.meta)  # another worker may have been first
     stored = json.loads(first)
+    if stored.get("format", "shards-1") != STATE_FORMAT:
+        raise PipelineError(
+            f"the pipeline on topic {topics.meta} was built by a streamdet whose shards talk "
+            f"another way (format {stored.get('format', 'shards-1')}, this one "
+            f"{STATE_FORMAT}); start a new pipeline (--prefix) or stop every worker of it "
+            "and run one version")
     try:
         params.check_same(Params(**stored["params"]), f"the pipeline on topic {topics.meta}")
     except ParamsError as exc:
