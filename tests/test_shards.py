@@ -36,7 +36,7 @@ SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
 def _order_free(records, params, redelivered=False):
     """Params under which the sticky exception cannot depend on the order (see above);
     pages delivered twice are re-fetches too."""
-    urls = [r.get("url") for r in records]
+    urls = [p.url for p in analysed(records, params)]  # as normalised: " http://a/ " is a re-fetch
     if redelivered or len(set(urls)) < len(urls):
         return dataclasses.replace(params, m=max(params.m, len(records) + 1))
     return params
