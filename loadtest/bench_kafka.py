@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -254,28 +255,19 @@ def throughput(broker, work: Path, stream: Path, n_pages: int, workers: int) -> 
 async def _measure(pipe: Pipeline, broker, n_pages: int) -> dict:
     """From the first committed page to the moment the pipeline is idle with every page
     committed; the CPU the workers, the broker and this watcher used meanwhile."""
-    start = None
-    cpu_broker0 = cpu_workers0 = cpu_me0 = 0.0
-    deadline = time.monotonic() + 3600
-    async with Watcher(pipe) as watch:
-        while time.monotonic() < deadline:
-            idle, pages = await watch.look()
-            if start is None and pages > 0:
-                start = time.perf_counter()
-                cpu_broker0, cpu_workers0 = cpu_seconds(broker.process.pid), pipe.cpu()
-                cpu_me0 = time.process_time()
-            if idle and pages >= n_pages:
-                break
-            if any(p.poll() is not None for p in pipe.procs):
-                raise RuntimeError("a worker exited; see " + str(pipe.work))
-            await asyncio.sleep(0.2)
-        else:
-            raise RuntimeError(f"the pipeline did not finish {n_pages} pages within an hour")
-    secs = time.perf_counter() - start
+    at: dict[str, float] = {}
+
+    def first_page(pages: int) -> None:
+        if not at and pages > 0:
+            at.update(start=time.perf_counter(), broker=cpu_seconds(broker.process.pid),
+                      workers=pipe.cpu(), me=time.process_time())
+
+    await wait_done(pipe, n_pages, first_page)
+    secs = time.perf_counter() - at["start"]
     return {"pages": n_pages, "seconds": secs, "pages_per_s": n_pages / secs,
-            "worker_cpu_seconds": pipe.cpu() - cpu_workers0,
-            "broker_cpu_seconds": cpu_seconds(broker.process.pid) - cpu_broker0,
-            "bench_cpu_seconds": time.process_time() - cpu_me0}
+            "worker_cpu_seconds": pipe.cpu() - at["workers"],
+            "broker_cpu_seconds": cpu_seconds(broker.process.pid) - at["broker"],
+            "bench_cpu_seconds": time.process_time() - at["me"]}
 
 
 def _clean(work: Path) -> None:
@@ -347,12 +339,16 @@ async def send_records(bootstrap: str, topic: str, records: list[tuple[str, byte
     return sent
 
 
-async def wait_done(pipe: Pipeline, n_pages: int) -> None:
-    """Until every input is consumed and committed, `n_pages` pages among them."""
+async def wait_done(pipe: Pipeline, n_pages: int,
+                    on_look: Callable[[int], None] | None = None) -> None:
+    """Until every input is consumed and committed, `n_pages` pages among them;
+    `on_look(pages committed)` after every look (every 0.2 s)."""
     deadline = time.monotonic() + 3600
     async with Watcher(pipe) as watch:
         while time.monotonic() < deadline:
             idle, pages = await watch.look()
+            if on_look is not None:
+                on_look(pages)
             if idle and pages >= n_pages:
                 return
             if any(p.poll() is not None for p in pipe.procs):
