@@ -152,6 +152,7 @@ class RecentPairs:
             self.keys[s] = grams[i]
             self.values[s] = docnos[i]
 
+
 def _decode(value: bytes) -> tuple[np.ndarray, np.ndarray]:
     arr = np.frombuffer(value, dtype="<u8").astype(np.uint64)
     half = len(arr) // 2
