@@ -12,8 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamdet.adapters.report import dump_rows
+from streamdet.engine.analysis import analyze
+from streamdet.engine.core import Engine
 from streamdet.engine.cover import first_change, greedy_cover
 from streamdet.engine.params import Params
+from streamdet.engine.records import page_from_object
+from streamdet.state.kv import MemoryKV
+from streamdet.state.txn import Store
 
 from .harness import assert_same_rows, memory_pipeline
 from .reference import ref_cover, reference
@@ -195,3 +201,78 @@ def test_greedy_resumed_after_the_steps_new_sources_cannot_change_is_the_greedy(
         # ... and no more: the greedy's step `kept` differs, or the old cover had ended
         assert fresh[kept] != cover[kept] if kept < len(cover) else len(fresh) > kept
         assert greedy_cover(after, url_of.__getitem__, cover[:kept]) == fresh
+
+
+def _engine_run(records: list[dict], params: Params) -> tuple[Store, list[dict]]:
+    """Each record a batch of its own through the embedded engine: the store and events."""
+    store, engine, events = Store(MemoryKV()), Engine(params), []
+    for rec in records:
+        txn = store.begin()
+        evs, _ = engine.process(txn, [analyze(page_from_object(rec), params)])
+        txn.commit({})
+        events.extend(evs)
+    return store, events
+
+
+def _stored_result(store: Store, url: str):
+    txn = store.begin()
+    return txn.doc(txn.url_entry(url)[0]).result
+
+
+def test_below_theta_the_cover_is_left_stale_and_computed_when_read():
+    """d (4 of 7 grams shared) is quilted with cover a, b; a re-fetch of b takes g4 away:
+    3/7 < theta. The unquilt event shows the exact cover of that moment; a re-fetch of a
+    then re-scores d below theta without computing its cover (stored stale), and dump
+    computes it when read: the definition's cover all the same."""
+    params = Params(k=1, m=50, c=2, theta=0.5)
+    d, a, b = "http://d.com/", "http://a.org/", "http://b.org/"
+    records = [{"url": d, "text": "g1 g2 g3 g4 own1 own2 own3"},
+               {"url": a, "text": "g1 g2"}, {"url": b, "text": "g3 g4"},
+               {"url": b, "text": "g3 x"}, {"url": a, "text": "g1 y"}]
+    store, events = _engine_run(records, params)
+    mine = [(e["event"], [(s["url"], s["grams"]) for s in e["sources"]])
+            for e in events if e["url"] == d]
+    assert mine == [("quilt", [(a, 2), (b, 2)]), ("unquilt", [(a, 2), (b, 1)])]
+    stored = _stored_result(store, d)
+    assert stored.stale and stored.sources == () and not stored.quilted
+    expected = reference(records, params)
+    assert expected[d]["sources"] == [{"url": a, "grams": 1}, {"url": b, "grams": 1}]
+    assert_same_rows(expected, {r["url"]: r for r in dump_rows(store)})
+
+
+def test_a_stale_cover_is_computed_in_full_once_the_document_reaches_theta():
+    """d is below theta with sources a and b (stale: 3 of 7 shared), then a page on its
+    own server lifts it to theta without bringing a source. Its cover is the full greedy
+    (a, b), not the stale one "kept" because no source was added; the quilt event shows
+    it."""
+    params = Params(k=1, m=50, c=2, theta=0.5)
+    d, a, b = "http://d.com/", "http://a.org/", "http://b.org/"
+    records = [{"url": d, "text": "g1 g2 g3 g4 own1 own2 own3"},
+               {"url": a, "text": "g1 g2"}, {"url": b, "text": "g3"},
+               {"url": "http://blog.d.com/", "text": "g4 own1"}]
+    store, events = _engine_run(records[:3], params)
+    assert _stored_result(store, d).stale
+    store, events = _engine_run(records, params)
+    expected = reference(records, params)
+    assert expected[d]["quilted"]
+    assert expected[d]["sources"] == [{"url": a, "grams": 2}, {"url": b, "grams": 1}]
+    assert [(e["event"], e["sources"]) for e in events if e["url"] == d] == [
+        ("quilt", expected[d]["sources"])]
+    assert_same_rows(expected, {r["url"]: r for r in dump_rows(store)})
+
+
+def test_a_refetch_that_unquilts_shows_the_new_versions_exact_cover():
+    """The last result shown for d's URL was quilted; its new version is below theta, so
+    its unquilt event must carry a computed cover, not a stale one."""
+    params = Params(k=1, m=50, c=2, theta=0.5)
+    d, a, b = "http://d.com/", "http://a.org/", "http://b.org/"
+    records = [{"url": a, "text": "g1 g2"}, {"url": b, "text": "g3 g4"},
+               {"url": d, "text": "g1 g2 g3 g4 own1 own2 own3"},
+               {"url": d, "text": "g1 g3 own1 own2 own3 own4 own5"}]
+    _store, events = _engine_run(records, params)
+    expected = reference(records, params)
+    assert not expected[d]["quilted"]
+    assert [(e["event"], e["sources"]) for e in events if e["url"] == d] == [
+        ("quilt", [{"url": a, "grams": 2}, {"url": b, "grams": 2}]),
+        ("unquilt", expected[d]["sources"])]
+    assert expected[d]["sources"] == [{"url": a, "grams": 1}, {"url": b, "grams": 1}]

@@ -53,6 +53,8 @@ def _apply(d: DocState, model: dict[int, set[int]], op: str, grams: list[int], s
         d.drop_source(src, d.bits(have))
         for g in have:
             model[g].discard(src)
+    elif src % 3 == 0:  # a result whose cover was not computed (below theta)
+        d.result = Cover((), False, d.n_patch, d.n_grams, (), stale=True)
     else:
         d.result = Cover(((f"http://s{src}.example/", len(grams)),), bool(src % 2),
                          d.n_patch, d.n_grams, (src,))
@@ -146,8 +148,9 @@ def test_documents_stored_as_snapshot_plus_delta_read_back_equal(ops):
         again = Store(kv).begin().doc(7)
         assert _view(again) == model
         assert encode_doc(again) == encode_doc(d)  # same masks, same result
-        assert (again.result.sources, again.result.quilted, again.result.docnos) == (
-            result.sources, result.quilted, result.docnos)
+        assert (again.result.sources, again.result.quilted, again.result.docnos,
+                again.result.stale) == (result.sources, result.quilted, result.docnos,
+                                        result.stale)
         assert encode_slots(again) == encode_slots(d)
 
 

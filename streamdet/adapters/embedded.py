@@ -34,7 +34,10 @@ from .outputs import JsonlSink, dead_letter, utc_now
 if TYPE_CHECKING:
     from ..engine.analysis import Analyzed
 
-STATE_FORMAT = "3"
+# 4 may hold stale covers (state.schema.Cover.stale), which a reader of format 3 would
+# take for quilted documents; a format-3 state is read and upgraded in place (it has none).
+STATE_FORMAT = "4"
+UPGRADABLE_FORMATS = ("3",)
 
 CHAIN = "\x00chain"  # positions[key + CHAIN]: digest of the records applied
 HEAD = "\x00head"  # positions[key + HEAD]: digest of the first record alone
@@ -59,17 +62,19 @@ class RunSummary:
 
 
 def open_store_checked(store: Store, params: Params) -> None:
-    """Refuse a state built with other parameters or by an incompatible format."""
+    """Refuse a state built with other parameters or by an incompatible format; upgrade
+    the format of one this version reads as it is."""
     fmt = store.meta("format")
-    if fmt is not None and fmt != STATE_FORMAT:
+    if fmt is not None and fmt != STATE_FORMAT and fmt not in UPGRADABLE_FORMATS:
         raise StateError(f"state format {fmt} is not supported by this version "
                          f"(expects {STATE_FORMAT})")
     stored = store.meta("params")
     if stored is None:
-        store.set_meta("format", STATE_FORMAT)
         store.set_meta("params", params.fingerprint())
     else:
         params.check_same(Params.from_fingerprint(stored), "this state directory")
+    if stored is None or fmt in UPGRADABLE_FORMATS:
+        store.set_meta("format", STATE_FORMAT)
 
 
 class EmbeddedRunner:

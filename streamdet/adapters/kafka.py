@@ -27,9 +27,16 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from ..engine.params import Params, ParamsError
 
-# shards-2: grams adds leave from the pages stage and gram shards keep a URL table (see
-# engine.shards); a shards-1 state or pipeline is refused rather than mixed with it.
-STATE_FORMAT = "shards-2"
+# How the shards of a pipeline talk. shards-2: grams adds leave from the pages stage and
+# gram shards keep a URL table (see engine.shards); a shards-1 pipeline is refused rather
+# than mixed with it.
+PIPELINE_FORMAT = "shards-2"
+# A shard's state directory. shards-3 may hold stale covers (state.schema.Cover.stale),
+# which a shards-2 reader would take for quilted documents; a shards-2 state is read and
+# upgraded in place (it has none), a shards-1 state (gram shards without URL tables) is
+# refused.
+STATE_FORMAT = "shards-3"
+UPGRADABLE_STATE_FORMATS = ("shards-2",)
 PRODUCER_BATCH_BYTES = 1 << 20  # per partition and request (see producer())
 
 
@@ -84,7 +91,7 @@ def producer(broker: str) -> AIOKafkaProducer:
 
 def pipeline_record(params: Params, shards: int) -> bytes:
     return json.dumps({"params": params.to_dict(), "shards": shards,
-                       "format": STATE_FORMAT}, sort_keys=True).encode()
+                       "format": PIPELINE_FORMAT}, sort_keys=True).encode()
 
 
 async def ensure_topics(broker: str, topics: Topics, shards: int, pages_partitions: int) -> None:
@@ -192,11 +199,11 @@ async def join_pipeline(broker: str, topics: Topics, params: Params, shards: int
             await p.stop()
         first = await _first_meta(broker, topics.meta)  # another worker may have been first
     stored = json.loads(first)
-    if stored.get("format", "shards-1") != STATE_FORMAT:
+    if stored.get("format", "shards-1") != PIPELINE_FORMAT:
         raise PipelineError(
             f"the pipeline on topic {topics.meta} was built by a streamdet whose shards talk "
             f"another way (format {stored.get('format', 'shards-1')}, this one "
-            f"{STATE_FORMAT}); start a new pipeline (--prefix) or stop every worker of it "
+            f"{PIPELINE_FORMAT}); start a new pipeline (--prefix) or stop every worker of it "
             "and run one version")
     try:
         params.check_same(Params(**stored["params"]), f"the pipeline on topic {topics.meta}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..engine.docs import current
 from ..engine.params import Params
 from ..state.schema import decode_url_entry
 from ..state.txn import Store
@@ -15,7 +16,7 @@ def dump_rows(store: Store) -> Iterator[dict]:
     for key, raw in store.kv.items("urls"):
         docno, _seq = decode_url_entry(raw)
         doc = txn.doc(docno)
-        r = doc.result
+        r = current(txn, doc)
         yield {
             "url": key.decode("utf-8"),
             "n_grams": doc.n_grams,
@@ -65,7 +66,7 @@ def explain(store: Store, url: str) -> tuple[str, bool]:
     docno, seq = entry
     doc = txn.doc(docno)
     server, _ = txn.name(docno)
-    r = doc.result
+    r = current(txn, doc)
     n_pg = doc.n_patch
     frac = doc.patch_fraction
     foreign_pg = doc.foreign_patch_grams()

@@ -77,6 +77,7 @@ from . import failpoints
 from .analyzers import analysis_pool, analyze_payloads
 from .kafka import (
     STATE_FORMAT,
+    UPGRADABLE_STATE_FORMATS,
     Timing,
     Topics,
     claim_shard,
@@ -174,11 +175,13 @@ def _check_state(store: Store, params: Params, shards: int, where: str) -> None:
         store.set_meta("params", params.fingerprint())
         store.set_meta("shards", str(shards))
         return
-    if fmt != STATE_FORMAT:
+    if fmt != STATE_FORMAT and fmt not in UPGRADABLE_STATE_FORMATS:
         raise StateError(f"{where} has format {fmt}, not a worker shard ({STATE_FORMAT})")
     params.check_same(Params.from_fingerprint(stored), where)
     if store.meta("shards") != str(shards):
         raise StateError(f"{where} was built for {store.meta('shards')} shards, not {shards}")
+    if fmt != STATE_FORMAT:  # readable as it is; from now on it may hold what it could not
+        store.set_meta("format", STATE_FORMAT)
 
 
 class Worker:

@@ -111,14 +111,26 @@ class DocRole:
             changed.add(t)
         return changed
 
-    def score(self, txn: DocView, doc: DocState, touch: Touch | None = None) -> Cover:
+    def score(self, txn: DocView, doc: DocState, touch: Touch | None = None,
+              exact: bool = False) -> Cover:
         """The document's cover and quilted flag from its current patch set. When `touch`
         shows only new sources, the stored cover's steps that they cannot change are
-        kept (all of them, most of the time) and the greedy resumes after them."""
+        kept (all of them, most of the time) and the greedy resumes after them.
+
+        Below theta, a document whose last result was not quilted gets a stale result
+        (no cover) unless `exact`: it cannot be quilted whatever its cover, so no event
+        can come of it, and ~90% of the earlier documents an arrival re-scores are such
+        (their patch grams are shared boilerplate). The cover is computed when read
+        (`current`), or once the document reaches theta. Pass `exact` when an event
+        will show the result anyway (the last result shown was quilted; announcing)."""
         prev = doc.result
+        if not exact and not prev.quilted and doc.patch_fraction < self.params.theta:
+            if prev.stale and (prev.n_patch, prev.n_grams) == (doc.n_patch, doc.n_grams):
+                return prev
+            return Cover((), False, doc.n_patch, doc.n_grams, (), stale=True)
         kept: int | None = 0
-        if (touch is not None and touch.added is not None and prev.n_grams == doc.n_grams
-                and len(prev.docnos) == len(prev.sources)):
+        if (touch is not None and touch.added is not None and not prev.stale
+                and prev.n_grams == doc.n_grams and len(prev.docnos) == len(prev.sources)):
             old = list(zip(prev.docnos, (n for _, n in prev.sources), strict=True))
             kept = first_change(doc.masks, old, [u for u, _ in prev.sources],
                                 [(s, txn.url_of(s)) for s in touch.added])
@@ -129,7 +141,19 @@ class DocRole:
             docnos = tuple(s for s, _ in cover)
             sources = prev.sources[:kept] + tuple((txn.url_of(s), n) for s, n in cover[kept:])
         quilted = doc.patch_fraction >= self.params.theta and len(sources) >= self.params.c
-        if (quilted, doc.n_patch, doc.n_grams, docnos) == (
+        if not prev.stale and (quilted, doc.n_patch, doc.n_grams, docnos) == (
                 prev.quilted, prev.n_patch, prev.n_grams, prev.docnos) and sources == prev.sources:
             return prev  # unchanged: the same object, whose encoding can be reused
         return Cover(sources, quilted, doc.n_patch, doc.n_grams, docnos)
+
+
+def current(txn: DocView, doc: DocState) -> Cover:
+    """The document's result with its cover, computed now if re-scoring left it stale
+    (for readers: dump, explain; nothing is written). A stale result is not quilted, and
+    its patch set has not changed since, so only the cover is missing."""
+    r = doc.result
+    if not r.stale:
+        return r
+    cover = greedy_cover(doc.masks, txn.url_of)
+    return Cover(tuple((txn.url_of(s), n) for s, n in cover), False, doc.n_patch, doc.n_grams,
+                 tuple(s for s, _ in cover))

@@ -30,8 +30,9 @@ def rescore(role: DocRole, txn, dirty: Dirty, before: dict[int, Cover],
         doc = txn.doc(docno)
         if doc is None:
             continue
-        result = role.score(txn, doc, touch)
         prev = before.get(docno, doc.result)
+        # exact: an event shows the cover if the last one shown was quilted or if announcing
+        result = role.score(txn, doc, touch, exact=announce or prev.quilted)
         doc.result = result
         txn.touch_doc(docno)
         kind = change_kind(prev, result)

@@ -36,7 +36,8 @@ COMMON = "common"  # posting marker: the gram had more than m documents
 Posting = tuple[int, ...] | str
 
 _COMMON_BYTES = b"\x00"
-_DOC_HEADER = struct.Struct("<QIIIIB")
+_DOC_HEADER = struct.Struct("<QIIIIB")  # ..., result flag: 0, 1 (quilted) or _STALE
+_STALE = 2  # the result's cover was not computed (Cover.stale)
 _URL_ENTRY = struct.Struct("<QQ")
 _BIG_ENDIAN = sys.byteorder == "big"
 DELTA_MIN_SOURCES = 8  # a delta may always hold this many changed sources ...
@@ -91,6 +92,10 @@ class Cover:
     docnos: tuple[int, ...] = ()  # the sources' document versions, aligned with `sources`
     # the sources' encoding, kept once made: an unchanged cover is the same object
     blob: bytes | None = field(default=None, compare=False, repr=False)
+    # True: the cover was not computed (no sources kept). Only for a document below theta
+    # that is not quilted: no event can come of its cover, so re-scoring leaves it to be
+    # computed when someone reads it (DocRole.current) - most re-scored documents are such.
+    stale: bool = False
 
     def sources_bytes(self) -> bytes:
         """The sources as stored: URL and count, joined by control characters."""
@@ -266,7 +271,7 @@ def _encode(d: DocState, order: list[int]) -> bytes:
     masks = d.masks
     return b"".join((
         _DOC_HEADER.pack(d.n_grams, len(d.slots), len(order), len(d.result.docnos),
-                         len(cover), d.result.quilted),
+                         len(cover), _STALE if d.result.stale else d.result.quilted),
         np.asarray(order, dtype="<u8").tobytes(),
         encode_masks([masks.get(s, 0) for s in order], len(d.slots)),
         np.asarray(d.result.docnos, dtype="<u8").tobytes(),
@@ -291,17 +296,17 @@ def decode_doc(b: bytes, slot_bytes: bytes | None, delta: bytes | None = None) -
         masks = {s: m for s, m in masks.items() if m}
     slots, free = _decode_slots(slot_bytes or b"", n_slots)
     d = DocState(n_grams, slots, masks, None, free)
-    d.result = Cover(cover, quilted, d.n_patch, n_grams, docnos, blob)
+    d.result = Cover(cover, quilted == 1, d.n_patch, n_grams, docnos, blob, quilted == _STALE)
     if delta is not None:
         d.unsaved = set(changed)
         d.has_delta = True
     return d
 
 
-def _decode(b: bytes) -> tuple[int, int, dict[int, int], bool, tuple[int, ...],
+def _decode(b: bytes) -> tuple[int, int, dict[int, int], int, tuple[int, ...],
                                tuple[tuple[str, int], ...], bytes]:
-    """n_grams, n_slots, masks by source, quilted, cover docnos, cover and its bytes, of
-    a snapshot or a delta."""
+    """n_grams, n_slots, masks by source, result flag (0, 1 quilted, _STALE), cover docnos,
+    cover and its bytes, of a snapshot or a delta."""
     n_grams, n_slots, n_src, n_docnos, n_cover, quilted = _DOC_HEADER.unpack_from(b)
     off = _DOC_HEADER.size
     sources = np.frombuffer(b, dtype="<u8", count=n_src, offset=off).tolist()
@@ -315,7 +320,7 @@ def _decode(b: bytes) -> tuple[int, int, dict[int, int], bool, tuple[int, ...],
     cover = tuple(
         (u, int(n)) for u, n in (item.split("\x01") for item in cover_text.split("\x00"))
     ) if cover_text else ()
-    return n_grams, n_slots, masks, bool(quilted), docnos, cover, blob
+    return n_grams, n_slots, masks, quilted, docnos, cover, blob
 
 
 def _decode_slots(b: bytes, n_slots: int) -> tuple[array, list[int]]:
