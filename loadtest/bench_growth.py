@@ -98,6 +98,7 @@ sys.path.insert(0, str(REPO))
 
 from loadtest import corpus  # noqa: E402
 from loadtest.bench_embedded import git_revision, state_breakdown  # noqa: E402
+from loadtest.report import vm_speed  # noqa: E402
 from streamdet.engine.analysis import Analyzed, analyze  # noqa: E402
 from streamdet.engine.grams import sorted_unique, token_hashes, window_hashes  # noqa: E402
 from streamdet.engine.params import Params  # noqa: E402
@@ -109,6 +110,7 @@ from streamdet.engine.tokens import tokenize  # noqa: E402
 OUT_DIR = REPO / "loadtest" / "out"
 TARGET_GROWTH = 1.5
 SMOOTH = 5  # windows averaged at each end for the smoothed growth
+SPEED_EVERY = 16  # batches between two samples of the VM's speed (~0.2 s each, untimed)
 SMOKE = {"docs": 3000, "checkpoint": 1000, "pool": 300, "gram_sample": 1, "fidelity": 20}
 MARK = "zqxjmark"  # marker words around content nodes (a token of their own)
 _MARK_RE = re.compile(rf"{MARK}([be])(\d+){MARK}")
@@ -339,6 +341,7 @@ class Window:
     went_common: int = 0
     fanout: list[int] = field(default_factory=list)
     events: Counter = field(default_factory=Counter)
+    speeds: list[float] = field(default_factory=list)  # vm_speed samples (not timed)
     started: float = field(default_factory=time.perf_counter)
     cpu_started: float = field(default_factory=time.process_time)
 
@@ -396,6 +399,7 @@ def window_row(w: Window, store, grams: dict | None, docs: int, arrivals: int) -
         "segment_ram_bytes": store.segments.ram_bytes,
         "overlay_cache_grams": len(store.postings), "doc_cache_docs": len(store.doc_cache),
         "dead_versions": len(store.dead), "loadavg_1m": os.getloadavg()[0],
+        "vm_speed_s": float(np.mean(w.speeds)) if w.speeds else vm_speed(),
     }
     if grams is not None:
         row.update(grams)
@@ -468,6 +472,8 @@ def run(stream: GrowthStream, state: Path, docs: int, checkpoint: int, batch: in
                     counter.add(p.grams)
             w.grams += sum(len(p.grams) for p in pages)
             apply_batch(engine, store, pages, w, stream.arrivals)
+            if w.batches % SPEED_EVERY == 0:
+                w.speeds.append(vm_speed())
             if stream.new_docs == cp:
                 grams = counter.close_window() if counter is not None else None
                 rows.append(window_row(w, store, grams, stream.new_docs, stream.arrivals))
@@ -715,7 +721,7 @@ def progress_line(rows: list[dict]) -> str:
             f"compact {r['compact_ms_per_page']:.2f}), fan-out {r['fanout_mean']:.1f}, "
             f"{r['wall_pages_per_s']:.0f} pages/s wall, disk {r['disk_bytes'] / 1e6:,.0f} MB"
             + ("" if bpg is None else f" ({bpg:.1f} B/gram)")
-            + f", RSS {r['rss_bytes'] / 2**20:,.0f} MB")
+            + f", RSS {r['rss_bytes'] / 2**20:,.0f} MB, VM speed {r['vm_speed_s']:.3f} s")
 
 
 def progress(rows: list[dict]) -> None:
@@ -730,13 +736,21 @@ def stationary_growth(rows: list[dict], warmup_docs: int) -> dict | None:
     if not warmup_docs or len(after) < 2:
         return None
     n = min(SMOOTH, len(after) // 2) or 1
-    head = sum(r["engine_ms_per_page"] for r in after[:n]) / n
-    tail = sum(r["engine_ms_per_page"] for r in after[-n:]) / n
-    return {"from_documents": after[0]["documents"],
-            "growth": after[-1]["engine_ms_per_page"] / after[0]["engine_ms_per_page"],
-            # segment merges are lumpy (a window with a big one costs +50%): means of the
-            # first and last `n` windows compare the trend, not where the merges fell
-            "windows_averaged": n, "growth_of_means": tail / head}
+
+    def mean(rs: list[dict], per_speed: bool = False) -> float:
+        return sum(r["engine_ms_per_page"] / (r["vm_speed_s"] if per_speed else 1)
+                   for r in rs) / len(rs)
+
+    out = {"from_documents": after[0]["documents"],
+           "growth": after[-1]["engine_ms_per_page"] / after[0]["engine_ms_per_page"],
+           # segment merges are lumpy (a window with a big one costs +50%): means of the
+           # first and last `n` windows compare the trend, not where the merges fell
+           "windows_averaged": n, "growth_of_means": mean(after[-n:]) / mean(after[:n])}
+    if all("vm_speed_s" in r for r in after):
+        # the same in units of the VM's speed at the time (ms/page over the seconds of a
+        # fixed Python loop): this VM runs 2-3x slower in some hours than in others
+        out["growth_of_means_per_vm_speed"] = (mean(after[-n:], True) / mean(after[:n], True))
+    return out
 
 
 def write_result(result: dict, out: Path) -> None:
@@ -785,7 +799,9 @@ def report(result: dict) -> None:
     print(f"mirror families full after {f['warmup_documents']:,} docs; "
           + (f"growth from the {st['from_documents']:,} window on: {st['growth']:.2f} "
              f"({st['growth_of_means']:.2f} for the means of the first and last "
-             f"{st['windows_averaged']} windows)" if st
+             f"{st['windows_averaged']} windows"
+             + (f"; {st['growth_of_means_per_vm_speed']:.2f} per VM speed"
+                if "growth_of_means_per_vm_speed" in st else "") + ")" if st
              else "no two windows after that to compare"))
     print(f"projection for {p['docs']:,} docs     {p['seconds_flat'] / 3600:.2f} h wall at the "
           f"last window's rate (+{result['setup_seconds']:.0f} s setup)"

@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from loadtest.generator import RateLimiter  # noqa: E402
-from loadtest.report import machine, plot_kafka  # noqa: E402
+from loadtest.report import machine, plot_kafka, vm_speed  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"
 SHARDS = 4
@@ -458,16 +458,6 @@ def latency(broker, work: Path, warm: Path, segment: Path, n_warm: int, rate: fl
         return res
     finally:
         pipe.stop()
-
-
-def vm_speed() -> float:
-    """Seconds of a fixed pure-Python loop: this VM's speed drifts by +-25% within
-    minutes, and each figure is reported with the speed it was measured at."""
-    t = time.perf_counter()
-    x = 0
-    for i in range(2_000_000):
-        x += i * i % 7
-    return round(time.perf_counter() - t, 3)
 
 
 # -- main ---------------------------------------------------------------------------------

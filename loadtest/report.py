@@ -11,7 +11,8 @@ headline figures against their targets, the command of each run and the machine.
 `--publish DIR` the page, its PNGs and JSONs are copied to DIR, which is committed and
 linked from the README; loadtest/out/ itself is scratch (git-ignored).
 
-Also the home of what every benchmark shares about the machine (`machine()`) and the plots
+Also the home of what every benchmark shares about the machine (`machine()`, `vm_speed()`)
+and the plots
 of bench_embedded and bench_kafka (they import them), so there is one place for both.
 """
 
@@ -24,6 +25,7 @@ import platform
 import re
 import shutil
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,6 +39,17 @@ COMMANDS = {
     "bench_kafka": "python loadtest/bench_kafka.py --pages 2000",
     "bench_quality": "python loadtest/bench_quality.py",
 }
+
+
+def vm_speed(loops: int = 2_000_000) -> float:
+    """Seconds of a fixed pure-Python loop (2 M steps: ~0.15 s at this VM's best): its
+    speed drifts by 2-3x within minutes, so each figure is reported with the speed it was
+    measured at."""
+    t = time.perf_counter()
+    x = 0
+    for i in range(loops):
+        x += i * i % 7
+    return round(time.perf_counter() - t, 3)
 
 
 def machine() -> dict:
