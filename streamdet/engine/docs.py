@@ -8,7 +8,9 @@ it, and what kind of change), and re-scored once per batch.
 Most changes to an earlier document are a newly arrived foreign source sharing some of its
 text. Those only add candidates to the greedy cover, so re-scoring first checks whether
 the stored cover still stands (cover.first_change) and runs the greedy only when it might
-not: a loss of patch grams or of a source always re-runs it.
+not: a loss of patch grams or of a source always re-runs it. A document below theta that
+was not quilted is not given a cover at all (a stale result, see DocRole.score): readers
+compute it (`current`).
 """
 
 from __future__ import annotations
