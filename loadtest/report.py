@@ -12,8 +12,8 @@ headline figures against their targets, the command of each run and the machine.
 linked from the README; loadtest/out/ itself is scratch (git-ignored).
 
 Also the home of what every benchmark shares about the machine (`machine()`, `vm_speed()`)
-and the plots
-of bench_embedded and bench_kafka (they import them), so there is one place for both.
+and the plots of bench_embedded and bench_kafka (they import them), so there is one place
+for both.
 """
 
 from __future__ import annotations

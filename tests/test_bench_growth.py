@@ -235,3 +235,19 @@ def test_a_run_cut_short_leaves_its_figures_up_to_the_last_checkpoint(tmp_path,
     bpg = result["checkpoints"][-1]["bytes_per_distinct_gram"]
     assert len(lines) == 2 and lines[-1].startswith("60 docs:")
     assert f"{bpg:.1f} B/gram" in lines[-1] and "RSS" in lines[-1]
+
+
+def test_stationary_growth_per_vm_speed() -> None:
+    """Windows after the warm-up: the raw growth of the means of the first and last
+    windows, and the same in units of the VM's speed at the time (a VM twice as slow in
+    the last windows doubles the raw figure, not the per-speed one)."""
+    rows = [{"documents": d, "window_arrivals": 1000, "engine_ms_per_page": ms,
+             "vm_speed_s": speed}
+            for d, ms, speed in ((1000, 5.0, 0.1), (2000, 10.0, 0.2), (3000, 10.0, 0.2),
+                                 (4000, 20.0, 0.4), (5000, 20.0, 0.4))]
+    st = bg.stationary_growth(rows, warmup_docs=1000)
+    assert st["from_documents"] == 2000 and st["windows_averaged"] == 2
+    assert st["growth_of_means"] == pytest.approx(2.0)
+    assert st["growth_of_means_per_vm_speed"] == pytest.approx(1.0)
+    old = [{k: v for k, v in r.items() if k != "vm_speed_s"} for r in rows]
+    assert "growth_of_means_per_vm_speed" not in bg.stationary_growth(old, warmup_docs=1000)
