@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from streamdet.state import recent as recent_mod
 from streamdet.state import segments as seg_mod
@@ -103,10 +104,75 @@ def test_compaction_merges_tiers_drops_dead_pairs_but_keeps_overlay_grams(kv, mo
     merged = max(index.segments, key=lambda x: x.n)
     n_chunks = -(-merged.n // seg_mod.CHUNK)
     raws = kv.get_many("segs", [seg_mod.seg_key(merged.id, b"c", i) for i in range(n_chunks)])
-    assert all(len(r) == 16 * seg_mod.CHUNK for r in raws[:-1]) and None not in raws
-    g, _ = seg_mod._decode_chunks(raws)
+    assert None not in raws
+    assert all(len(r) == merged.packing.pair_bytes * seg_mod.CHUNK for r in raws[:-1])
+    g, _ = merged.packing.decode(raws)
     assert len(g) == merged.n and (g[1:] > g[:-1]).all()
     assert np.array_equal(merged.fences, g[::seg_mod.CHUNK])
+
+
+@given(lo=st.integers(0, 2**64 - 2), spread=st.integers(0, 2**64 - 1),
+       n=st.integers(1, 300), seed=st.integers(0, 2**32 - 1))
+def test_a_packing_round_trips_any_docno_range_in_as_few_bytes_as_it_needs(lo, spread, n, seed):
+    rng = np.random.default_rng(seed)
+    hi = min(lo + spread, 2**64 - 1)
+    docnos = rng.integers(lo, hi, n, dtype=np.uint64, endpoint=True)
+    grams = np.sort(rng.integers(0, 2**64 - 1, n, dtype=np.uint64))
+    packing = seg_mod.Packing.of(docnos)
+    assert (packing.hi - packing.lo) < 1 << 8 * packing.docno_bytes
+    assert packing.docno_bytes == 1 or packing.hi - packing.lo >= 1 << 8 * (packing.docno_bytes - 1)
+    blob = packing.encode(grams, docnos)
+    assert len(blob) == n * packing.pair_bytes
+    cut = n // 2 * packing.pair_bytes  # chunks are decoded concatenated
+    g, d = packing.decode([blob[:cut], blob[cut:]])
+    assert np.array_equal(g, grams) and np.array_equal(d, docnos)
+
+
+def test_packed_pairs_take_11_bytes_for_a_range_of_100000_docnos(kv):
+    rng = np.random.default_rng(4)
+    index = SegmentIndex(kv)
+    g = _grams(rng, 5000)
+    _add(index, kv, g, rng.integers(400_000, 500_000, len(g)).astype(np.uint64))
+    values = [v for k, v in kv.items("segs") if k[4:5] == b"c"]
+    assert sum(map(len, values)) == 11 * len(g)
+
+
+def _write_legacy_segment(kv, seg_id: int, grams: np.ndarray, docnos: np.ndarray) -> None:
+    """A segment as state format 4 wrote it: chunks of grams then docnos, u64 each, and a
+    manifest entry [id, n]."""
+    ops = []
+    for i in range(0, len(grams), seg_mod.CHUNK):
+        value = (grams[i : i + seg_mod.CHUNK].astype("<u8").tobytes()
+                 + docnos[i : i + seg_mod.CHUNK].astype("<u8").tobytes())
+        ops.append(("segs", seg_mod.seg_key(seg_id, b"c", i // seg_mod.CHUNK), value))
+    ops.append(("segs", seg_mod.seg_key(seg_id, b"f", 0),
+                grams[:: seg_mod.CHUNK].astype("<u8").tobytes()))
+    ops.append(("segs", seg_mod.seg_key(seg_id, b"b", 0), BlockedBloom.build(grams).to_bytes()))
+    ops.append(("meta", b"segments", b'{"next": %d, "live": [[%d, %d]]}'
+                % (seg_id + 1, seg_id, len(grams))))
+    kv.write(ops)
+
+
+def test_legacy_segments_are_read_and_merged_with_packed_ones(kv, monkeypatch):
+    monkeypatch.setattr(seg_mod, "MERGE_FANIN", 2)
+    rng = np.random.default_rng(5)
+    old = _grams(rng, 3000)
+    old_docnos = rng.integers(1, 50, len(old)).astype(np.uint64)
+    _write_legacy_segment(kv, 1, old, old_docnos)
+    index = SegmentIndex(kv)
+    assert index.segments[0].packing.legacy
+    truth = dict(zip(old.tolist(), old_docnos.tolist(), strict=True))
+    assert index.find(old) == truth
+    new = _grams(rng, 3000)
+    new = new[~np.isin(new, old)]
+    _add(index, kv, new, np.full(len(new), 77, dtype=np.uint64))
+    truth.update(dict.fromkeys(new.tolist(), 77))
+    assert index.compact(dead=set()) == 1
+    (merged,) = index.segments
+    assert not merged.packing.legacy and merged.packing.docno_bytes == 8
+    everything = np.unique(np.concatenate((old, new)))
+    assert index.find(everything) == truth
+    assert SegmentIndex(kv).find(everything) == truth
 
 
 def test_orphan_segment_from_an_interrupted_merge_is_deleted_on_open(kv):

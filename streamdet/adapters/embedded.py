@@ -35,9 +35,11 @@ if TYPE_CHECKING:
     from ..engine.analysis import Analyzed
 
 # 4 may hold stale covers (state.schema.Cover.stale), which a reader of format 3 would
-# take for quilted documents; a format-3 state is read and upgraded in place (it has none).
-STATE_FORMAT = "4"
-UPGRADABLE_FORMATS = ("3",)
+# take for quilted documents; 5 packs segment pairs (state.segments.Packing), which a
+# reader of format 4 cannot decode. States of formats 3 and 4 are read as they are (no
+# stale covers, legacy segments) and marked 5 in place.
+STATE_FORMAT = "5"
+UPGRADABLE_FORMATS = ("3", "4")
 
 CHAIN = "\x00chain"  # positions[key + CHAIN]: digest of the records applied
 HEAD = "\x00head"  # positions[key + HEAD]: digest of the first record alone
