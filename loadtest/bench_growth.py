@@ -344,6 +344,8 @@ class Window:
     speeds: list[float] = field(default_factory=list)  # vm_speed samples (not timed)
     started: float = field(default_factory=time.perf_counter)
     cpu_started: float = field(default_factory=time.process_time)
+    io_started: int = field(default_factory=lambda: storage_read_bytes())
+    lookups_started: tuple[int, int, int] = (0, 0, 0)  # LookupCounts at the start
 
     @property
     def engine_s(self) -> float:
@@ -357,6 +359,22 @@ def rss_bytes() -> int:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except OSError:
         return 0
+
+
+def storage_read_bytes() -> int:
+    """Bytes this process (all threads) had read from storage, not the page cache
+    (Linux /proc/self/io; 0 elsewhere): reads of a state larger than the cache show here."""
+    try:
+        with open("/proc/self/io") as f:
+            fields = dict(line.split(": ") for line in f.read().splitlines())
+        return int(fields["read_bytes"])
+    except (OSError, KeyError, ValueError):
+        return 0
+
+
+def lookup_counts(store) -> tuple[int, int, int]:
+    c = store.segments.counts
+    return c.grams, c.chunk_reads, c.vain_reads
 
 
 def rocks_pending_bytes(kv) -> int:
@@ -376,6 +394,7 @@ def window_row(w: Window, store, grams: dict | None, docs: int, arrivals: int) -
     n = max(w.arrivals, 1)
     disk = state_breakdown(Path(store.kv.path))
     fan = np.asarray(w.fanout or [0])
+    looked, reads, vain = np.subtract(lookup_counts(store), w.lookups_started).tolist()
     row = {
         "documents": docs, "arrivals": arrivals, "window_arrivals": w.arrivals,
         "window_refetches": w.refetches, "batches": w.batches,
@@ -392,6 +411,9 @@ def window_row(w: Window, store, grams: dict | None, docs: int, arrivals: int) -
         "fanout_mean": float(fan.mean()), "fanout_p99": float(np.percentile(fan, 99)),
         "fanout_max": int(fan.max()), "rescored_per_arrival": w.rescored / n,
         "went_common": w.went_common, "events": dict(w.events),
+        "segment_lookups_per_page": looked / n, "chunk_reads_per_page": reads / n,
+        "vain_chunk_reads_per_page": vain / n,
+        "storage_read_kb_per_page": (storage_read_bytes() - w.io_started) / 1024 / n,
         "rss_bytes": rss_bytes(), "disk_bytes": disk["total"], "disk": disk,
         "rocks_pending_compaction_bytes": rocks_pending_bytes(store.kv),
         "segments": len(store.segments.segments), "segment_pairs": store.segments.pairs,
@@ -479,7 +501,7 @@ def run(stream: GrowthStream, state: Path, docs: int, checkpoint: int, batch: in
                 rows.append(window_row(w, store, grams, stream.new_docs, stream.arrivals))
                 if on_row:
                     on_row(rows)
-                w = Window()
+                w = Window(lookups_started=lookup_counts(store))
     finally:
         store.close()
     return rows
@@ -721,7 +743,10 @@ def progress_line(rows: list[dict]) -> str:
             f"compact {r['compact_ms_per_page']:.2f}), fan-out {r['fanout_mean']:.1f}, "
             f"{r['wall_pages_per_s']:.0f} pages/s wall, disk {r['disk_bytes'] / 1e6:,.0f} MB"
             + ("" if bpg is None else f" ({bpg:.1f} B/gram)")
-            + f", RSS {r['rss_bytes'] / 2**20:,.0f} MB, VM speed {r['vm_speed_s']:.3f} s")
+            + f", RSS {r['rss_bytes'] / 2**20:,.0f} MB, VM speed {r['vm_speed_s']:.3f} s"
+            + f"; chunk reads/page {r['chunk_reads_per_page']:.0f} "
+            f"({r['vain_chunk_reads_per_page']:.0f} in vain, {r['segments']} segments), "
+            f"storage reads {r['storage_read_kb_per_page']:.0f} KB/page")
 
 
 def progress(rows: list[dict]) -> None:

@@ -180,9 +180,11 @@ def test_projection_is_not_tilted_by_a_merge_in_the_last_window() -> None:
     assert p["seconds_linear"] == pytest.approx(40.4 + 600 * (0.1 + 0.001))
 
 
-def test_tiny_run_leaves_the_documents_it_counted(tmp_path) -> None:
+def test_tiny_run_leaves_the_documents_it_counted(tmp_path, monkeypatch) -> None:
+    from streamdet.state import recent
     from streamdet.state.rocks import RocksKV
 
+    monkeypatch.setattr(recent, "CAPACITY", 2048)  # segments after a few batches
     stream = bg.GrowthStream(list(models()), 1, 0.9, 0.05, PARAMS, mirrors=2)
     rows = bg.run(stream, tmp_path / "state", docs=60, checkpoint=25, batch=8,
                   counter=bg.GramCounter(1))
@@ -191,6 +193,10 @@ def test_tiny_run_leaves_the_documents_it_counted(tmp_path) -> None:
     assert sum(r["window_arrivals"] for r in rows) == stream.arrivals
     assert all(r["disk_bytes"] > 0 and r["distinct_grams"] > 0 for r in rows)
     assert rows[-1]["distinct_grams"] > rows[0]["distinct_grams"]
+    assert rows[-1]["segments"] >= 1 and rows[-1]["segment_lookups_per_page"] > 0
+    for r in rows:
+        assert 0 <= r["vain_chunk_reads_per_page"] <= r["chunk_reads_per_page"]
+        assert r["storage_read_kb_per_page"] >= 0
     kv = RocksKV(str(tmp_path / "state"))
     try:
         assert sum(1 for _ in kv.items("urls")) == 60
@@ -235,6 +241,7 @@ def test_a_run_cut_short_leaves_its_figures_up_to_the_last_checkpoint(tmp_path,
     bpg = result["checkpoints"][-1]["bytes_per_distinct_gram"]
     assert len(lines) == 2 and lines[-1].startswith("60 docs:")
     assert f"{bpg:.1f} B/gram" in lines[-1] and "RSS" in lines[-1]
+    assert "chunk reads/page" in lines[-1] and "KB/page" in lines[-1]
 
 
 def test_stationary_growth_per_vm_speed() -> None:

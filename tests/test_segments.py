@@ -72,6 +72,17 @@ def test_find_returns_exactly_the_pairs_written(kv):
     probe = np.concatenate([np.fromiter(truth, dtype=np.uint64), _grams(rng, 5000)])
     found = index.find(np.unique(probe))
     assert found == truth
+    counts = index.counts
+    assert counts.grams == len(np.unique(probe)) and counts.found == len(truth)
+    # every gram found needs its chunk (64 pairs); a read in vain found none
+    assert -(-len(truth) // seg_mod.CHUNK) <= counts.chunk_reads - counts.vain_reads
+
+    # grams never written: every read is in vain; ~0.1% pass each of 6 segments' filters
+    before = counts.chunk_reads
+    absent = _grams(rng, 2_000)
+    assert index.find(absent[~np.isin(absent, probe)]) == {}
+    assert counts.chunk_reads - before == counts.vain_reads
+    assert 0 < counts.vain_reads < 2_000 * 6 * 0.002
 
     # a new index over the same KV (a restart) sees the same segments
     assert SegmentIndex(kv).find(np.unique(probe)) == truth

@@ -220,11 +220,23 @@ def _decode_legacy(raws: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     return arr[at].astype(np.uint64), arr[at + np.repeat(lens, lens)].astype(np.uint64)
 
 
+@dataclass
+class LookupCounts:
+    """What lookups cost so far (for benchmarks and tuning): grams looked up, grams found,
+    chunks read, and chunks read in vain (only Bloom false positives led there)."""
+
+    grams: int = 0
+    found: int = 0
+    chunk_reads: int = 0
+    vain_reads: int = 0
+
+
 class SegmentIndex:
     """The live segments of a state (loaded from its manifest) and lookups over them."""
 
     def __init__(self, kv: KV) -> None:
         self.kv = kv
+        self.counts = LookupCounts()
         meta = kv.get("meta", b"segments")
         manifest = json.loads(meta) if meta else {"next": 1, "live": []}
         self.next_id: int = manifest["next"]
@@ -267,6 +279,7 @@ class SegmentIndex:
         if not len(grams) or not self.segments:
             return found
         masks = probe_masks(grams)
+        self.counts.grams += len(grams)
         for s in self.segments:
             cand = grams[s.bloom.may_contain(grams, masks)]
             chunk_of = np.searchsorted(s.fences, cand, side="right") - 1
@@ -276,10 +289,13 @@ class SegmentIndex:
             # chunks hold consecutive gram ranges, so the needed chunks concatenated in
             # index order are one sorted array: a single binary search for all candidates
             keys = [seg_key(s.id, b"c", i) for i in np.unique(chunk_of).tolist()]
+            self.counts.chunk_reads += len(keys)
             cg, cd = s.packing.decode(self.kv.get_many("segs", keys))
             pos = np.minimum(np.searchsorted(cg, cand), len(cg) - 1)
             hit = cg[pos] == cand
+            self.counts.vain_reads += len(keys) - len(np.unique(chunk_of[hit]))
             found.update(zip(cand[hit].tolist(), cd[pos[hit]].tolist(), strict=True))
+        self.counts.found += len(found)
         return found
 
     # -- writing --------------------------------------------------------------------------
