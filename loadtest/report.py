@@ -204,11 +204,32 @@ def headline(name: str, r: dict) -> list[str]:
                 f"{d['donor_recall']:.3f}",
                 f"flagged but not planted: {fp['count']} of {fp['pages_not_planted']:,} pages "
                 f"({fp['rate']:.1%}) {fp['by_kind']}"]
+    if name == "bench_growth" and r.get("figures", {}).get("stationary"):
+        return _growth_headline(r)
     summary = r.get("summary") or r.get("figures")
     if isinstance(summary, dict):
         return ["; ".join(f"{k} {_fmt(v)}" for k, v in summary.items()
                           if not isinstance(v, dict | list))]
     return []
+
+
+def _growth_headline(r: dict) -> list[str]:
+    """Growth as the state grows, counted from the first window after the stream's
+    warm-up (before it, an arrival re-scores fewer earlier pages: the stream's make-up
+    changes, not the state), raw and per VM speed, beside the literal figure."""
+    f = r["figures"]
+    st, target = f["stationary"], r["target"]["growth"]
+    n = st["windows_averaged"]
+    per_speed = st.get("growth_of_means_per_vm_speed")
+    return [f"{f['documents']:,} documents: engine {f['first_ms_per_page']:.2f} ms/page in "
+            f"the first window, {f['last_ms_per_page']:.2f} in the last: "
+            f"{f['growth']:.2f}x{_pass(r['pass']['growth'])}",
+            f"from {st['from_documents']:,} documents (the stream's warm-up ends at "
+            f"{f['warmup_documents']:,}): mean of the last {n} windows over the first {n} "
+            f"**{st['growth_of_means']:.2f}x**"
+            + ("" if per_speed is None else f", per VM speed **{per_speed:.2f}x**")
+            + f" (target <= {target}); disk {f['disk_bytes'] / 1e9:.1f} GB, peak RSS "
+            f"{f['peak_rss_bytes'] / 2**30:.1f} GiB"]
 
 
 def _fmt(v) -> str:

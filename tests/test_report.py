@@ -52,3 +52,18 @@ def test_a_smoke_sized_result_is_labelled_as_such(tmp_path):
     assert "smoke-size run" in page
     _write(tmp_path, "bench_kafka-2000p-20261122T020000Z.json", KAFKA)
     assert "smoke-size run" not in report.build(tmp_path, publish=None).read_text("utf-8")
+
+
+def test_growth_headline_gives_the_growth_after_the_warm_up_beside_the_literal_one(tmp_path):
+    growth = {"figures": {"documents": 500_000, "first_ms_per_page": 8.0,
+                          "last_ms_per_page": 20.0, "growth": 2.5, "warmup_documents": 18_660,
+                          "disk_bytes": 14e9, "peak_rss_bytes": 7 * 2**30,
+                          "stationary": {"from_documents": 30_000, "windows_averaged": 5,
+                                         "growth": 1.5, "growth_of_means": 1.32,
+                                         "growth_of_means_per_vm_speed": 1.41}},
+              "target": {"growth": 1.5}, "pass": {"growth": False}}
+    _write(tmp_path, "bench_growth-500000d-20261124T001359Z.json", growth)
+    page = report.build(tmp_path, publish=None).read_text(encoding="utf-8")
+    assert "8.00 ms/page in the first window, 20.00 in the last: 2.50x ❌ missed" in page
+    assert "over the first 5 **1.32x**, per VM speed **1.41x** (target <= 1.5)" in page
+
