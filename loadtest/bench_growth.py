@@ -3,6 +3,13 @@
     /work/venv/bin/python loadtest/bench_growth.py                  # 500,000 documents
     /work/venv/bin/python loadtest/bench_growth.py --docs 30000     # a few minutes
     /work/venv/bin/python loadtest/bench_growth.py --smoke          # 3,000 documents, for CI
+    /work/venv/bin/python loadtest/bench_growth.py --state S --keep # ... and keep the state
+    /work/venv/bin/python loadtest/bench_growth.py --state S --resume --docs 10000
+                                                # 10,000 more documents on the kept state
+
+A resumed run fast-forwards the stream past what the state holds and measures the next
+windows: a change can be compared at 500,000 documents (on copies of one kept state) in
+minutes instead of a new 2-hour build.
 
 Why it is built this way. The question is whether the *state-dependent* work slows down as
 the state grows (target: per-page time at 500 k documents <= 1.5x the time at 10 k).
@@ -116,6 +123,8 @@ MARK = "zqxjmark"  # marker words around content nodes (a token of their own)
 _MARK_RE = re.compile(rf"{MARK}([be])(\d+){MARK}")
 _REFETCH_STREAM = 0x5EF  # seed words of the re-fetch decisions and of family salts
 _FAMILY_STREAM = 0xFA
+POSITION = "bench_growth"  # the state's input position: arrivals applied
+STREAM_META = "bench_growth_stream"  # the stream a state was built from (stream_config)
 
 
 def log(msg: str) -> None:
@@ -254,6 +263,7 @@ class GrowthStream:
         self._seen: list[tuple[int, int]] = []  # (round, model) of every new document
         self._versions: Counter = Counter()
         self.new_docs = self.arrivals = 0
+        self._arrivals = self._plan()
 
     def family(self, r: int, j: int) -> int:
         return (r + self._phase[j]) // self.mirrors if self.mirrors else 0
@@ -270,7 +280,18 @@ class GrowthStream:
         return Analyzed(url, server_of(url, None, self.params.foreign), grams)
 
     def __iter__(self) -> Iterator[tuple[Analyzed, bool]]:
-        """(page, is_refetch) forever."""
+        """(page, is_refetch) forever, from where the stream stands."""
+        for r, j, version in self._arrivals:
+            yield self.page(r, j, version), version > 0
+
+    def skip(self, arrivals: int) -> None:
+        """Pass over `arrivals` arrivals without building their pages (~1 s per 100,000):
+        what a resumed run does to continue a kept state where it stopped."""
+        for _ in range(arrivals):
+            next(self._arrivals)
+
+    def _plan(self) -> Iterator[tuple[int, int, int]]:
+        """(round, pool page, version) of every arrival, forever; the counters follow."""
         r = 0
         while True:
             for j in round_order(self.seed, r, len(self.models)):
@@ -278,11 +299,11 @@ class GrowthStream:
                     rr, jj = self._seen[int(self._coin.integers(len(self._seen)))]
                     self._versions[rr, jj] += 1
                     self.arrivals += 1
-                    yield self.page(rr, jj, self._versions[rr, jj]), True
+                    yield rr, jj, self._versions[rr, jj]
                 self._seen.append((r, j))
                 self.new_docs += 1
                 self.arrivals += 1
-                yield self.page(r, j, 0), False
+                yield r, j, 0
             r += 1
 
 
@@ -438,7 +459,7 @@ def apply_batch(engine, store, pages: list[Analyzed], w: Window, arrivals: int) 
     txn = store.begin()
     events, stats = engine.process(txn, pages)
     t1 = time.perf_counter()
-    txn.commit({"bench_growth": arrivals})
+    txn.commit({POSITION: arrivals})
     t2 = time.perf_counter()
     w.merges += store.compact()
     w.compact_s += time.perf_counter() - t2
@@ -470,10 +491,36 @@ def next_batch(it: Iterator[tuple[Analyzed, bool]], size: int, docs_left: int,
     return pages
 
 
+def stream_config(stream: GrowthStream) -> str:
+    """What makes the stream (a resumed run must continue the same one)."""
+    return json.dumps({"seed": stream.seed, "vary": stream.vary, "refetch": stream.refetch,
+                       "mirrors": stream.mirrors, "pool": [m.index for m in stream.models],
+                       "params": stream.params.to_dict()}, sort_keys=True)
+
+
+def continue_stream(store, stream: GrowthStream) -> None:
+    """Fast-forward the stream past the arrivals a kept state has applied, after checking
+    that the state was built from this same stream."""
+    applied = store.positions().get(POSITION)
+    if applied is None:
+        raise SystemExit("--resume: the state holds no bench_growth run to continue")
+    built = store.meta(STREAM_META)
+    if built is None:
+        log("--resume: this state does not record its stream (made before resumable runs);"
+            " trusting --seed/--vary/--refetch/--mirrors/--pool")
+    elif built != stream_config(stream):
+        raise SystemExit("--resume: the state was built from another stream "
+                         "(seed, vary, refetch, mirrors, pool or parameters differ)")
+    t = time.perf_counter()
+    stream.skip(applied)
+    log(f"resuming after {stream.new_docs:,} documents ({applied:,} arrivals; "
+        f"skipped in {time.perf_counter() - t:.0f} s)")
+
+
 def run(stream: GrowthStream, state: Path, docs: int, checkpoint: int, batch: int,
-        counter: GramCounter | None, on_row=None) -> list[dict]:
-    """Feed `docs` new documents through the engine on a fresh RocksDB state; one row per
-    checkpoint."""
+        counter: GramCounter | None, on_row=None, resume: bool = False) -> list[dict]:
+    """Feed `docs` new documents through the engine on a fresh RocksDB state (or, to
+    resume, on a kept one, continuing its stream); one row per checkpoint."""
     from streamdet.adapters.embedded import open_store_checked
     from streamdet.engine.core import Engine
     from streamdet.state.rocks import RocksKV
@@ -483,9 +530,14 @@ def run(stream: GrowthStream, state: Path, docs: int, checkpoint: int, batch: in
     rows: list[dict] = []
     try:
         open_store_checked(store, stream.params)
+        if resume:
+            continue_stream(store, stream)
+        else:
+            store.set_meta(STREAM_META, stream_config(stream))
+        docs += stream.new_docs
         engine = Engine(stream.params)
         it = iter(stream)
-        w = Window()
+        w = Window(lookups_started=lookup_counts(store))
         while stream.new_docs < docs:
             cp = min(docs, (stream.new_docs // checkpoint + 1) * checkpoint)
             pages = next_batch(it, batch, cp - stream.new_docs, w)
@@ -672,6 +724,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="documents to project the wall time of (default 500000)")
     ap.add_argument("--state", help="state directory, empty or absent (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the state directory")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue the kept state in --state for --docs more documents "
+                    "(same stream options as the run that built it; the state is changed, "
+                    "so copy it first to compare several runs from one point)")
     ap.add_argument("--out", help="result JSON (default loadtest/out/bench_growth-*.json); "
                     "the PNG goes beside it")
     ap.add_argument("--enforce", action="store_true",
@@ -681,6 +737,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.docs, args.checkpoint = SMOKE["docs"], SMOKE["checkpoint"]
         args.pool, args.gram_sample = SMOKE["pool"], SMOKE["gram_sample"]
         args.fidelity = min(args.fidelity, SMOKE["fidelity"])
+    if args.resume and not args.state:
+        ap.error("--resume needs --state (a state kept by an earlier run, with --keep)")
     if args.docs < 1 or args.checkpoint < 1 or args.batch < 1:
         ap.error("--docs, --checkpoint and --batch must be >= 1")
     if not 0.0 <= args.vary <= 1.0 or not 0.0 <= args.refetch < 1.0 or args.mirrors < 0:
@@ -794,7 +852,9 @@ def result_doc(args, params, prep, rows, load_start, setup_s, run_s,
         "host": host_info(load_start),
         "config": {"docs": args.docs, "checkpoint": args.checkpoint, "batch": args.batch,
                    "seed": args.seed, "vary": args.vary, "refetch": args.refetch,
-                   "mirrors": args.mirrors,
+                   "mirrors": args.mirrors, "resumed_from": (
+                       rows[0]["documents"] - rows[0]["window_arrivals"]
+                       + rows[0]["window_refetches"] if args.resume else 0),
                    "pool": prep["model"]["pages"], "gram_sample": args.gram_sample,
                    "params": params.to_dict(), "smoke": args.smoke},
         **prep,
@@ -856,13 +916,16 @@ def main(argv: list[str] | None = None) -> int:
     t = time.perf_counter()
     models, prep = prepare(args, params)
     setup_s = time.perf_counter() - t
-    state = fresh_state(args.state)
-    counter = GramCounter(args.gram_sample) if args.gram_sample else None
+    state = Path(args.state) if args.resume else fresh_state(args.state)
+    # distinct grams are counted from the stream's start: not for a resumed run
+    counter = GramCounter(args.gram_sample) if args.gram_sample and not args.resume else None
     stream = GrowthStream(models, args.seed, args.vary, args.refetch, params, args.mirrors)
     log(f"{args.docs:,} documents, checkpoint every {args.checkpoint:,}, state {state}")
     t = time.perf_counter()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    out = Path(args.out) if args.out else OUT_DIR / f"bench_growth-{args.docs}d-{stamp}.json"
+    # a resumed run is a probe of a kept state, never the figure report.py publishes
+    name = "bench_growth_resumed" if args.resume else "bench_growth"
+    out = Path(args.out) if args.out else OUT_DIR / f"{name}-{args.docs}d-{stamp}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
 
     def checkpoint(rows: list[dict]) -> None:
@@ -873,9 +936,10 @@ def main(argv: list[str] | None = None) -> int:
                                 time.perf_counter() - t, partial=True), out)
 
     try:
-        rows = run(stream, state, args.docs, args.checkpoint, args.batch, counter, checkpoint)
+        rows = run(stream, state, args.docs, args.checkpoint, args.batch, counter, checkpoint,
+                   resume=args.resume)
     finally:
-        if not args.keep:
+        if not args.keep and not args.resume:
             shutil.rmtree(state, ignore_errors=True)
     result = result_doc(args, params, prep, rows, load_start, setup_s, time.perf_counter() - t)
     write_result(result, out)

@@ -204,6 +204,46 @@ def test_tiny_run_leaves_the_documents_it_counted(tmp_path, monkeypatch) -> None
         kv.close()
 
 
+def _tables(path) -> dict[str, list[tuple[bytes, bytes]]]:
+    from streamdet.state.rocks import RocksKV
+
+    kv = RocksKV(str(path))
+    try:
+        return {t: list(kv.items(t)) for t in ("urls", "names", "docs", "dead")}
+    finally:
+        kv.close()
+
+
+def test_a_resumed_run_continues_the_kept_state_as_one_run_would(tmp_path) -> None:
+    """40 documents, then 20 more resumed on the kept state, leave the state of one
+    60-document run: the stream is fast-forwarded past exactly what the state applied
+    (re-fetches included), so a resumed run measures the same stream at a larger state."""
+    def stream() -> bg.GrowthStream:
+        return bg.GrowthStream(list(models()), 1, 0.9, 0.1, PARAMS, mirrors=2)
+
+    one = bg.run(stream(), tmp_path / "one", docs=60, checkpoint=20, batch=8, counter=None)
+    bg.run(stream(), tmp_path / "two", docs=40, checkpoint=20, batch=8, counter=None)
+    s = stream()
+    rows = bg.run(s, tmp_path / "two", docs=20, checkpoint=20, batch=8, counter=None,
+                  resume=True)
+    assert [r["documents"] for r in rows] == [60]
+    assert s.arrivals == one[-1]["arrivals"] > 60  # re-fetches on top, the same ones
+    assert rows[0]["window_arrivals"] == one[-1]["window_arrivals"]
+    assert _tables(tmp_path / "two") == _tables(tmp_path / "one")
+
+
+def test_resume_refuses_a_state_of_another_stream(tmp_path) -> None:
+    bg.run(bg.GrowthStream(list(models()), 1, 0.9, 0.1, PARAMS, mirrors=2), tmp_path / "s",
+           docs=10, checkpoint=10, batch=8, counter=None)
+    other = bg.GrowthStream(list(models()), 2, 0.9, 0.1, PARAMS, mirrors=2)  # another seed
+    with pytest.raises(SystemExit, match="another stream"):
+        bg.run(other, tmp_path / "s", docs=10, checkpoint=10, batch=8, counter=None,
+               resume=True)
+    with pytest.raises(SystemExit, match="no bench_growth run"):
+        bg.run(other, tmp_path / "empty", docs=10, checkpoint=10, batch=8, counter=None,
+               resume=True)
+
+
 def test_a_run_cut_short_leaves_its_figures_up_to_the_last_checkpoint(tmp_path,
                                                                       monkeypatch) -> None:
     """A long run killed midway must still leave its JSON and PNG: main writes them at
