@@ -81,6 +81,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import multiprocessing
 import os
@@ -521,11 +522,14 @@ def run(stream: GrowthStream, state: Path, docs: int, checkpoint: int, batch: in
         counter: GramCounter | None, on_row=None, resume: bool = False) -> list[dict]:
     """Feed `docs` new documents through the engine on a fresh RocksDB state (or, to
     resume, on a kept one, continuing its stream); one row per checkpoint."""
+    from streamdet.adapters.collector import tune_collector
     from streamdet.adapters.embedded import open_store_checked
     from streamdet.engine.core import Engine
     from streamdet.state.rocks import RocksKV
     from streamdet.state.txn import Store
 
+    collector = gc.get_threshold()
+    tune_collector()  # as `streamdet run` does
     store = Store(RocksKV(str(state)))
     rows: list[dict] = []
     try:
@@ -556,6 +560,7 @@ def run(stream: GrowthStream, state: Path, docs: int, checkpoint: int, batch: in
                 w = Window(lookups_started=lookup_counts(store))
     finally:
         store.close()
+        gc.set_threshold(*collector)
     return rows
 
 

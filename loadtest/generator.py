@@ -41,7 +41,7 @@ import random
 import sys
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -58,6 +58,7 @@ from loadtest.corpus import (  # noqa: E402
     synth_word,
     write_jsonl,
 )
+from streamdet.adapters.pacing import RateLimiter  # noqa: E402
 from streamdet.engine.analysis import page_text  # noqa: E402
 from streamdet.engine.records import Page  # noqa: E402
 from streamdet.engine.servers import host_of, registered_domain  # noqa: E402
@@ -215,38 +216,6 @@ class Generator:
 
 
 # -- pacing -------------------------------------------------------------------------------
-
-
-class RateLimiter:
-    """Paces events to `rate` per second on a schedule (t0 + i/rate), so that short
-    stalls are made up for, but never by more than `burst` events at once: a sender that
-    fell far behind restarts its schedule instead of flooding the broker.
-
-    The clock and sleep are injected so that a test can drive it with fake time."""
-
-    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic,
-                 burst: int = 1) -> None:
-        if rate <= 0:
-            raise ValueError(f"rate must be > 0, got {rate}")
-        self.interval, self.clock, self.burst = 1.0 / rate, clock, max(1, burst)
-        self._next: float | None = None
-
-    def delay(self) -> float:
-        """Seconds to wait before the next event (and take its slot)."""
-        now = self.clock()
-        if self._next is None or self._next < now - self.burst * self.interval:
-            self._next = now  # first event, or too far behind: start again from now
-        wait = max(0.0, self._next - now)
-        self._next += self.interval
-        return wait
-
-    def wait(self, sleep: Callable[[float], None] = time.sleep) -> None:
-        if (d := self.delay()) > 0:
-            sleep(d)
-
-    async def wait_async(self, sleep: Callable[[float], Awaitable] = asyncio.sleep) -> None:
-        if (d := self.delay()) > 0:
-            await sleep(d)
 
 
 # -- sinks --------------------------------------------------------------------------------

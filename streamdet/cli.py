@@ -8,6 +8,7 @@ import signal
 import sys
 import time
 
+from .adapters.collector import tune_collector
 from .adapters.inputs import DEFAULT_BATCH, InputError, open_source, sample_source
 from .adapters.outputs import JsonlSink, SinkError
 from .engine.params import FOREIGN_MODES, Params, ParamsError
@@ -393,6 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     from .state.txn import StateError
 
     args = build_parser().parse_args(argv)
+    if args.command in ("run", "worker"):
+        tune_collector()  # these hold a large state for long
     if args.command == "run" and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _terminate)  # stop between batches, close the state
     try:

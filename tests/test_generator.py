@@ -17,7 +17,6 @@ from loadtest.corpus import write_jsonl
 from loadtest.generator import (
     Generator,
     GeneratorConfig,
-    RateLimiter,
     Truth,
     main,
     to_kafka,
@@ -148,44 +147,6 @@ def test_cli_wants_one_sink(tmp_path):
         main(["--pages", "5"])
     with pytest.raises(SystemExit):
         main(["--pages", "5", "--out", str(tmp_path / "s.jsonl"), "--broker", "h:1"])
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, s: float) -> None:
-        self.now += s
-
-
-def test_rate_limiter_holds_its_rate_on_a_fake_clock():
-    clock = FakeClock()
-    limiter = RateLimiter(50.0, clock)
-    for _ in range(101):
-        limiter.wait(clock.sleep)
-    assert clock.now - 100.0 == pytest.approx(2.0, abs=1e-9)  # 100 intervals of 20 ms
-
-
-def test_rate_limiter_makes_up_a_short_stall_but_never_floods():
-    clock = FakeClock()
-    limiter = RateLimiter(10.0, clock, burst=3)
-    for _ in range(5):
-        limiter.wait(clock.sleep)
-    clock.now += 0.25  # a short stall: 2.5 intervals, made up at once
-    assert [limiter.delay() for _ in range(3)][:2] == [0.0, 0.0]
-    clock.now += 60.0  # a long one: at most `burst` events at once, then the rate again
-    immediate = 0
-    while limiter.delay() == 0.0:
-        immediate += 1
-    assert immediate <= 3
-
-
-def test_rate_limiter_rejects_a_nonpositive_rate():
-    with pytest.raises(ValueError):
-        RateLimiter(0)
 
 
 async def _read_topic(bootstrap: str, topic: str, want: int) -> list:

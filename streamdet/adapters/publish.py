@@ -18,6 +18,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .inputs import ReadOptions, Source
 from .kafka import Topics, ensure_topics, producer
+from .pacing import RateLimiter
 
 IN_FLIGHT = 500  # sends awaited in groups of this many
 
@@ -39,11 +40,13 @@ async def produce(broker: str, sources: Iterable[Source], topics: Topics | None 
     p = producer(broker)
     await p.start()
     n, pending = 0, []
-    loop = asyncio.get_running_loop()
-    start = loop.time()
+    # no burst limit: a producer held up by the broker sends what it owes at once
+    limiter = RateLimiter(rate, asyncio.get_running_loop().time, burst=None) if rate else None
     try:
         for source in sources:
             for rec in source.records(ReadOptions(max_body=1 << 62)):
+                if limiter:
+                    await limiter.wait_async()
                 value = rec.payload if isinstance(rec.payload, bytes) else json.dumps(
                     rec.payload, ensure_ascii=False).encode("utf-8")
                 if rec.spilled:  # an oversized line kept on disk by the reader
@@ -54,10 +57,6 @@ async def produce(broker: str, sources: Iterable[Source], topics: Topics | None 
                 if len(pending) >= IN_FLIGHT:
                     await asyncio.gather(*pending)
                     pending = []
-                if rate:
-                    ahead = start + n / rate - loop.time()
-                    if ahead > 0:
-                        await asyncio.sleep(ahead)
         await asyncio.gather(*pending)
     finally:
         await p.stop()
