@@ -31,17 +31,17 @@ def _store(fmt: str | None, params: Params | None = DEFAULTS, shards: int | None
 def test_a_new_embedded_state_gets_this_format():
     store = _store(None, None)
     open_store_checked(store, Params())
-    assert store.meta("format") == STATE_FORMAT == "5"
+    assert store.meta("format") == STATE_FORMAT == "6"
 
 
-@pytest.mark.parametrize("old", ["3", "4"])
-def test_an_embedded_state_of_format_3_or_4_is_upgraded_in_place(old):
-    """Formats 3 and 4 have no stale covers or no packed segments: readable as they are,
-    then marked 5 (an older reader would take a stale cover's flag for 'quilted', and
-    could not decode a packed segment)."""
+@pytest.mark.parametrize("old", ["3", "4", "5"])
+def test_an_embedded_state_of_format_3_to_5_is_upgraded_in_place(old):
+    """Formats 3 to 5 have no stale covers, no packed segments or no split-block filters:
+    readable as they are, then marked 6 (an older reader would take a stale cover's flag
+    for 'quilted', could not decode a packed segment, would not find a split filter)."""
     store = _store(old)
     open_store_checked(store, Params())
-    assert store.meta("format") == "5"
+    assert store.meta("format") == "6"
 
 
 def test_an_embedded_state_of_an_unknown_format_is_refused_untouched():
@@ -58,11 +58,11 @@ def test_an_upgradable_state_with_other_parameters_is_refused_untouched():
     assert store.meta("format") == "3"
 
 
-@pytest.mark.parametrize("upgradable", ["shards-2", "shards-3"])
-def test_a_shard_state_of_shards_2_or_3_is_upgraded_and_shards_1_refused(upgradable):
+@pytest.mark.parametrize("upgradable", ["shards-2", "shards-3", "shards-4"])
+def test_a_shard_state_of_shards_2_to_4_is_upgraded_and_shards_1_refused(upgradable):
     old = _store(upgradable, shards=4)
     _check_state(old, Params(), 4, "state X")
-    assert old.meta("format") == SHARD_FORMAT == "shards-4"
+    assert old.meta("format") == SHARD_FORMAT == "shards-5"
     older = _store("shards-1", shards=4)
     with pytest.raises(StateError, match="format shards-1, not a worker shard"):
         _check_state(older, Params(), 4, "state X")

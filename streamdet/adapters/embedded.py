@@ -36,10 +36,12 @@ if TYPE_CHECKING:
 
 # 4 may hold stale covers (state.schema.Cover.stale), which a reader of format 3 would
 # take for quilted documents; 5 packs segment pairs (state.segments.Packing), which a
-# reader of format 4 cannot decode. States of formats 3 and 4 are read as they are (no
-# stale covers, legacy segments) and marked 5 in place.
-STATE_FORMAT = "5"
-UPGRADABLE_FORMATS = ("3", "4")
+# reader of format 4 cannot decode; 6 gives new segments split-block filters
+# (state.bloom.SplitBlockBloom), which a reader of format 5 cannot find. States of formats
+# 3 to 5 are read as they are (no stale covers, legacy segments and filters) and marked 6
+# in place.
+STATE_FORMAT = "6"
+UPGRADABLE_FORMATS = ("3", "4", "5")
 
 CHAIN = "\x00chain"  # positions[key + CHAIN]: digest of the records applied
 HEAD = "\x00head"  # positions[key + HEAD]: digest of the first record alone

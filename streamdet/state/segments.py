@@ -4,7 +4,7 @@ Most grams are seen once. Writing one RocksDB key per gram costs ~3 us of CPU pe
 here (memtable insert, flush, compaction), more than parsing the page. So the first holder
 of every new gram is written as a (gram, docno) pair into the batch's *segment*: the pairs
 sorted by gram, cut into chunks of CHUNK pairs, each chunk one RocksDB value, plus the
-chunk fences and a blocked Bloom filter. Anything that later changes a gram's posting
+chunk fences and a Bloom filter (state.bloom). Anything that later changes a gram's posting
 (a second holder, the common marker, a withdrawal) is written to the `grams` overlay, which
 always wins over segments.
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .bloom import BlockedBloom, probe_masks
+from .bloom import BlockedBloom, Filter, Probe, SplitBlockBloom
 from .kv import KV, DeleteRange, Op
 from .schema import u64keys
 
@@ -53,6 +53,9 @@ MERGE_SLICE = 1 << 20  # pairs a merge decodes and sorts at a time
 RECLAIM_PAIRS = 1 << 20
 
 _KEY = struct.Struct(">IcI")
+# key kinds of a segment's filter (the other kinds: b"c" chunks, b"f" fences)
+SPLIT_FILTER = b"s"  # bloom.SplitBlockBloom, written since state format 6
+WORD_FILTER = b"b"  # bloom.BlockedBloom, formats up to 5 (read, never written)
 
 
 def seg_key(seg_id: int, kind: bytes, index: int) -> bytes:
@@ -128,7 +131,7 @@ class Segment:
     id: int
     n: int
     fences: np.ndarray  # first gram of every chunk
-    bloom: BlockedBloom
+    bloom: Filter
     packing: Packing
 
     @property
@@ -156,7 +159,7 @@ class SegmentWriter:
 
     def __init__(self, seg_id: int, capacity: int, packing: Packing) -> None:
         self.id, self.n, self.packing = seg_id, 0, packing
-        self.bloom = BlockedBloom.sized(capacity)  # capacity: an upper bound on the pairs
+        self.bloom = SplitBlockBloom.sized(capacity)  # capacity: an upper bound on the pairs
         self._fences: list[np.ndarray] = []
         self._chunks = 0
         self._rest = (np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64))
@@ -174,7 +177,7 @@ class SegmentWriter:
         ops = self._chunk_ops(*self._rest)
         fences = np.concatenate(self._fences) if self._fences else np.zeros(0, dtype=np.uint64)
         ops.append(("segs", seg_key(self.id, b"f", 0), fences.astype("<u8").tobytes()))
-        ops.append(("segs", seg_key(self.id, b"b", 0), self.bloom.to_bytes()))
+        ops.append(("segs", seg_key(self.id, SPLIT_FILTER, 0), self.bloom.to_bytes()))
         return ops, Segment(self.id, self.n, fences, self.bloom, self.packing)
 
     def _chunk_ops(self, g: np.ndarray, d: np.ndarray) -> list[Op]:
@@ -246,8 +249,15 @@ class SegmentIndex:
     def _load(self, entry: list[int]) -> Segment:
         seg_id, n = entry[:2]
         fences = np.frombuffer(self.kv.get("segs", seg_key(seg_id, b"f", 0)), dtype="<u8")
-        bloom = BlockedBloom.from_bytes(self.kv.get("segs", seg_key(seg_id, b"b", 0)))
-        return Segment(seg_id, n, fences.astype(np.uint64), bloom, Packing.from_manifest(entry))
+        return Segment(seg_id, n, fences.astype(np.uint64), self._load_filter(seg_id),
+                       Packing.from_manifest(entry))
+
+    def _load_filter(self, seg_id: int) -> Filter:
+        """The segment's split-block filter, or the one-word filter of formats up to 5."""
+        raw = self.kv.get("segs", seg_key(seg_id, SPLIT_FILTER, 0))
+        if raw is not None:
+            return SplitBlockBloom.from_bytes(raw)
+        return BlockedBloom.from_bytes(self.kv.get("segs", seg_key(seg_id, WORD_FILTER, 0)))
 
     def _drop_orphans(self) -> None:
         """Delete segments a crash left outside the manifest (a merge never switched in)."""
@@ -265,11 +275,11 @@ class SegmentIndex:
         return ("meta", b"segments", value.encode())
 
     # -- lookups --------------------------------------------------------------------------
-    def maybe(self, grams: np.ndarray, masks: np.ndarray) -> np.ndarray:
+    def maybe(self, probe: Probe) -> np.ndarray:
         """False where no segment can hold the gram."""
-        hit = np.zeros(len(grams), dtype=bool)
+        hit = np.zeros(len(probe.grams), dtype=bool)
         for s in self.segments:
-            hit |= s.bloom.may_contain(grams, masks)
+            hit |= s.bloom.may_contain(probe)
         return hit
 
     def find(self, grams: np.ndarray) -> dict[int, int]:
@@ -278,10 +288,10 @@ class SegmentIndex:
         found: dict[int, int] = {}
         if not len(grams) or not self.segments:
             return found
-        masks = probe_masks(grams)
+        probe = Probe(grams)
         self.counts.grams += len(grams)
         for s in self.segments:
-            cand = grams[s.bloom.may_contain(grams, masks)]
+            cand = grams[s.bloom.may_contain(probe)]
             chunk_of = np.searchsorted(s.fences, cand, side="right") - 1
             cand, chunk_of = cand[chunk_of >= 0], chunk_of[chunk_of >= 0]
             if not len(cand):

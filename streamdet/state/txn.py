@@ -14,7 +14,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .bloom import probe_masks
+from .bloom import Probe
 from .cache import Generations
 from .kv import KV, Op
 from .recent import RecentPairs
@@ -164,8 +164,7 @@ class Txn:
         held = np.zeros(len(grams), dtype=bool)
         if not len(grams):
             return held
-        masks = probe_masks(grams)
-        maybe = np.flatnonzero(self.store.segments.maybe(grams, masks)
+        maybe = np.flatnonzero(self.store.segments.maybe(Probe(grams))
                                | self.store.recent.maybe(grams))
         self._resolve(grams[maybe])
         cache = self.postings_cache
