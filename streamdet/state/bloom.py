@@ -88,13 +88,46 @@ class Probe:
         return self._split
 
 
-class SplitBlockBloom:
+class _Words:
+    """What both layouts share: an array of 64-bit words, built from sorted keys, stored as
+    its little-endian bytes."""
+
+    def __init__(self, words: np.ndarray) -> None:
+        self.words = words
+
+    @classmethod
+    def sized(cls, n_keys: int):
+        raise NotImplementedError
+
+    def add_sorted(self, grams: np.ndarray) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def build(cls, grams: np.ndarray):
+        """A filter holding `grams` (sorted ascending)."""
+        bloom = cls.sized(len(grams))
+        bloom.add_sorted(grams)
+        return bloom
+
+    def to_bytes(self) -> bytes:
+        return self.words.astype("<u8").tobytes()
+
+    @classmethod
+    def from_bytes(cls, b: bytes):
+        return cls(np.frombuffer(b, dtype="<u8").astype(np.uint64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.words.nbytes
+
+
+class SplitBlockBloom(_Words):
     def __init__(self, words: np.ndarray) -> None:
         n_blocks = len(words) // BLOCK_WORDS
         if len(words) % BLOCK_WORDS or not 1 <= n_blocks <= MAX_BLOCKS:
             raise ValueError(f"a split-block bloom has 1 to {MAX_BLOCKS} blocks of "
                              f"{BLOCK_WORDS} words")
-        self.words = words
+        super().__init__(words)
         self._n = np.uint64(n_blocks)
 
     def _first_word(self, grams: np.ndarray) -> np.ndarray:
@@ -108,13 +141,6 @@ class SplitBlockBloom:
         per_block = 64 * BLOCK_WORDS
         n_blocks = min(MAX_BLOCKS, max(1, -(-n_keys * BITS_PER_KEY // per_block)))
         return cls(np.zeros(n_blocks * BLOCK_WORDS, dtype=np.uint64))
-
-    @classmethod
-    def build(cls, grams: np.ndarray) -> SplitBlockBloom:
-        """A filter holding `grams` (sorted ascending)."""
-        bloom = cls.sized(len(grams))
-        bloom.add_sorted(grams)
-        return bloom
 
     def add_sorted(self, grams: np.ndarray) -> None:
         """Add grams sorted ascending (so a merge can fill a filter slice by slice)."""
@@ -141,23 +167,12 @@ class SplitBlockBloom:
         out[passed[ok]] = True
         return out
 
-    def to_bytes(self) -> bytes:
-        return self.words.astype("<u8").tobytes()
 
-    @classmethod
-    def from_bytes(cls, b: bytes) -> SplitBlockBloom:
-        return cls(np.frombuffer(b, dtype="<u8").astype(np.uint64))
-
-    @property
-    def nbytes(self) -> int:
-        return self.words.nbytes
-
-
-class BlockedBloom:
+class BlockedBloom(_Words):
     def __init__(self, words: np.ndarray) -> None:
         if not 1 <= len(words) <= MAX_WORDS:
             raise ValueError(f"a blocked bloom has 1 to {MAX_WORDS} words")
-        self.words = words
+        super().__init__(words)
         self._n = np.uint64(len(words))
 
     def _word(self, grams: np.ndarray) -> np.ndarray:
@@ -169,13 +184,6 @@ class BlockedBloom:
         """An empty filter sized for n_keys."""
         n_words = min(MAX_WORDS, max(1, -(-n_keys * BITS_PER_KEY // 64)))
         return cls(np.zeros(n_words, dtype=np.uint64))
-
-    @classmethod
-    def build(cls, grams: np.ndarray) -> BlockedBloom:
-        """A filter holding `grams` (sorted ascending)."""
-        bloom = cls.sized(len(grams))
-        bloom.add_sorted(grams)
-        return bloom
 
     def add_sorted(self, grams: np.ndarray) -> None:
         """Add grams sorted ascending (so a merge can fill a filter slice by slice)."""
@@ -189,17 +197,6 @@ class BlockedBloom:
         masks = probe.word_masks
         w = self.words[self._word(probe.grams)]
         return (w & masks) == masks
-
-    def to_bytes(self) -> bytes:
-        return self.words.astype("<u8").tobytes()
-
-    @classmethod
-    def from_bytes(cls, b: bytes) -> BlockedBloom:
-        return cls(np.frombuffer(b, dtype="<u8").astype(np.uint64))
-
-    @property
-    def nbytes(self) -> int:
-        return self.words.nbytes
 
 
 Filter = SplitBlockBloom | BlockedBloom
