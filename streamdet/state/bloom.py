@@ -35,8 +35,8 @@ _ONE = np.uint64(1)
 _SIX = np.uint64(63)
 _TOP = np.uint64(64 - WORD_BITS)
 
-BLOCK_WORDS = 4  # split-block layout: words per block
-BITS_PER_WORD = 2
+BLOCK_WORDS = 4  # split-block layout: words per block (_first_word shifts by 2)
+BITS_PER_WORD = 2  # (split_masks: two 6-bit fields a word)
 BLOCK_BITS = 32  # the key bits that choose the block
 MAX_BLOCKS = 1 << BLOCK_BITS
 _BLOCK_TOP = np.uint64(64 - BLOCK_BITS)
@@ -51,19 +51,20 @@ def probe_masks(grams: np.ndarray) -> np.ndarray:
     return masks
 
 
+# The 2-bit word mask of every 12-bit field: bit (field >> 6) and bit (field & 63).
+_PAIR_MASKS = np.asarray([(1 << (i >> 6)) | (1 << (i & 63)) for i in range(1 << 12)],
+                         dtype=np.uint64)
+_TWELVE = np.uint64((1 << 12) - 1)
+
+
 def split_masks(grams: np.ndarray) -> list[np.ndarray]:
-    """Per word of a block, the 2-bit mask of each gram in the split-block layout: 8 fields
-    of 6 bits from the top 48 bits of gram * _REMIX (the top bits of the gram itself choose
-    the block, so they cannot also choose the bits inside it)."""
+    """Per word of a block, the 2-bit mask of each gram in the split-block layout: word w
+    takes its two bits from the 12-bit field at bits 52 - 12w of gram * _REMIX (the top bits
+    of the gram itself choose the block, so they cannot also choose the bits inside it),
+    through a table of the 4,096 possible masks: a third of the work of shifting bits."""
     mixed = grams * _REMIX  # wraps around: a multiplication mod 2**64
-    out = []
-    for w in range(BLOCK_WORDS):
-        m = np.zeros(len(grams), dtype=np.uint64)
-        for b in range(BITS_PER_WORD):
-            shift = np.uint64(64 - 6 * (w * BITS_PER_WORD + b + 1))
-            m |= _ONE << ((mixed >> shift) & _SIX)
-        out.append(m)
-    return out
+    return [_PAIR_MASKS[(mixed >> np.uint64(52 - 12 * w)) & _TWELVE]
+            for w in range(BLOCK_WORDS)]
 
 
 class Probe:
@@ -74,6 +75,14 @@ class Probe:
         self.grams = grams
         self._word_masks: np.ndarray | None = None
         self._split: list[np.ndarray] | None = None
+        self._top: np.ndarray | None = None
+
+    @property
+    def top(self) -> np.ndarray:
+        """The bits that choose a gram's block in the split-block layout."""
+        if self._top is None:
+            self._top = self.grams >> _BLOCK_TOP
+        return self._top
 
     @property
     def word_masks(self) -> np.ndarray:
@@ -130,10 +139,11 @@ class SplitBlockBloom(_Words):
         super().__init__(words)
         self._n = np.uint64(n_blocks)
 
-    def _first_word(self, grams: np.ndarray) -> np.ndarray:
-        """Index of each gram's block's first word (non-decreasing in the gram)."""
-        block = ((grams >> _BLOCK_TOP) * self._n) >> np.uint64(BLOCK_BITS)
-        return block.astype(np.intp) * BLOCK_WORDS
+    def _first_word(self, top: np.ndarray) -> np.ndarray:
+        """Index of each gram's block's first word (non-decreasing in the gram), from the
+        gram's top BLOCK_BITS bits: (top * blocks) >> BLOCK_BITS is its block."""
+        block = (top * self._n) >> np.uint64(BLOCK_BITS)
+        return (block << np.uint64(2)).view(np.int64)  # x BLOCK_WORDS; < 2**34: a fine index
 
     @classmethod
     def sized(cls, n_keys: int) -> SplitBlockBloom:
@@ -146,7 +156,7 @@ class SplitBlockBloom(_Words):
         """Add grams sorted ascending (so a merge can fill a filter slice by slice)."""
         if not len(grams):
             return
-        first = self._first_word(grams)
+        first = self._first_word(grams >> _BLOCK_TOP)
         starts = np.flatnonzero(np.concatenate(([True], first[1:] != first[:-1])))
         at = first[starts]
         for w, m in enumerate(split_masks(grams)):
@@ -154,7 +164,7 @@ class SplitBlockBloom(_Words):
 
     def may_contain(self, probe: Probe) -> np.ndarray:
         """False where a gram is certainly absent."""
-        first = self._first_word(probe.grams)
+        first = self._first_word(probe.top)
         masks = probe.split
         w0, m0 = self.words[first], masks[0]
         passed = np.flatnonzero((w0 & m0) == m0)
