@@ -64,9 +64,16 @@ RocksDB compacts in the background, so this lags and jumps; its own estimate of 
 compaction bytes is recorded beside it), segments, distinct grams (exact with
 `--gram-sample 1`, else counted over the grams whose hash is 0 mod N and scaled: hashes
 are uniform, so the error is ~1/sqrt(count/N)), bytes per distinct gram, and the share of
-a page's grams no earlier document held. The ratio is ms/page at the last checkpoint over
-ms/page at the first (the target's definition), and also over the first window after the
-warm-up (growth due to the state alone). Then it prints a table, projects the wall time of
+a page's grams no earlier document held. The verdict (`judge`) reads the target as the
+per-page time *at* 10 k documents against the time at the end: the mean ms/page of the
+first SMOOTH windows that start once the stream's warm-up is over (with `--mirrors 5` the
+warm-up ends at 9,330 documents, so they are the windows from 10 k on) against the mean of
+the last SMOOTH windows, both by wall time and per VM speed, and it passes only if both
+are within the target. Means, because a window with a big segment merge costs +50%; per VM
+speed, because this VM runs up to 2x slower in some hours than in others. The first window
+(0 to 10 k) is not the time at 10 k but the average from an empty state through the
+stream's warm-up (fewer earlier pages to re-score); its ratio is printed beside, as
+`growth` (literal). Then it prints a table, projects the wall time of
 a `--project` (default 500 k) document run (at the last window's rate, and on a line
 through the windows after the warm-up), and writes loadtest/out/bench_growth-*.json and
 a PNG (ms/page and disk GB against documents).
@@ -672,13 +679,17 @@ def plot(result: dict, png: Path) -> None:
     for key, style in (("process", "-"), ("commit", "-."), ("compact", ":")):
         a1.plot(x, [r[f"{key}_ms_per_page"] for r in rows], style, lw=1,
                 label=f"  of which {key}")
-    a1.axhline(TARGET_GROWTH * rows[0]["engine_ms_per_page"], color="r", lw=0.8,
-               label=f"target: {TARGET_GROWTH}x first window")
     st = result["figures"].get("stationary")
-    if st:
-        base = next(r for r in rows if r["documents"] == st["from_documents"])
-        a1.axhline(TARGET_GROWTH * base["engine_ms_per_page"], color="r", lw=0.8, ls="--",
-                   label=f"{TARGET_GROWTH}x the first window after warm-up")
+    if st:  # the judged reference: the mean of the first windows after the warm-up
+        i = next(i for i, r in enumerate(rows) if r["documents"] == st["from_documents"])
+        n = st["windows_averaged"]
+        base = sum(r["engine_ms_per_page"] for r in rows[i : i + n]) / n
+        a1.axhline(TARGET_GROWTH * base, color="r", lw=0.8, ls="--",
+                   label=f"target: {TARGET_GROWTH}x the mean of the first {n} windows "
+                         "after the warm-up")
+    else:
+        a1.axhline(TARGET_GROWTH * rows[0]["engine_ms_per_page"], color="r", lw=0.8,
+                   label=f"target: {TARGET_GROWTH}x the first window")
     a1.set_ylabel("ms per page (window)")
     a1.set_ylim(bottom=0)
     a1.legend(fontsize=8)
@@ -829,7 +840,10 @@ def stationary_growth(rows: list[dict], warmup_docs: int) -> dict | None:
         return sum(r["engine_ms_per_page"] / (r["vm_speed_s"] if per_speed else 1)
                    for r in rs) / len(rs)
 
-    out = {"from_documents": after[0]["documents"],
+    first = after[0]
+    out = {"from_documents": first["documents"],  # the first window's end (its checkpoint)
+           "window_start_documents": (first["documents"] - first["window_arrivals"]
+                                      + first.get("window_refetches", 0)),
            "growth": after[-1]["engine_ms_per_page"] / after[0]["engine_ms_per_page"],
            # segment merges are lumpy (a window with a big one costs +50%): means of the
            # first and last `n` windows compare the trend, not where the merges fell
@@ -841,6 +855,22 @@ def stationary_growth(rows: list[dict], warmup_docs: int) -> dict | None:
     return out
 
 
+def judge(figures: dict, target: float = TARGET_GROWTH) -> dict:
+    """Whether a run meets the growth target (see the module's docstring): on the means of
+    the first and last windows after the warm-up, wall time and per VM speed both within
+    `target`; a run too short for windows after the warm-up is judged on its first and
+    last windows (`growth`, the literal ratio, is kept beside as `growth_literal`)."""
+    literal = figures["growth"] <= target
+    st = figures.get("stationary")
+    if not st:
+        return {"growth": literal, "growth_literal": literal, "judged_on": "first and last window"}
+    worst = max(st["growth_of_means"], st.get("growth_of_means_per_vm_speed", 0.0))
+    start = st.get("window_start_documents", 0)
+    return {"growth": worst <= target, "growth_literal": literal,
+            "judged_on": f"means of the first and last {st['windows_averaged']} windows after "
+                         f"the warm-up (from {start:,} documents), wall and per VM speed"}
+
+
 def write_result(result: dict, out: Path) -> None:
     out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     plot(result, out.with_suffix(".png"))
@@ -850,6 +880,13 @@ def result_doc(args, params, prep, rows, load_start, setup_s, run_s,
                partial: bool = False) -> dict:
     growth = rows[-1]["engine_ms_per_page"] / rows[0]["engine_ms_per_page"]
     warmup = args.mirrors * prep["model"]["pages"]
+    figures = {"documents": rows[-1]["documents"], "arrivals": rows[-1]["arrivals"],
+               "first_ms_per_page": rows[0]["engine_ms_per_page"],
+               "last_ms_per_page": rows[-1]["engine_ms_per_page"], "growth": growth,
+               "warmup_documents": warmup,
+               "stationary": stationary_growth(rows, warmup),
+               "disk_bytes": rows[-1]["disk_bytes"],
+               "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
     return {
         "benchmark": "bench_growth",
         "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -866,24 +903,21 @@ def result_doc(args, params, prep, rows, load_start, setup_s, run_s,
         "setup_seconds": setup_s, "run_seconds": run_s,
         "partial": partial,  # True while running: figures up to the last checkpoint
         "checkpoints": rows,
-        "figures": {"documents": rows[-1]["documents"], "arrivals": rows[-1]["arrivals"],
-                    "first_ms_per_page": rows[0]["engine_ms_per_page"],
-                    "last_ms_per_page": rows[-1]["engine_ms_per_page"], "growth": growth,
-                    "warmup_documents": warmup,
-                    "stationary": stationary_growth(rows, warmup),
-                    "disk_bytes": rows[-1]["disk_bytes"],
-                    "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024},
+        "figures": figures,
         "projection": project_seconds(rows, args.project, warmup),
         "target": {"growth": TARGET_GROWTH},
-        "pass": {"growth": growth <= TARGET_GROWTH},
+        "pass": judge(figures),
     }
 
 
 def report(result: dict) -> None:
     f, p = result["figures"], result["projection"]
     print_table(result["checkpoints"])
-    print(f"growth (ms/page last / first window)  {f['growth']:.2f}   target <= "
-          f"{TARGET_GROWTH}  {'ok' if result['pass']['growth'] else 'MISSED'}"
+    verdict = result["pass"]
+    print(f"growth (ms/page last / first window)  {f['growth']:.2f} (literal: the first "
+          "window holds the warm-up)")
+    print(f"target <= {TARGET_GROWTH}, judged on the {verdict['judged_on']}: "
+          f"{'ok' if verdict['growth'] else 'MISSED'}"
           + ("  (windows too small to judge)" if result["config"]["smoke"] else ""))
     st = f["stationary"]
     print(f"mirror families full after {f['warmup_documents']:,} docs; "

@@ -298,3 +298,31 @@ def test_stationary_growth_per_vm_speed() -> None:
     assert st["growth_of_means_per_vm_speed"] == pytest.approx(1.0)
     old = [{k: v for k, v in r.items() if k != "vm_speed_s"} for r in rows]
     assert "growth_of_means_per_vm_speed" not in bg.stationary_growth(old, warmup_docs=1000)
+
+
+def test_judged_on_the_means_after_the_warm_up_wall_and_per_vm_speed() -> None:
+    """The verdict reads the target on the means of the windows after the warm-up and
+    passes only when both the wall-time and the per-VM-speed growth are within it; the
+    literal first/last ratio (the first window holds the warm-up) is kept beside it."""
+    def rows(ms: list[float], speed: list[float]) -> list[dict]:
+        return [{"documents": 1000 * (i + 1), "window_arrivals": 1000,
+                 "engine_ms_per_page": a, "vm_speed_s": b}
+                for i, (a, b) in enumerate(zip(ms, speed, strict=True))]
+
+    def verdict(rs: list[dict]) -> dict:
+        growth = rs[-1]["engine_ms_per_page"] / rs[0]["engine_ms_per_page"]
+        return bg.judge({"growth": growth, "stationary": bg.stationary_growth(rs, 1000)})
+
+    # warm-up window cheap (1.0), then 10 -> 14: 1.4x on the means, the VM steady
+    steady = verdict(rows([1.0, 10, 10, 14, 14], [0.2] * 5))
+    assert steady["growth"] and not steady["growth_literal"]
+    assert "from 1,000 documents" in steady["judged_on"]
+    # the same wall times while the VM sped up by a third at the end: 1.87x per VM speed
+    sped_up = verdict(rows([1.0, 10, 10, 14, 14], [0.2, 0.2, 0.2, 0.15, 0.15]))
+    assert not sped_up["growth"]
+    # 1.6x on the wall clock because the VM slowed down: per VM speed 1.0x, still missed
+    slowed = verdict(rows([1.0, 10, 10, 16, 16], [0.2, 0.2, 0.2, 0.32, 0.32]))
+    assert not slowed["growth"]
+    # too short to have windows after the warm-up: first and last window
+    short = bg.judge({"growth": 1.2, "stationary": None})
+    assert short["growth"] and short["judged_on"] == "first and last window"
