@@ -506,6 +506,21 @@ def stream_config(stream: GrowthStream) -> str:
                        "params": stream.params.to_dict()}, sort_keys=True)
 
 
+def stream_difference(built: dict, this: dict) -> str:
+    """What differs between the stream a state was built from and this run's, as the
+    options that would make them the same (the pool and parameters only named)."""
+    parts = []
+    for key in sorted(built.keys() | this.keys()):
+        a, b = built.get(key), this.get(key)
+        if a == b:
+            continue
+        if key in ("seed", "vary", "refetch", "mirrors"):
+            parts.append(f"--{key} {a} (this run: {b})")
+        else:
+            parts.append(f"its {key} differs")
+    return "; ".join(parts)
+
+
 def continue_stream(store, stream: GrowthStream) -> None:
     """Fast-forward the stream past the arrivals a kept state has applied, after checking
     that the state was built from this same stream."""
@@ -517,8 +532,9 @@ def continue_stream(store, stream: GrowthStream) -> None:
         log("--resume: this state does not record its stream (made before resumable runs);"
             " trusting --seed/--vary/--refetch/--mirrors/--pool")
     elif built != stream_config(stream):
-        raise SystemExit("--resume: the state was built from another stream "
-                         "(seed, vary, refetch, mirrors, pool or parameters differ)")
+        raise SystemExit("--resume: the state was built from another stream: "
+                         + stream_difference(json.loads(built),
+                                             json.loads(stream_config(stream))))
     t = time.perf_counter()
     stream.skip(applied)
     log(f"resuming after {stream.new_docs:,} documents ({applied:,} arrivals; "

@@ -233,7 +233,8 @@ def _growth_headline(r: dict) -> list[str]:
             f"stream's warm-up ends at {f['warmup_documents']:,}): mean of the last {n} "
             f"windows over the first {n} **{st['growth_of_means']:.2f}x**"
             + ("" if per_speed is None else f", per VM speed **{per_speed:.2f}x**")
-            + f" (target <= {target}){_pass(judge(f, target)['growth'])}; disk "
+            + f" (target <= {target}){_pass(judge(f, target)['growth'])}; its first window "
+            f"alone to the last {st['growth']:.2f}x; disk "
             f"{f['disk_bytes'] / 1e9:.1f} GB, peak RSS {f['peak_rss_bytes'] / 2**30:.1f} GiB"]
 
 

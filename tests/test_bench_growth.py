@@ -236,7 +236,7 @@ def test_resume_refuses_a_state_of_another_stream(tmp_path) -> None:
     bg.run(bg.GrowthStream(list(models()), 1, 0.9, 0.1, PARAMS, mirrors=2), tmp_path / "s",
            docs=10, checkpoint=10, batch=8, counter=None)
     other = bg.GrowthStream(list(models()), 2, 0.9, 0.1, PARAMS, mirrors=2)  # another seed
-    with pytest.raises(SystemExit, match="another stream"):
+    with pytest.raises(SystemExit, match=r"another stream: --seed 1 \(this run: 2\)$"):
         bg.run(other, tmp_path / "s", docs=10, checkpoint=10, batch=8, counter=None,
                resume=True)
     with pytest.raises(SystemExit, match="no bench_growth run"):

@@ -71,8 +71,8 @@ def test_growth_headline_gives_the_growth_after_the_warm_up_beside_the_literal_o
             "20.00 in the last: 2.50x\n") in page
     # the verdict is on the means after the warm-up, whatever the result file says
     assert ("from 20,000 documents (the stream's warm-up ends at 18,660): mean of the last 5 "
-            "windows over the first 5 **1.32x**, per VM speed **1.41x** (target <= 1.5) ✅"
-            ) in page
+            "windows over the first 5 **1.32x**, per VM speed **1.41x** (target <= 1.5) ✅; its "
+            "first window alone to the last 1.50x") in page
     growth["figures"]["stationary"]["growth_of_means_per_vm_speed"] = 1.64
     _write(tmp_path, "bench_growth-500000d-20261124T001359Z.json", growth)
     page = report.build(tmp_path, publish=None).read_text(encoding="utf-8")
