@@ -843,6 +843,12 @@ def progress(rows: list[dict]) -> None:
     log(progress_line(rows))
 
 
+def window_start(row: dict) -> int:
+    """New documents in the state when a checkpoint's window began (re-fetches are
+    arrivals but not new documents)."""
+    return row["documents"] - row["window_arrivals"] + row.get("window_refetches", 0)
+
+
 def stationary_growth(rows: list[dict], warmup_docs: int) -> dict | None:
     """ms/page at the last checkpoint over the first window that starts once every page
     has had its mirror family filled (warm-up: mirrors x pool documents): the growth due
@@ -858,8 +864,7 @@ def stationary_growth(rows: list[dict], warmup_docs: int) -> dict | None:
 
     first = after[0]
     out = {"from_documents": first["documents"],  # the first window's end (its checkpoint)
-           "window_start_documents": (first["documents"] - first["window_arrivals"]
-                                      + first.get("window_refetches", 0)),
+           "window_start_documents": window_start(first),
            "growth": after[-1]["engine_ms_per_page"] / after[0]["engine_ms_per_page"],
            # segment merges are lumpy (a window with a big one costs +50%): means of the
            # first and last `n` windows compare the trend, not where the merges fell

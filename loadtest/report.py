@@ -218,13 +218,14 @@ def _growth_headline(r: dict) -> list[str]:
     """Growth as the state grows, counted from the first window after the stream's
     warm-up (before it, an arrival re-scores fewer earlier pages: the stream's make-up
     changes, not the state), raw and per VM speed, beside the literal figure."""
-    from loadtest.bench_growth import judge  # judged as today, whatever wrote the result
+    # judged as today, whatever wrote the result
+    from loadtest.bench_growth import judge, window_start
 
     f = r["figures"]
     st, target = f["stationary"], r["target"]["growth"]
     n = st["windows_averaged"]
-    first = next(x for x in r["checkpoints"] if x["documents"] == st["from_documents"])
-    start = first["documents"] - first["window_arrivals"] + first.get("window_refetches", 0)
+    start = window_start(next(x for x in r["checkpoints"]
+                              if x["documents"] == st["from_documents"]))
     per_speed = st.get("growth_of_means_per_vm_speed")
     return [f"{f['documents']:,} documents: engine {f['first_ms_per_page']:.2f} ms/page in "
             f"the first window (0 to {r['checkpoints'][0]['documents']:,}, with the stream's "
