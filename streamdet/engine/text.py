@@ -9,7 +9,9 @@ twice as slow, and can be fooled by tags inside attribute values.)
 
 from __future__ import annotations
 
-from selectolax.lexbor import LexborHTMLParser
+from selectolax.lexbor import LexborDocumentOptions, LexborHTMLParser
+
+from .nesting import bounded_html
 
 HIDDEN = "script, style, noscript, template, head"
 
@@ -24,8 +26,15 @@ _BLOCKS = ", ".join(BLOCK_TAGS)
 
 
 def visible_text(html: str) -> str:
-    """The words a reader sees, with block boundaries as spaces."""
-    tree = LexborHTMLParser(html, scripting=True)  # parse <noscript> as a browser does
+    """The words a reader sees, with block boundaries as spaces.
+
+    The markup is bounded first (engine.nesting: lexbor is quadratic on some shapes of
+    it), encoded as selectolax would (UTF-8, unencodable lone surrogates dropped).
+    Without DOM mutation events: with them, each option added to a select re-runs the
+    select's option scan (quadratic in the options), and they change no visible text."""
+    data = bounded_html(html.encode("utf-8", "ignore"))
+    tree = LexborHTMLParser(data, scripting=True,  # parse <noscript> as a browser does
+                            options=LexborDocumentOptions.WO_EVENTS)
     for node in tree.css(HIDDEN):
         node.decompose()
     root = tree.root
