@@ -125,6 +125,25 @@ def run_metrics(port: int | None):
     return metrics()
 
 
+def check_page_timeout(args: argparse.Namespace) -> None:
+    if not args.page_timeout > 0:
+        raise UsageError(f"--page-timeout must be a positive number of seconds, got "
+                         f"{args.page_timeout}")
+
+
+def add_analysis_options(p: argparse.ArgumentParser) -> None:
+    """--analyzers and --page-timeout (run and worker)."""
+    from .adapters.watchdog import DEFAULT_PAGE_TIMEOUT
+
+    p.add_argument("--analyzers", type=int, default=_int_env("ANALYZERS"), metavar="N",
+                   help="processes that parse pages beside the engine, under a watchdog "
+                   "(default 1; 0: parse in this process, with no watchdog)")
+    p.add_argument("--page-timeout", type=float, default=float(
+        os.environ.get("STREAMDET_PAGE_TIMEOUT") or DEFAULT_PAGE_TIMEOUT), metavar="S",
+        help="a page still being analysed after S seconds is dead-lettered too_slow "
+        f"(default {DEFAULT_PAGE_TIMEOUT:g})")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     if args.batch < 1:
         raise UsageError(f"--batch must be at least 1, got {args.batch}")
@@ -132,6 +151,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--analyzers must be 0 or more, got {args.analyzers}")
     if args.max_body < 1:
         raise UsageError(f"--max-body must be at least 1 byte, got {args.max_body}")
+    check_page_timeout(args)
     params = params_of(args)
     sources = [open_source(p) for p in args.input] if args.input else [sample_source()]
     seen: dict[str, str] = {}
@@ -174,6 +194,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 runner = EmbeddedRunner(store, params, events, dead, batch_size=args.batch,
                                         max_body=args.max_body, on_batch=progress,
                                         spill_dir=spill_dir, analyzers=analyzers,
+                                        page_timeout=args.page_timeout,
                                         metrics=run_metrics(args.metrics_port))
                 s = runner.run(sources)
             finally:
@@ -244,6 +265,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.analyzers is not None and args.analyzers < 0:
         raise UsageError(f"--analyzers must be 0 or more, got {args.analyzers}")
     analyzers = default_processes() if args.analyzers is None else args.analyzers
+    check_page_timeout(args)
     import logging
 
     logging.basicConfig(format="streamdet: %(levelname)s %(name)s: %(message)s",
@@ -263,7 +285,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
                   file=sys.stderr, flush=True)
         worker = Worker(args.broker, args.state, params, args.shards,
                         topics=Topics.named(args.prefix), group=args.group or args.prefix,
-                        max_body=args.max_body, analyzers=analyzers)
+                        max_body=args.max_body, analyzers=analyzers,
+                        page_timeout=args.page_timeout)
         await worker.run(stop)
 
     asyncio.run(main())
@@ -323,9 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--batch", type=int, default=DEFAULT_BATCH,
                      help=f"records per atomic batch (default {DEFAULT_BATCH}; a batch also "
                      "closes at 64 MB of records)")
-    run.add_argument("--analyzers", type=int, default=None, metavar="N",
-                     help="worker processes that parse pages ahead of the engine (default: 1 "
-                     "when the machine has 2 or more cores, else 0: parse in this process)")
+    add_analysis_options(run)
     run.add_argument("--metrics-port", type=int, metavar="P",
                      help="serve Prometheus metrics on 127.0.0.1:P (0: any free port)")
     run.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY,
@@ -349,9 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="doc and gram shards of the pipeline (default 4; all workers alike)")
     wk.add_argument("--group", default=env("GROUP"), help="consumer group (default: the prefix)")
     wk.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY)
-    wk.add_argument("--analyzers", type=int, default=_int_env("ANALYZERS"), metavar="N",
-                    help="processes that analyse pages beside the engine (default: 1 on "
-                         "machines with two or more cores, else 0)")
+    add_analysis_options(wk)
     add_params(wk, env_prefix=True)
     wk.set_defaults(func=cmd_worker)
 

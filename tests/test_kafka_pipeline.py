@@ -332,3 +332,51 @@ def test_worker_refuses_a_pipeline_built_by_another_format(pipeline, tmp_path):
                     check=False, timeout=60)
     msg = res.stderr.decode()
     assert res.returncode == 2 and "format shards-1" in msg and "Traceback" not in msg, msg
+
+
+def test_hostile_messages_go_to_the_dead_letter_topic_and_workers_stay_up(pipeline, tmp_path):
+    """SPEC §9 through the broker: tombstones, empty values, JSON that is not an object,
+    huge keys, and every bad record of the embedded bad-input test are dead letters with
+    the reason `streamdet run` gives them; no worker stops, a restarted one neither, and
+    the good page sent after them is processed."""
+    from aiokafka import AIOKafkaProducer
+
+    from .test_bad_input import BAD, MAX_BODY
+
+    good = {"url": "http://after.example/page", "text": "the good page after the bad ones"}
+    messages = [(b"gone", None), (b"k", b""), (b"\0" * 200_000, b"null"),
+                *[(b"bad", raw) for _, raw in BAD], (b"k", json.dumps(good).encode())]
+    want = ["not_json", "not_json", "not_object", *[reason for reason, _ in BAD]]
+
+    pipeline.start("w1", "--max-body", MAX_BODY)
+    pipeline.start("w2", "--max-body", MAX_BODY)
+    deadline = time.monotonic() + 90  # the topics exist once a worker has started
+    while b"worker started" not in (pipeline.tmp / "w1.log").read_bytes():
+        assert time.monotonic() < deadline, (pipeline.tmp / "w1.log").read_text()
+        time.sleep(0.5)
+
+    async def send():
+        p = AIOKafkaProducer(bootstrap_servers=pipeline.broker.bootstrap,
+                             max_request_size=8 << 20)
+        await p.start()
+        try:
+            for key, value in messages:
+                await p.send_and_wait(f"{pipeline.prefix}-pages", value=value, key=key,
+                                      partition=0)
+        finally:
+            await p.stop()
+
+    run_sync(send())
+    pipeline.wait_idle()
+    dead = pipeline.dead_letters()
+    got = [(r.value, dict(r.headers)["streamdet-reason"].decode()) for r in dead]
+    assert [reason for _, reason in got] == want
+    assert [value for value, _ in got] == [v for _, v in messages[:-1]]
+    assert all(p.poll() is None for p in pipeline.workers.values())
+    pipeline.workers["w1"].send_signal(signal.SIGKILL)
+    pipeline.workers["w1"].wait()
+    pipeline.start("w1", "--max-body", MAX_BODY)
+    time.sleep(8)  # rejoined, rebalanced
+    assert all(p.poll() is None for p in pipeline.workers.values())
+    pipeline.stop()
+    assert set(_rows(pipeline.dump())) == {good["url"]}

@@ -30,6 +30,7 @@ from .analyzers import Analyzers
 from .inputs import BATCH_BYTES, DEFAULT_BATCH, RawRecord, ReadOptions, Source
 from .metrics import Metrics
 from .outputs import JsonlSink, dead_letter, utc_now
+from .watchdog import DEFAULT_PAGE_TIMEOUT
 
 if TYPE_CHECKING:
     from ..engine.analysis import Analyzed
@@ -59,6 +60,7 @@ class RunSummary:
     fanout: list[int] = field(default_factory=list)
     bytes_read: int = 0
     bytes_total: int | None = None  # None when some input has no known size (stdin)
+    replaced: int = 0  # analysis processes replaced (a page too slow, or a crash)
 
     @property
     def dead_total(self) -> int:
@@ -86,13 +88,15 @@ class EmbeddedRunner:
                  batch_size: int = DEFAULT_BATCH, max_body: int = DEFAULT_MAX_BODY,
                  on_batch: Callable[[RunSummary], None] | None = None,
                  spill_dir: str | None = None, analyzers: int = 0,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None,
+                 page_timeout: float = DEFAULT_PAGE_TIMEOUT) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         open_store_checked(store, params)
         from ..engine.core import Engine  # the engine takes ~1 s to import: only now
 
         self.analyzers = analyzers
+        self.page_timeout = page_timeout
         self.metrics = metrics
         self._disk_checked = 0.0
         self._documents = sum(1 for _ in store.kv.items("urls")) if metrics else 0
@@ -113,7 +117,7 @@ class EmbeddedRunner:
         summary.bytes_total = None if None in sizes else sum(sizes)
         start = time.perf_counter()
         positions = self.store.positions()
-        analyzers = Analyzers(self.params, self.max_body, self.analyzers)
+        analyzers = Analyzers(self.params, self.max_body, self.analyzers, self.page_timeout)
         try:
             for batch, results in analyzers.run(self._batches(sources, positions, summary)):
                 self._apply(batch, results, positions, summary)
@@ -121,7 +125,11 @@ class EmbeddedRunner:
                 summary.bytes_read = sum(s.bytes_read for s in sources)
                 if self.on_batch:
                     self.on_batch(summary)
+        except BaseException:
+            analyzers.abort()  # stopped (SIGTERM, Ctrl-C, a full disk): no page waited for
+            raise
         finally:
+            summary.replaced = analyzers.replaced
             analyzers.close()
         summary.seconds = time.perf_counter() - start
         summary.bytes_read = sum(s.bytes_read for s in sources)

@@ -3,31 +3,38 @@ where recovery matters (between a commit and the acknowledgement of what it queu
 rather than hoping a SIGKILL lands there.
 
 `STREAMDET_FAILPOINT=name:n` makes the n-th pass through `hit(name)` end the process at
-once with exit status 137, as SIGKILL would (no cleanup, no flush). Unset, `hit` is one
-dictionary lookup.
+once with exit status 137, as SIGKILL would (no cleanup, no flush); `name:n:stall` makes
+it hang there instead, as a page that the parser never finishes would. Unset, `hit` is
+one dictionary lookup.
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 EXIT_STATUS = 137  # what a shell reports for a SIGKILLed process
 _passes: dict[str, int] = {}
 
 
-def _armed() -> tuple[str, int] | None:
+def _armed() -> tuple[str, int, str] | None:
     spec = os.environ.get("STREAMDET_FAILPOINT")
     if not spec or ":" not in spec:
         return None
-    name, _, count = spec.rpartition(":")
-    return (name, int(count)) if count.isdigit() else None
+    parts = spec.split(":")
+    action = parts.pop() if len(parts) > 2 else "exit"
+    name, count = ":".join(parts[:-1]), parts[-1]
+    return (name, int(count), action) if count.isdigit() else None
 
 
 def hit(name: str) -> None:
-    """Count a pass through `name`; die here when the armed count is reached."""
+    """Count a pass through `name`; die (or stall) here when the armed count is reached."""
     armed = _armed()
     if armed is None or armed[0] != name:
         return
     _passes[name] = _passes.get(name, 0) + 1
-    if _passes[name] >= armed[1]:
+    if _passes[name] == armed[1]:
+        if armed[2] == "stall":
+            while True:
+                time.sleep(3600)
         os._exit(EXIT_STATUS)

@@ -52,7 +52,7 @@ import shutil
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
@@ -62,7 +62,6 @@ from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 from ..engine.messages import (
     DeltasMsg,
     GramsMsg,
-    MessageError,
     PageMsg,
     pack_outbox,
     unpack_outbox,
@@ -74,7 +73,7 @@ from ..engine.shards import DocShard, GramShard, page_adds
 from ..state.rocks import RocksKV, dir_bytes
 from ..state.txn import StateError, Store
 from . import failpoints
-from .analyzers import analysis_pool, analyze_payloads
+from .analyzers import analyze_payloads
 from .kafka import (
     STATE_FORMAT,
     UPGRADABLE_STATE_FORMATS,
@@ -89,6 +88,7 @@ from .kafka import (
 )
 from .metrics import metrics
 from .outputs import utc_now
+from .watchdog import DEFAULT_PAGE_TIMEOUT, Aborted, AnalysisPool
 
 log = logging.getLogger("streamdet.worker")
 GRAMS_OUT, EVENTS_OUT, DELTAS_OUT = 0, 1, 2  # outbox topic codes
@@ -189,7 +189,8 @@ class Worker:
                  topics: Topics | None = None, group: str = "streamdet",
                  pages_partitions: int = 4, max_body: int = DEFAULT_MAX_BODY,
                  max_records: int = 500, timing: Timing | None = None,
-                 on_batch: Callable[[Worker], None] | None = None, analyzers: int = 0) -> None:
+                 on_batch: Callable[[Worker], None] | None = None, analyzers: int = 0,
+                 page_timeout: float = DEFAULT_PAGE_TIMEOUT) -> None:
         self.broker, self.state_dir, self.params, self.shards = broker, state_dir, params, shards
         self.topics = topics or Topics()
         self.group, self.pages_partitions = group, pages_partitions
@@ -202,10 +203,11 @@ class Worker:
         self._disk_checked = 0.0
         self.lock = asyncio.Lock()
         self.cpu = ThreadPoolExecutor(1, thread_name_prefix="streamdet-engine")
-        # Page analysis (the pages stage: parse, tokenize, hash) in processes of its own,
-        # running beside the engine thread's shard work of the same round; with none, it
-        # takes its turn on the engine thread.
-        self.analysis: Executor = analysis_pool(analyzers) if analyzers > 0 else self.cpu
+        # Page analysis (the pages stage: parse, tokenize, hash) in watched processes of
+        # its own (adapters.watchdog), beside the engine thread's shard work of the same
+        # round; with none, it takes its turn on the engine thread.
+        self.analysis = (AnalysisPool(analyzers, params, max_body, page_timeout)
+                         if analyzers > 0 else None)
         self.consumer: AIOKafkaConsumer | None = None
         self.producer = None
         self.assigned: set[TopicPartition] = set()
@@ -218,9 +220,9 @@ class Worker:
     async def run(self, stop: asyncio.Event) -> None:
         os.makedirs(self.state_dir, exist_ok=True)
         loop = asyncio.get_running_loop()
-        await asyncio.gather(  # imports and compiled patterns (and processes), before pages wait
-            loop.run_in_executor(self.cpu, _warm_up, self.params),
-            loop.run_in_executor(self.analysis, _warm_up, self.params))
+        # imports and compiled patterns, before pages wait (analysis processes warm up
+        # by themselves)
+        await loop.run_in_executor(self.cpu, _warm_up, self.params)
         await ensure_topics(self.broker, self.topics, self.shards, self.pages_partitions)
         await join_pipeline(self.broker, self.topics, self.params, self.shards)
         self.producer = producer(self.broker)
@@ -235,6 +237,9 @@ class Worker:
         self.consumer.subscribe([t.pages, t.docs, t.deltas, t.grams], listener=_Rebalance(self))
         await self.consumer.start()
         self.metrics.up.set(1)
+        log.info("worker started: %d shards, group %s, state %s", self.shards, self.group,
+                 self.state_dir)
+        stopper = asyncio.create_task(self._abort_analysis_on(stop))
         try:
             while not stop.is_set():
                 batch = await self.consumer.getmany(timeout_ms=100, max_records=self.max_records)
@@ -250,8 +255,19 @@ class Worker:
                         await self._commit_acknowledged(force=True)
                 self._gauges()
         finally:
+            stopper.cancel()
             self.metrics.up.set(0)
+            log.info("worker stopping: finishing the rounds in flight")
             await self._shutdown()
+            log.info("worker stopped")
+
+    async def _abort_analysis_on(self, stop: asyncio.Event) -> None:
+        """On a stop request, kill the analysis processes at once: a page in hand must
+        not delay the stop (its round is left uncommitted, and read again on restart)."""
+        await stop.wait()
+        log.info("stop requested")
+        if self.analysis is not None:
+            self.analysis.abort()
 
     async def _bound_inflight(self, most: int) -> None:
         """Wait for the oldest rounds until at most `most` are in flight (re-raising what
@@ -291,7 +307,8 @@ class Worker:
             if self.producer is not None:
                 await self.producer.stop()
             self.cpu.shutdown(wait=True)
-            self.analysis.shutdown(wait=True, cancel_futures=True)
+            if self.analysis is not None:
+                self.analysis.close()
 
     async def _cpu(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self.cpu, fn, *args)
@@ -341,14 +358,19 @@ class Worker:
     async def _ingest(self, pages: dict[int, list], r: _Round) -> None:
         with self.metrics.batch_seconds.labels("ingest").time():
             for p, recs in sorted(pages.items()):
-                await self._pages(p, recs, r)
+                try:
+                    await self._pages(p, recs, r)
+                except Aborted:  # stopping: these pages are read again on restart
+                    return
 
     async def _pages(self, partition: int, recs: list, r: _Round) -> None:
         m = self.metrics
         began = time.perf_counter()
-        results = await asyncio.get_running_loop().run_in_executor(
-            self.analysis, analyze_payloads, [r.value for r in recs], self.params,
-            self.max_body)
+        payloads = [r.value for r in recs]
+        if self.analysis is None:
+            results = await self._cpu(analyze_payloads, payloads, self.params, self.max_body)
+        else:
+            results = await asyncio.wrap_future(self.analysis.submit(payloads))
         per_page = (time.perf_counter() - began) / len(recs)
         for rec, res in zip(recs, results, strict=True):
             m.input_bytes.inc(len(rec.value or b""))
@@ -477,7 +499,7 @@ class Worker:
     def _decode(self, cls, rec):
         try:
             return cls.decode(rec.value)
-        except MessageError as exc:  # not ours (another producer wrote to an internal topic)
+        except Exception as exc:  # noqa: BLE001 - not ours (another producer wrote here)
             log.error("skipping record %s[%d]@%d: %s", rec.topic, rec.partition, rec.offset, exc)
             return None
 
