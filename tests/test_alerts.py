@@ -368,6 +368,50 @@ def test_slack_body(tmp_path: Path, webhook: Webhook) -> None:
     assert "&amp;b=&lt;2&gt;" in first  # label escaped for mrkdwn
     assert "patch fraction 60%" in first and "src-a.example/1|http://src-a.example/1> 50%" in first
     assert "5 more pages" in blocks[-1]["elements"][0]["text"]
+    # the top-level text is mrkdwn too: a crawled URL cannot add a link or a mention
+    assert "<" not in body["text"] and ">" not in body["text"]
+    assert "?a=1&amp;b=&lt;2&gt;|x" in body["text"]
+
+
+def test_credentials_in_the_webhook_url_are_sent_as_basic_auth(tmp_path: Path,
+                                                                webhook: Webhook) -> None:
+    events = write_events(tmp_path / "events.jsonl", [event("http://a.example/1")])
+    cfg = config(webhook, events)
+    cfg.webhook = webhook.url.replace("http://", "http://alerts:p%40ss@")
+    stats = run(cfg)
+    assert stats.alerts == 1
+    (post,) = webhook.posts
+    assert post["headers"]["Authorization"] == "Basic YWxlcnRzOnBAc3M="  # alerts:p@ss
+    cfg = config(webhook, events, headers={"Authorization": "Bearer x"})
+    cfg.webhook = webhook.url.replace("http://", "http://alerts:p%40ss@")
+    with pytest.raises(AlertsError, match="keep one of them"):
+        run(cfg)
+
+
+def test_replay_sends_dead_letters_again_and_keeps_what_fails(tmp_path: Path,
+                                                             webhook: Webhook) -> None:
+    events = write_events(tmp_path / "events.jsonl", [event(f"http://d{i}.example/1")
+                                                      for i in range(3)])
+    webhook.script = [503, 503, 503]  # every alert dead-lettered (one attempt each)
+    run(config(webhook, events, attempts=1))
+    dead = tmp_path / "events.jsonl.alerts-dead-letter.jsonl"
+    assert len(dead.read_text().splitlines()) == 3
+    webhook.script = [200, 400, 200]  # replay: the 2nd fails for good
+    proc = subprocess.run([sys.executable, "-m", "streamdet", "alerts", "--replay", str(dead),
+                           "--webhook", webhook.url, "--attempts", "1"],
+                          capture_output=True, timeout=60, cwd=REPO)
+    assert proc.returncode == 1, proc.stderr
+    assert b"2 dead-lettered alerts delivered, 1 left" in proc.stderr
+    left = [json.loads(line) for line in dead.read_text().splitlines()]
+    assert [d["alert"]["domain"] for d in left] == ["d1.example"]
+    assert left[0]["error"].startswith("HTTP 400") and left[0]["attempts"] == 2
+    delivered = [b["domain"] for b in webhook.delivered()]
+    assert delivered == ["d0.example", "d2.example"]
+    assert all(p["headers"]["Idempotency-Key"] == p["body"]["id"] for p in webhook.posts[3:])
+    webhook.script = [200]
+    proc = subprocess.run([sys.executable, "-m", "streamdet", "alerts", "--replay", str(dead),
+                           "--webhook", webhook.url], capture_output=True, timeout=60, cwd=REPO)
+    assert proc.returncode == 0 and dead.read_text() == ""
 
 
 def test_slack_body_of_one_page_is_well_formed() -> None:

@@ -84,6 +84,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import hashlib
 import http.client
 import json
@@ -102,7 +103,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from ..engine.servers import host_of, registered_domain
 from .outputs import utc_now
@@ -155,31 +156,57 @@ class AlertsConfig:
     drain: float = 10.0
 
     def check(self) -> None:
-        if not self.webhook:
-            raise AlertsError("--webhook URL (or STREAMDET_ALERTS_WEBHOOK) is required")
-        parts = urlsplit(self.webhook)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise AlertsError(f"--webhook must be an http(s) URL, got {redact(self.webhook)}")
+        self.check_delivery()
         if (self.events is None) == (self.broker is None):
             raise AlertsError("give either --events FILE or --broker HOST:PORT")
         if self.events == "-":
             raise AlertsError("--events must be a file (its position is kept), not stdin")
         if self.follow and self.events is None:
             raise AlertsError("--follow is for --events FILE (Kafka mode always follows)")
-        for name in ("window", "timeout", "backoff", "max_backoff", "drain", "max_per_minute"):
+        for name in ("window", "drain", "max_per_minute"):
             if getattr(self, name) < 0:
                 raise AlertsError(f"--{name.replace('_', '-')} must not be negative")
-        if self.timeout <= 0:
-            raise AlertsError("--timeout must be positive")
         if self.idle is not None and self.idle < 0:
             raise AlertsError("--idle must not be negative")
         for name in ("max_pages", "burst", "max_pending"):
             if getattr(self, name) < 1:
                 raise AlertsError(f"--{name.replace('_', '-')} must be at least 1")
-        if self.attempts < 0:
-            raise AlertsError("--attempts must be 0 (retry forever) or more")
         if self.start not in ("earliest", "latest"):
             raise AlertsError("--start must be earliest or latest")
+
+    def check_delivery(self) -> None:
+        """The webhook and the retry options (all that --replay needs)."""
+        if not self.webhook:
+            raise AlertsError("--webhook URL (or STREAMDET_ALERTS_WEBHOOK) is required")
+        try:
+            parts = urlsplit(self.webhook)
+            parts.port  # noqa: B018 - raises ValueError for a port past 65535
+        except ValueError:
+            raise AlertsError(f"--webhook is not a valid URL: {redact(self.webhook)}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise AlertsError(f"--webhook must be an http(s) URL, got {redact(self.webhook)}")
+        if parts.username is not None or parts.password is not None:
+            self._credentials_to_header(parts)
+        for name in ("timeout", "backoff", "max_backoff"):
+            if getattr(self, name) < 0:
+                raise AlertsError(f"--{name.replace('_', '-')} must not be negative")
+        if self.timeout <= 0:
+            raise AlertsError("--timeout must be positive")
+        if self.attempts < 0:
+            raise AlertsError("--attempts must be 0 (retry forever) or more")
+
+    def _credentials_to_header(self, parts) -> None:
+        """`https://user:pass@host/...`: the credentials go in a Basic Authorization header
+        (as curl would send them), the URL keeps only the host; refused beside an
+        Authorization header of the user's own."""
+        if any(k.lower() == "authorization" for k in self.headers):
+            raise AlertsError("--webhook holds credentials and an Authorization header is "
+                              "given too: keep one of them")
+        user, password = unquote(parts.username or ""), unquote(parts.password or "")
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        self.headers = {**self.headers, "Authorization": f"Basic {token}"}
+        host = parts.netloc.rpartition("@")[2]
+        self.webhook = urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
     @property
     def group_id(self) -> str:
@@ -441,7 +468,8 @@ def slack_body(group: Group, window: float) -> dict:
     more = f"…and {n - SLACK_PAGES} more pages. " if n > SLACK_PAGES else ""
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": _mrkdwn(
         f"{more}window {group.start} – {group.end} ({window:g} s); alert {group.alert_id()}")}]})
-    text = title + ": " + ", ".join(p["url"] for p in pages[:SLACK_PAGES])
+    # the top-level text is mrkdwn too: a crawled URL must not add links or mentions
+    text = _mrkdwn(title + ": " + ", ".join(str(p["url"]) for p in pages[:SLACK_PAGES]))
     return {"text": text[:3000], "blocks": blocks}
 
 
@@ -513,6 +541,77 @@ class TokenBucket:
     def take(self) -> None:
         if self.rate > 0:
             self.tokens -= 1
+
+
+async def deliver(cfg: AlertsConfig, data: bytes, headers: dict[str, str],
+                  abort: asyncio.Event, what: str, stats: Stats) -> tuple[bool | None, str, int]:
+    """POST one alert body, retrying with backoff (and Retry-After) up to cfg.attempts:
+    (delivered, or None when aborted between attempts; the last response; attempts)."""
+    attempt = 0
+    while True:
+        attempt += 1
+        status, after, detail = await asyncio.to_thread(post, cfg.webhook, data, headers,
+                                                        cfg.timeout)
+        if status is not None and 200 <= status < 300:
+            log.info("%s delivered (%s)", what, detail)
+            return True, detail, attempt
+        if not retryable(status) or (cfg.attempts and attempt >= cfg.attempts):
+            why = "not retried" if not retryable(status) else f"after {attempt} attempts"
+            log.error("%s to %s failed %s: %s", what, redact(cfg.webhook), why, detail)
+            return False, detail, attempt
+        delay = retry_after_s(after)
+        if delay is None:
+            step = min(cfg.max_backoff, cfg.backoff * 2 ** (attempt - 1))
+            delay = step / 2 + random.uniform(0, step / 2)
+        stats.retries += 1
+        log.warning("%s to %s failed (%s); attempt %d, retrying in %.1f s", what,
+                    redact(cfg.webhook), detail, attempt, delay)
+        if await _wait(abort, delay):
+            return None, detail, attempt
+
+
+async def replay(cfg: AlertsConfig, path: str, stop: asyncio.Event) -> tuple[int, int]:
+    """Send the alerts of a dead-letter file again (`streamdet alerts --replay`): those
+    delivered leave the file, those that fail again stay in it (rewritten in place,
+    atomically). Returns (delivered, left)."""
+    try:
+        with open(path, "rb") as f:
+            lines = [line for line in f.read().splitlines() if line.strip()]
+    except FileNotFoundError:
+        raise AlertsError(f"no alert dead letters at {path}") from None
+    left: list[bytes] = []
+    delivered = 0
+    stats = Stats()
+    for i, line in enumerate(lines):
+        try:
+            entry = json.loads(line)
+            body = entry["alert"]
+        except (ValueError, KeyError, TypeError):
+            left.append(line)  # not ours to judge: kept as it is
+            continue
+        if stop.is_set():
+            left.append(line)
+            continue
+        data = json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        headers = dict(cfg.headers, **{"Content-Type": "application/json"})
+        if isinstance(body, dict) and body.get("id"):
+            headers["Idempotency-Key"] = str(body["id"])
+        ok, detail, attempts = await deliver(cfg, data, headers, stop,
+                                             f"dead-lettered alert {i + 1}", stats)
+        if ok:
+            delivered += 1
+        else:
+            entry.update(error=detail, attempts=entry.get("attempts", 0) + attempts,
+                         at=utc_now())
+            left.append(json.dumps(entry, ensure_ascii=False).encode("utf-8",
+                                                                     "surrogatepass"))
+    tmp = path + ".replaying"
+    with open(tmp, "wb") as f:
+        f.write(b"".join(line + b"\n" for line in left))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return delivered, len(left)
 
 
 async def _wait(event: asyncio.Event, timeout: float) -> bool:
@@ -716,31 +815,16 @@ class Alerter:
         body = (slack_body if cfg.slack else json_body)(g, cfg.window)
         data = json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
         headers = dict(self.headers, **{"Idempotency-Key": g.alert_id()})
-        attempt = 0
-        while True:
-            attempt += 1
-            status, after, detail = await asyncio.to_thread(post, cfg.webhook, data, headers,
-                                                            cfg.timeout)
-            if status is not None and 200 <= status < 300:
-                log.info("alert %s: %d page%s delivered (%s)", g.domain, len(g.pages),
-                         "s" * (len(g.pages) != 1), detail)
-                return "sent"
-            if not retryable(status) or (cfg.attempts and attempt >= cfg.attempts):
-                why = "not retried" if not retryable(status) else f"after {attempt} attempts"
-                log.error("alert %s (%d pages) to %s failed %s: %s; dead-lettered to %s",
-                          g.domain, len(g.pages), redact(cfg.webhook), why, detail,
-                          cfg.dead_letter_path())
-                await self._dead_letter(body, detail, attempt)
-                return "dead"
-            delay = retry_after_s(after)
-            if delay is None:
-                step = min(cfg.max_backoff, cfg.backoff * 2 ** (attempt - 1))
-                delay = step / 2 + random.uniform(0, step / 2)
-            self.stats.retries += 1
-            log.warning("alert %s to %s failed (%s); attempt %d, retrying in %.1f s",
-                        g.domain, redact(cfg.webhook), detail, attempt, delay)
-            if await _wait(self.abort, delay):
-                return None
+        what = f"alert {g.domain} ({len(g.pages)} pages)"
+        delivered, detail, attempts = await deliver(cfg, data, headers, self.abort, what,
+                                                    self.stats)
+        if delivered is None:  # aborted between attempts: read again on the next start
+            return None
+        if delivered:
+            return "sent"
+        log.error("%s dead-lettered to %s", what, cfg.dead_letter_path())
+        await self._dead_letter(body, detail, attempts)
+        return "dead"
 
     async def _dead_letter(self, body: dict, error: str, attempts: int) -> None:
         line = json.dumps({"alert": body, "webhook": redact(self.cfg.webhook), "error": error,
@@ -1154,6 +1238,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                      ".jsonl in Kafka mode)")
     out.add_argument("--drain", type=float, default=10.0, metavar="S",
                      help="on SIGTERM/SIGINT, seconds left to send queued alerts (default 10)")
+    out.add_argument("--replay", metavar="PATH",
+                     help="send the alerts of a dead-letter file again (with the delivery "
+                     "options above), then stop: those delivered leave the file, the others "
+                     "stay in it; no --events or --broker needed")
     p.set_defaults(func=cmd_alerts)
     return p
 
@@ -1187,11 +1275,31 @@ def summary(cfg: AlertsConfig, s: Stats) -> str:
     return "streamdet: alerts: " + "; ".join(parts)
 
 
+def cmd_replay(cfg: AlertsConfig, path: str) -> int:
+    async def main() -> tuple[int, int]:
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        cfg.check_delivery()
+        return await replay(cfg, path, stop)
+
+    try:
+        delivered, left = asyncio.run(main())
+    except AlertsError as exc:
+        print(f"streamdet: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"streamdet: alerts: {delivered} dead-lettered alerts delivered, {left} left in "
+          f"{path}", file=sys.stderr)
+    return 0 if left == 0 else 1
+
+
 def cmd_alerts(args: argparse.Namespace) -> int:
     cfg = config_of(args)
     logging.basicConfig(format="streamdet: %(levelname)s %(name)s: %(message)s",
                         level=logging.WARNING, stream=sys.stderr)
     logging.getLogger("streamdet").setLevel(logging.INFO)
+    if args.replay:
+        return cmd_replay(cfg, args.replay)
 
     async def main() -> Stats:
         stop = asyncio.Event()
