@@ -46,11 +46,22 @@ def add_params(p: argparse.ArgumentParser, env_prefix: bool = False) -> None:
                    help=f"what counts as another server (default {foreign})")
 
 
+def port_number(text: str) -> int:
+    """A TCP port for a server: 0 (any free one) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 (any free one) to 65535, not {port}")
+    return port
+
+
 def params_of(args: argparse.Namespace) -> Params:
     return Params(k=args.k, m=args.m, c=args.c, theta=args.theta, foreign=args.foreign)
 
 
-def open_store(path: str, must_exist: bool = False):
+def open_store(path: str, must_exist: bool = False, read_only: bool = False):
     from .state.rocks import RocksKV
     from .state.txn import Store
 
@@ -72,7 +83,7 @@ def open_store(path: str, must_exist: bool = False):
     from .state.rocks import StateDirError
 
     try:
-        store = Store(RocksKV(path))
+        store = Store(RocksKV(path, read_only=read_only))
     except StateDirError as exc:
         if "lock" in str(exc).lower():
             raise UsageError(f"state {path} is in use by another streamdet process") from None
@@ -168,8 +179,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 raise UsageError(f"{what} {out} is also an input")
     if _same_file(args.events, dead_path):
         raise UsageError(f"--events and --dead-letter are the same file: {dead_path}")
-    spill_dir = (dead_path + ".records" if dead_path != "-"
-                 else os.path.join(args.state, "dead-letter.records"))
+    # absolute: dead letters name the files that hold oversized originals
+    spill_dir = os.path.abspath(dead_path + ".records" if dead_path != "-"
+                                else os.path.join(args.state, "dead-letter.records"))
     from .adapters.analyzers import default_processes
     from .adapters.embedded import EmbeddedRunner
 
@@ -205,6 +217,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         disk = store.kv.disk_bytes()
     finally:
         store.close()
+    if s.implausible_times:
+        s.notes.append(f"{s.implausible_times} records had a fetched_at that is not finite, "
+                       "before 1990 or more than a day ahead: read as absent")
+    if s.replaced:
+        s.notes.append(f"{s.replaced} analysis processes were replaced (a page past "
+                       "--page-timeout, or a crash): see the dead letters")
     for note in s.notes:
         print(f"streamdet: note: {note}", file=sys.stderr)
     rate = s.pages / s.seconds if s.seconds else 0.0
@@ -225,14 +243,22 @@ def cmd_dump(args: argparse.Namespace) -> int:
     from .adapters.report import dump_rows, shard_dirs
 
     states = args.state or [DEFAULT_STATE]
-    dirs = shard_dirs(states)  # worker states: their doc shards, newest copy of each
-    if dirs is None:
+    found = shard_dirs(states)  # worker states: their doc shards, newest copy of each
+    if found is None:
         if len(states) > 1:
             raise UsageError("several --state directories are only for worker states")
         dirs = states
+    else:
+        dirs, missing = found
+        if missing and not args.partial:
+            raise UsageError(
+                f"these worker states hold {len(dirs)} of the pipeline's "
+                f"{len(dirs) + len(missing)} doc shards (missing: "
+                f"{', '.join(map(str, missing))}): give the --state of every worker, or "
+                "--partial for the documents of these shards only")
     rows: list[dict] = []
     for path in dirs:
-        store = open_store(path, must_exist=True)
+        store = open_store(path, must_exist=True, read_only=True)
         try:
             rows.extend(dump_rows(store))
         finally:
@@ -319,7 +345,7 @@ def cmd_events(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     from .adapters.report import explain
 
-    store = open_store(args.state, must_exist=True)
+    store = open_store(args.state, must_exist=True, read_only=True)
     try:
         text, found = explain(store, args.url)
     finally:
@@ -347,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"records per atomic batch (default {DEFAULT_BATCH}; a batch also "
                      "closes at 64 MB of records)")
     add_analysis_options(run)
-    run.add_argument("--metrics-port", type=int, metavar="P",
+    run.add_argument("--metrics-port", type=port_number, metavar="P",
                      help="serve Prometheus metrics on 127.0.0.1:P (0: any free port)")
     run.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY,
                      help="largest html/text body accepted, in bytes (default 10 MB)")
@@ -357,13 +383,16 @@ def build_parser() -> argparse.ArgumentParser:
     dump = sub.add_parser("dump", help="print every document's result as JSONL, sorted by URL")
     dump.add_argument("--state", action="append", metavar="DIR",
                       help="a `run` state, or worker state directories (repeatable)")
+    dump.add_argument("--partial", action="store_true",
+                      help="worker states that lack some doc shards: print the documents "
+                      "of those they hold (refused otherwise)")
     dump.set_defaults(func=cmd_dump)
 
     wk = sub.add_parser("worker", help="join the Kafka pipeline as a worker")
     wk.add_argument("--broker", default=env("BROKER"), metavar="HOST:PORT")
     wk.add_argument("--state", default=env("STATE", DEFAULT_STATE), metavar="DIR",
                     help="directory for this worker's shard states")
-    wk.add_argument("--port", type=int, default=_int_env("PORT"),
+    wk.add_argument("--port", type=port_number, default=env("PORT"),
                     help="HTTP port for /metrics (0: any free port; default: none)")
     wk.add_argument("--host", default=env("HOST", "127.0.0.1"), help="address for --port")
     wk.add_argument("--shards", type=int, default=_int_env("SHARDS", 4),
@@ -443,6 +472,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # disk full, I/O error: one line, not a traceback
         where = f" ({exc.filename})" if exc.filename else ""
         print(f"streamdet: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        if args.command == "run":
+            print("streamdet: the state is consistent up to the last batch; run again "
+                  "with the same --state to continue", file=sys.stderr)
         return 1
     except Exception as exc:  # last: the clauses above catch Exception subclasses too
         if type(exc).__name__ != "PipelineError":  # adapters.kafka, imported only when used

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import hashlib
 import io
 import json
 from pathlib import Path
@@ -249,3 +250,75 @@ def test_truncated_warc_keeps_what_was_read(tmp_path):
     s = summary(proc.stderr)
     assert s["dead"] == {"unreadable": 1}, s["line"]
     assert s["pages"] == 3
+
+
+def _raw_warc_record(url: bytes | None, body: bytes, length_delta: int = 0) -> bytes:
+    """A response record written by hand, so its Content-Length can be wrong and its
+    target URI missing (warcio's writer makes neither)."""
+    http = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n" + body
+    head = [b"WARC/1.0", b"WARC-Type: response",
+            b"WARC-Record-ID: <urn:uuid:%s>" % hashlib.md5(body).hexdigest().encode(),
+            b"WARC-Date: 2026-01-01T00:00:00Z",
+            b"Content-Type: application/http; msgtype=response",
+            b"Content-Length: %d" % (len(http) + length_delta)]
+    if url is not None:
+        head.insert(2, b"WARC-Target-URI: " + url)
+    return b"\r\n".join(head) + b"\r\n\r\n" + http + b"\r\n\r\n"
+
+
+@pytest.mark.parametrize("damage", ["no_url", "length_short", "length_long", "length_junk"])
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_damaged_warc_record_costs_that_record_only(tmp_path, damage, gz):
+    """SPEC §9: a response without WARC-Target-URI is a no_url dead letter; a wrong
+    Content-Length costs that record (reading goes on at the next WARC/ header, so a
+    record a too long length swallowed is kept); the rest of the file is read."""
+    good = [_raw_warc_record(b"http://w%d.example/p" % i,
+                             b"<p>page %d of the archive, five words at least</p>" % i)
+            for i in range(4)]
+    body = b"<p>the damaged record's own page, with enough words</p>"
+    bad = {"no_url": _raw_warc_record(None, body),
+           "length_short": _raw_warc_record(b"http://bad.example/", body, -30),
+           "length_long": _raw_warc_record(b"http://bad.example/", body, 300),
+           "length_junk": _raw_warc_record(b"http://bad.example/", body).replace(
+               b"Content-Length: ", b"Content-Length: x")}[damage]
+    records = [good[0], bad, *good[1:]]
+    data = b"".join(gzip.compress(r) for r in records) if gz else b"".join(records)
+    path = tmp_path / ("damaged.warc.gz" if gz else "damaged.warc")
+    path.write_bytes(data)
+    proc = streamdet("run", "--input", path, "--state", tmp_path / "s", "--events", "-")
+    s = summary(proc.stderr)
+    assert set(dump_rows(tmp_path / "s")) == {f"http://w{i}.example/p" for i in range(4)}
+    want = "no_url" if damage == "no_url" else "unreadable"
+    assert s["dead"] == {want: 1}, s["line"]
+    [e] = read_jsonl(tmp_path / "s" / "dead-letter.jsonl")
+    assert e["index"] == 1 and e["error"]
+    if damage != "no_url":
+        assert "Content-Length" in e["error"]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", -1e20, "1e999", 10 ** 400, "1970-01-01T00:00:01Z",
+                                   "2999-01-01T00:00:00Z", 1e308])
+def test_implausible_fetch_times_are_read_as_absent_and_counted(tmp_path, value):
+    """SPEC §9: not finite, before 1990 or a day ahead: the page is kept, its time
+    read as absent (never in a latency figure), and the run says how many."""
+    record = json.dumps({"url": "http://time.example/p", "text": "a page with a bad fetch time",
+                         "fetched_at": value}).replace("Infinity", '"inf"').encode()
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(record + b"\n")
+    proc = streamdet("run", "--input", path, "--state", tmp_path / "s", "--events", "-",
+                     "--metrics-port", 0)
+    s = summary(proc.stderr)
+    assert s["pages"] == 1 and s["dead_total"] == 0, s["line"]
+    assert b"1 records had a fetched_at that is not finite" in proc.stderr
+
+
+def test_credentials_are_not_part_of_a_url_and_ports_are_checked(tmp_path):
+    records = [{"url": "http://user:secret@cred.example/page", "text": "one two three four five"},
+               {"url": "http://cred.example:99999/page", "text": "one two three four five"},
+               {"url": "http://cred.example:0/page", "text": "one two three four five"}]
+    path = tmp_path / "u.jsonl"
+    path.write_bytes(b"".join(_line(r) for r in records))
+    proc = streamdet("run", "--input", path, "--state", tmp_path / "s", "--events", "-")
+    assert summary(proc.stderr)["dead"] == {"bad_url": 2}
+    assert set(dump_rows(tmp_path / "s")) == {"http://cred.example/page"}
+    assert b"secret" not in proc.stdout + proc.stderr

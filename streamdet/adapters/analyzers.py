@@ -13,6 +13,7 @@ With `processes=0` everything runs in this process, without a watchdog (tests).
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
@@ -43,7 +44,7 @@ def validate(payload: bytes | dict | None, max_body: int) -> Page:
             raise BadRecord("not_json", "an empty record")
         obj = decode(obj)
     try:
-        return page_from_object(obj, max_body)
+        return page_from_object(obj, max_body, now=time.time())
     except BadRecord:
         raise
     except (ValueError, OverflowError, TypeError) as exc:
@@ -89,14 +90,21 @@ class Analyzers:
 
     def run(self, batches: Iterable[list[RawRecord]]
             ) -> Iterator[tuple[list[RawRecord], list]]:
-        """(batch, results) in input order; a result is Analyzed or BadRecord."""
+        """(batch, results) in input order; a result is Analyzed or BadRecord. An empty
+        batch (a quiet input) is not analysed: it hands back all batches in flight."""
         if self._pool is None:
             for batch in batches:
-                yield batch, self._results(batch, analyze_payloads(
-                    self._payloads(batch), self.params, self.max_body))
+                if batch:
+                    yield batch, self._results(batch, analyze_payloads(
+                        self._payloads(batch), self.params, self.max_body))
             return
         pending: deque[tuple[list[RawRecord], Future]] = deque()
         for batch in batches:
+            if not batch:  # the input is quiet: hand back every batch in flight
+                while pending:
+                    done, fut = pending.popleft()
+                    yield done, self._results(done, fut.result())
+                continue
             pending.append((batch, self._pool.submit(self._payloads(batch))))
             if len(pending) > self.processes:
                 done, fut = pending.popleft()

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import queue
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
 STATE_FORMAT = "6"
 UPGRADABLE_FORMATS = ("3", "4", "5")
 
+BATCH_WAIT_S = 0.25  # a batch of a stream closes this long after its first record
 CHAIN = "\x00chain"  # positions[key + CHAIN]: digest of the records applied
 HEAD = "\x00head"  # positions[key + HEAD]: digest of the first record alone
 
@@ -61,6 +64,7 @@ class RunSummary:
     bytes_read: int = 0
     bytes_total: int | None = None  # None when some input has no known size (stdin)
     replaced: int = 0  # analysis processes replaced (a page too slow, or a crash)
+    implausible_times: int = 0  # fetched_at values read as absent (SPEC §9)
 
     @property
     def dead_total(self) -> int:
@@ -121,6 +125,9 @@ class EmbeddedRunner:
         try:
             for batch, results in analyzers.run(self._batches(sources, positions, summary)):
                 self._apply(batch, results, positions, summary)
+                if self.metrics is not None and analyzers.replaced > summary.replaced:
+                    self.metrics.analysis_restarts.inc(analyzers.replaced - summary.replaced)
+                    summary.replaced = analyzers.replaced
                 summary.seconds = time.perf_counter() - start
                 summary.bytes_read = sum(s.bytes_read for s in sources)
                 if self.on_batch:
@@ -140,15 +147,28 @@ class EmbeddedRunner:
     # -- reading --------------------------------------------------------------------------
     def _batches(self, sources: list[Source], positions: dict, summary: RunSummary
                  ) -> Iterator[list[RawRecord]]:
+        """Batches of records, closed at batch_size records or BATCH_BYTES; on a stream
+        (stdin, a pipe) also BATCH_WAIT_S after their first record, and an empty batch
+        when the stream is quiet (the analysers then hand back what they hold), so a
+        record that trickles in is processed within a second (SPEC §9)."""
         batch: list[RawRecord] = []
-        size = 0
+        size, opened = 0, 0.0
         for source in sources:
-            for rec in self._unapplied(source, positions, summary):
-                batch.append(rec)
-                size += _payload_bytes(rec.payload)
-                if len(batch) >= self.batch_size or size >= BATCH_BYTES:
+            records: Iterable[RawRecord | None] = self._unapplied(source, positions, summary)
+            if not source.rereadable:
+                records = _with_ticks(records, BATCH_WAIT_S)
+            for rec in records:
+                if rec is not None:
+                    if not batch:
+                        opened = time.monotonic()
+                    batch.append(rec)
+                    size += _payload_bytes(rec.payload)
+                if batch and (len(batch) >= self.batch_size or size >= BATCH_BYTES or (
+                        not source.rereadable and time.monotonic() - opened >= BATCH_WAIT_S)):
                     yield batch
                     batch, size = [], 0
+                elif rec is None and not batch:
+                    yield []  # quiet: nothing to add
         if batch:
             yield batch
 
@@ -198,6 +218,7 @@ class EmbeddedRunner:
                 summary.dead[result.reason] += 1
             else:
                 pages.append(result)
+                summary.implausible_times += result.implausible_time
             positions[rec.source] = rec.index + 1
             positions[rec.source + CHAIN] = rec.chain
             if rec.index == 0:
@@ -228,6 +249,7 @@ class EmbeddedRunner:
             if isinstance(res, BadRecord):
                 m.dead_letters.labels(res.reason).inc()
         m.pages.inc(len(pages))
+        m.implausible_times.inc(sum(p.implausible_time for p in pages))
         m.common.inc(stats.went_common)
         self._documents += stats.new_documents
         m.documents.set(self._documents)
@@ -246,6 +268,35 @@ class EmbeddedRunner:
             self._disk_checked = time.monotonic()
             m.state_bytes.set(self.store.kv.disk_bytes())
             m.postings.set(self.store.first_holder_pairs)
+
+
+def _with_ticks(records: Iterator[RawRecord], every: float
+                ) -> Iterator[RawRecord | None]:
+    """The records of a stream, read by a thread of their own, with None whenever none
+    came for `every` seconds (a blocked read cannot be timed out otherwise)."""
+    q: queue.Queue = queue.Queue(maxsize=256)
+    done = object()
+
+    def read() -> None:
+        try:
+            for rec in records:
+                q.put(rec)
+            q.put(done)
+        except BaseException as exc:  # noqa: BLE001 - handed to the reading side
+            q.put(exc)
+
+    threading.Thread(target=read, name="streamdet-stream-reader", daemon=True).start()
+    while True:
+        try:
+            item = q.get(timeout=every)
+        except queue.Empty:
+            yield None
+            continue
+        if item is done:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item
 
 
 def _payload_bytes(payload: bytes | dict) -> int:

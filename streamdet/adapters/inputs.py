@@ -199,7 +199,8 @@ class _Reader:
         stream = io.BufferedReader(_Counting(self.raw, self.source, head), CHUNK)
         if first.startswith(b"WARC/"):
             try:
-                yield from self._warc(stream)  # warcio reads gzip members itself
+                yield from self._warc(gzip.GzipFile(fileobj=stream).read1 if gz else
+                                      stream.read1)
             except MemoryError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any read failure ends this input only
@@ -332,61 +333,94 @@ class _Reader:
         return total, path
 
     # -- WARC -----------------------------------------------------------------------------
-    def _warc(self, stream) -> Iterator[RawRecord]:
-        from warcio.archiveiterator import ArchiveIterator
+    def _warc(self, read) -> Iterator[RawRecord]:
+        """Pages of a WARC stream (decompressed, read with `read(n)`), framed and checked
+        by adapters.warc: a record with a wrong length, or a response without a target
+        URI, is a dead letter of its own and the file goes on."""
+        from .warc import frames
 
         limit = self.opts.max_body
-        it = ArchiveIterator(stream)
-        for rec in it:
-            if rec.rec_type != "response":
-                continue
-            if rec.http_headers is None:
-                self.source.ignored["not HTTP"] += 1
-                continue
-            status = rec.http_headers.get_statuscode() or ""
-            if not status.startswith("2"):
-                self.source.ignored[f"HTTP {status or '?'}"] += 1
-                continue
-            ctype = (rec.http_headers.get_header("Content-Type") or "").strip().lower()
-            mime = ctype.split(";")[0].strip()
-            if mime and "html" not in mime and mime != "text/plain":
-                self.source.ignored[mime] += 1
-                continue
-            obj = {
-                "url": rec.rec_headers.get_header("WARC-Target-URI"),
-                "ip": rec.rec_headers.get_header("WARC-IP-Address"),
-                "fetched_at": rec.rec_headers.get_header("WARC-Date"),
-            }
-            meta = "\x00".join(str(v) for v in obj.values()).encode("utf-8", "surrogateescape")
-            content = rec.content_stream()
-            body = content.read(limit + 1)
-            if len(body) > limit:
-                h = _chain_hasher(self.chain.value)
-                h.update(meta)
-                total, path = self._spill(_chunks(body, content), h)
-                self.chain.value = h.digest()
-                err = BadRecord("too_large", f"body of {total:,} bytes is larger than the "
-                                f"limit of {limit:,} bytes")
-                offset = it.get_record_offset()  # only after the content: it reads to the end
-                yield self._next(obj, err, offset=offset, chain=h.digest().hex(),
-                                 spilled=path, size=total)
-                continue
-            missing = getattr(rec.raw_stream, "limit", 0)
-            if missing:  # the file ends inside this record (Content-Length not reached)
-                obj["html_bytes"] = body
-                yield self._unreadable(EOFError(f"the WARC file ends {missing:,} bytes short "
-                                                "of the end of this record"), offset=None,
-                                       record=obj)
+        spilled: list[tuple[int, str | None, str]] = []
+
+        def sink(headers, parts) -> None:
+            if headers.get_header("WARC-Type") != "response":
+                for _ in parts:
+                    pass
                 return
-            chain = self.chain.add(meta, body)
-            offset = it.get_record_offset()  # only after the content: it reads to the end
-            field_name = "text" if mime == "text/plain" else "html"
-            text, error = _decode_body(body, _charset(ctype))
-            if error is None:
-                obj[field_name] = text
-            else:
-                obj[field_name + "_bytes"] = body
-            yield self._next(obj, error, offset=offset, chain=chain)
+            h = _chain_hasher(self.chain.value)
+            total, path = self._spill(parts, h)
+            spilled.append((total, path, h.digest().hex()))
+
+        for fr in frames(read, 2 * limit + 65536, sink):
+            rec_type = fr.header("WARC-Type")
+            if rec_type not in ("response", None):
+                continue
+            url = fr.header("WARC-Target-URI")
+            if url and url.startswith("<") and url.endswith(">"):  # as WARC 1.0 writers had it
+                url = url[1:-1]
+            obj = {"url": url, "ip": fr.header("WARC-IP-Address"),
+                   "fetched_at": fr.header("WARC-Date")}
+            if fr.problem is not None:
+                yield self._damaged(fr, obj, spilled)
+                if fr.problem == "truncated":
+                    return
+                continue
+            yield from self._response(fr, obj, limit)
+
+    def _damaged(self, fr, obj: dict, spilled: list) -> RawRecord:
+        """The dead letter of a record the framing found unusable."""
+        if fr.problem == "too_large":
+            total, path, chain = spilled.pop()
+            self.chain.value = bytes.fromhex(chain)
+            err = BadRecord("too_large", f"record of {total:,} bytes is larger than the "
+                            f"limit for a body of {self.opts.max_body:,} bytes")
+            return self._next(obj, err, offset=fr.offset, chain=chain, spilled=path,
+                              size=total)
+        reason = "no_url" if fr.problem == "no_url" else "unreadable"
+        err = BadRecord(reason, fr.detail)
+        kept = fr.raw or b""
+        if kept:
+            obj["record_bytes"] = kept[:PREFIX_KEPT]
+        chain = self.chain.add(fr.problem.encode(), kept)
+        return self._next(obj, err, offset=fr.offset, chain=chain,
+                          size=fr.size if len(kept) > PREFIX_KEPT or not kept else None)
+
+    def _response(self, fr, obj: dict, limit: int) -> Iterator[RawRecord]:
+        """A framed response record as a page (or as what it is not: counted as ignored)."""
+        rec = fr.parsed()
+        if rec.http_headers is None:
+            self.source.ignored["not HTTP"] += 1
+            return
+        status = rec.http_headers.get_statuscode() or ""
+        if not status.startswith("2"):
+            self.source.ignored[f"HTTP {status or '?'}"] += 1
+            return
+        ctype = (rec.http_headers.get_header("Content-Type") or "").strip().lower()
+        mime = ctype.split(";")[0].strip()
+        if mime and "html" not in mime and mime != "text/plain":
+            self.source.ignored[mime] += 1
+            return
+        meta = "\x00".join(str(v) for v in obj.values()).encode("utf-8", "surrogateescape")
+        content = rec.content_stream()
+        body = content.read(limit + 1)
+        if len(body) > limit:  # a body that decodes (unchunks, inflates) past the limit
+            h = _chain_hasher(self.chain.value)
+            h.update(meta)
+            total, path = self._spill(_chunks(body, content), h)
+            self.chain.value = h.digest()
+            err = BadRecord("too_large", f"body of {total:,} bytes is larger than the "
+                            f"limit of {limit:,} bytes")
+            yield self._next(obj, err, offset=fr.offset, chain=h.digest().hex(),
+                             spilled=path, size=total)
+            return
+        chain = self.chain.add(meta, body)
+        field_name = "text" if mime == "text/plain" else "html"
+        text, error = _decode_body(body, _charset(ctype))
+        if error is None:
+            obj[field_name] = text
+        else:
+            obj[field_name + "_bytes"] = body
+        yield self._next(obj, error, offset=fr.offset, chain=chain)
 
 
 _META_CHARSET = re.compile(rb"""<meta[^>]{0,512}?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)

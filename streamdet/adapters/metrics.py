@@ -71,8 +71,15 @@ class Metrics:
                             ["role"], registry=r)
         self.replayed = Counter("streamdet_replayed_records_total",
                                 "Records replayed to rebuild shard state.", registry=r)
+        self.implausible_times = Counter(
+            "streamdet_implausible_times_total",
+            "Records whose fetched_at was not finite, before 1990 or more than a day ahead "
+            "of the clock, and read as absent.", registry=r)
+        self.analysis_restarts = Counter(
+            "streamdet_analysis_restarts_total",
+            "Analysis processes replaced: a page past --page-timeout, or a crash.", registry=r)
         for reason in ("not_utf8", "not_json", "not_object", "no_url", "bad_url", "no_body",
-                       "too_large", "unreadable", "unparsable"):
+                       "too_large", "too_slow", "unreadable", "unparsable"):
             self.dead_letters.labels(reason)  # every series exists from the start (rate())
         for kind in ("quilt", "rescore", "unquilt"):
             self.events.labels(kind)
@@ -85,7 +92,8 @@ METRICS = ("streamdet_pages_total", "streamdet_input_bytes_total",
            "streamdet_common_grams_total", "streamdet_state_postings",
            "streamdet_state_documents", "streamdet_state_disk_bytes",
            "streamdet_consumer_lag_records", "streamdet_worker_up", "streamdet_rebalances_total",
-           "streamdet_shards_owned", "streamdet_replayed_records_total")
+           "streamdet_shards_owned", "streamdet_replayed_records_total",
+           "streamdet_implausible_times_total", "streamdet_analysis_restarts_total")
 
 _default: Metrics | None = None
 

@@ -97,15 +97,17 @@ def explain(store: Store, url: str) -> tuple[str, bool]:
     return "\n".join(lines), True
 
 
-def shard_dirs(states: list[str]) -> list[str] | None:
-    """The doc-shard directories of worker states (STATE/doc-<s>), one per shard: where
-    a shard moved between workers, the copy that has applied the most. None when the
-    directories are not worker states."""
+def shard_dirs(states: list[str]) -> tuple[list[str], list[int]] | None:
+    """The doc-shard directories of worker states (STATE/doc-<s>), one per shard (where
+    a shard moved between workers, the copy that has applied the most), and the doc
+    shards of the pipeline that none of them holds. None when the directories are not
+    worker states."""
     import os
 
     from ..state.rocks import RocksKV
 
     best: dict[int, tuple[int, str]] = {}
+    shards = 0
     found = False
     for state in states:
         if not os.path.isdir(state):
@@ -115,12 +117,16 @@ def shard_dirs(states: list[str]) -> list[str] | None:
                 continue
             found = True
             path = os.path.join(state, name)
-            store = Store(RocksKV(path))
+            store = Store(RocksKV(path, read_only=True))
             try:
                 applied = sum(store.positions().values())
+                shards = max(shards, int(store.meta("shards") or 0))
             finally:
                 store.close()
             s = int(name[4:])
             if s not in best or applied > best[s][0]:
                 best[s] = (applied, path)
-    return [p for _, p in (best[s] for s in sorted(best))] if found else None
+    if not found:
+        return None
+    missing = [s for s in range(shards) if s not in best]
+    return [p for _, p in (best[s] for s in sorted(best))], missing

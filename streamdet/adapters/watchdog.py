@@ -77,13 +77,14 @@ def _serve(jobs, results, progress, parent: int, params: Params, max_body: int,
     # Benchmarks only: STREAMDET_MARKUP_GUARD=off parses markup as it comes, to measure
     # what the guard costs (loadtest/bench_embedded.py --compare-guard).
     nesting.ENABLED = os.environ.get("STREAMDET_MARKUP_GUARD", "on") != "off"
+    nesting.prepare()  # compiled (or read from its cache) before any page's clock runs
     analyze_payloads([b'{"url": "http://warm.example/", "html": "<p>warm up</p>"}'],
                      params, max_body)
     results.send(None)  # ready
     while True:
         try:
             job = jobs.recv()
-        except (EOFError, OSError):
+        except Exception:  # noqa: BLE001 - the parent is gone (a pipe closed mid-message)
             return
         if job is None:
             return
@@ -181,8 +182,8 @@ class AnalysisProcess:
                 continue
             try:
                 conn.send(message)
-            except (OSError, ValueError):
-                pass  # the process died meanwhile: the watcher sends it again
+            except Exception:  # noqa: BLE001 - the process died or the pool closed meanwhile:
+                pass  # the watcher sends what was not done again (or nothing is waiting)
 
     # -- watching -------------------------------------------------------------------------
     def _watch_loop(self) -> None:

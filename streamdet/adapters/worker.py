@@ -206,8 +206,8 @@ class Worker:
         # Page analysis (the pages stage: parse, tokenize, hash) in watched processes of
         # its own (adapters.watchdog), beside the engine thread's shard work of the same
         # round; with none, it takes its turn on the engine thread.
-        self.analysis = (AnalysisPool(analyzers, params, max_body, page_timeout)
-                         if analyzers > 0 else None)
+        self.analysis: AnalysisPool | None = None  # started once the pipeline is joined
+        self._analyzers, self._page_timeout = analyzers, page_timeout
         self.consumer: AIOKafkaConsumer | None = None
         self.producer = None
         self.assigned: set[TopicPartition] = set()
@@ -215,6 +215,7 @@ class Worker:
         self.inflight: deque[asyncio.Task] = deque()  # rounds waiting for acknowledgements
         self.uncommitted: dict[TopicPartition, int] = {}  # acknowledged, not committed yet
         self._committed_at = 0.0
+        self._replaced = 0  # analysis processes replaced, as last counted in the metrics
 
     # -- life cycle -----------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -225,6 +226,9 @@ class Worker:
         await loop.run_in_executor(self.cpu, _warm_up, self.params)
         await ensure_topics(self.broker, self.topics, self.shards, self.pages_partitions)
         await join_pipeline(self.broker, self.topics, self.params, self.shards)
+        if self._analyzers > 0:
+            self.analysis = AnalysisPool(self._analyzers, self.params, self.max_body,
+                                         self._page_timeout)
         self.producer = producer(self.broker)
         await self.producer.start()
         t = self.topics
@@ -283,6 +287,9 @@ class Worker:
             high, done = self.consumer.highwater(tp), self.applied.get(tp)
             if high is not None and done is not None:
                 m.lag.labels(tp.topic, str(tp.partition)).set(max(0, high - done))
+        if self.analysis is not None and self.analysis.replaced > self._replaced:
+            m.analysis_restarts.inc(self.analysis.replaced - self._replaced)
+            self._replaced = self.analysis.replaced
         m.shards.labels("doc").set(len(self.doc_shards))
         m.shards.labels("gram").set(len(self.gram_shards))
         now = time.monotonic()
@@ -383,6 +390,8 @@ class Worker:
                                                         key=rec.key, headers=headers))
                 continue
             m.pages.inc()
+            if res.implausible_time:
+                m.implausible_times.inc()
             msg = PageMsg(res.url, res.server, res.grams, res.fetched_at)
             shard = url_shard(res.url, self.shards)
             placed = await self.producer.send(self.topics.docs, value=msg.encode(),
@@ -667,6 +676,9 @@ def _each(fns: list[Callable[[], object]]) -> None:
 
 
 def _warm_up(params: Params) -> None:
+    from ..engine import nesting
+
+    nesting.prepare()
     analyze_payloads([b'{"url": "http://warm.example/", "html": "<p>warm up the engine</p>"}'],
                      params, DEFAULT_MAX_BODY)
 

@@ -24,6 +24,7 @@ class Analyzed:
     server: str
     grams: np.ndarray  # sorted distinct uint64 gram hashes
     fetched_at: float | None = None
+    implausible_time: bool = False  # a fetched_at was given but read as absent
 
 
 def page_text(page: Page) -> str:
@@ -32,4 +33,5 @@ def page_text(page: Page) -> str:
 
 def analyze(page: Page, params: Params) -> Analyzed:
     grams = gram_set(tokenize(page_text(page)), params.k)
-    return Analyzed(page.url, server_of(page.url, page.ip, params.foreign), grams, page.fetched_at)
+    return Analyzed(page.url, server_of(page.url, page.ip, params.foreign), grams,
+                    page.fetched_at, page.implausible_time)

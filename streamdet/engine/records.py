@@ -8,11 +8,14 @@ in the dead-letter file) and a human sentence.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 DEFAULT_MAX_BODY = 10 * 1024 * 1024
+EARLIEST_TIME = 631152000.0  # 1990-01-01T00:00:00Z: no crawl is older
+LATEST_AHEAD = 86400.0  # a fetch time more than a day ahead of the clock is wrong
 
 REASONS = {
     "not_utf8": "bytes are not valid UTF-8",
@@ -24,6 +27,7 @@ REASONS = {
     "too_large": "body is larger than the limit",
     "unreadable": "the input is damaged here (truncated or corrupt file)",
     "unparsable": "the page cannot be analysed",
+    "too_slow": "the page's analysis took longer than the page timeout",
 }
 
 
@@ -45,6 +49,7 @@ class Page:
     text: str | None = None
     ip: str | None = None
     fetched_at: float | None = None
+    implausible_time: bool = False  # a fetched_at was given but read as absent (SPEC §9)
 
 
 def decode(raw: bytes | str) -> dict:
@@ -64,14 +69,18 @@ def decode(raw: bytes | str) -> dict:
     return obj
 
 
-def page_from_object(obj: dict, max_body: int = DEFAULT_MAX_BODY) -> Page:
-    """Validate one decoded record; unknown fields are ignored."""
+def page_from_object(obj: dict, max_body: int = DEFAULT_MAX_BODY,
+                     now: float | None = None) -> Page:
+    """Validate one decoded record; unknown fields are ignored. With `now` (the
+    caller's clock), a fetched_at that is not plausible is read as absent."""
     url = obj.get("url")
     if not isinstance(url, str) or not url.strip():
         raise BadRecord("no_url")
     url = url.strip()
     if not valid_url(url):
-        raise BadRecord("bad_url", f"url is not an absolute http(s) URL: {url[:200]!r}")
+        raise BadRecord("bad_url", f"url is not an absolute http(s) URL with a port in "
+                        f"1-65535: {without_credentials(url)[:200]!r}")
+    url = without_credentials(url)
     html, text = obj.get("html"), obj.get("text")
     if isinstance(html, str) and html:
         body_field = "html"
@@ -83,13 +92,39 @@ def page_from_object(obj: dict, max_body: int = DEFAULT_MAX_BODY) -> Page:
     if len(body) > max_body // 4 and len(body.encode("utf-8")) > max_body:
         raise BadRecord("too_large", f"{body_field} is larger than the limit of {max_body} bytes")
     ip = clean_ip(obj.get("ip"))
+    fetched_at = parse_time(obj.get("fetched_at"))
+    implausible = (fetched_at is not None and now is not None
+                   and not plausible_time(fetched_at, now))
     return Page(
         url=url,
         html=body if body_field == "html" else None,
         text=body if body_field == "text" else None,
         ip=ip,
-        fetched_at=parse_time(obj.get("fetched_at")),
+        fetched_at=None if implausible else fetched_at,
+        implausible_time=implausible,
     )
+
+
+def plausible_time(t: float, now: float) -> bool:
+    """A fetch time a crawler could have written: finite, after 1990, at most a day
+    ahead of `now` (clocks drift; a latency metric must not take the rest)."""
+    return math.isfinite(t) and EARLIEST_TIME <= t <= now + LATEST_AHEAD
+
+
+def without_credentials(url: str) -> str:
+    """The URL without a `user:pass@` (not part of a document's identity, and never to
+    be shown in events, alerts, logs or pages)."""
+    start = url.find("//")
+    if start < 0:
+        return url
+    start += 2
+    end = len(url)
+    for sep in "/?#":
+        i = url.find(sep, start)
+        if 0 <= i < end:
+            end = i
+    at = url.rfind("@", start, end)
+    return url if at < 0 else url[:start] + url[at + 1:]
 
 
 def valid_url(url: str) -> bool:
@@ -99,6 +134,8 @@ def valid_url(url: str) -> bool:
     try:
         parts = urlsplit(url)
         host = parts.hostname  # raises ValueError on a malformed [IPv6] literal
+        if parts.port == 0:  # .port raises ValueError past 65535
+            return False
     except ValueError:
         return False
     return parts.scheme.lower() in ("http", "https") and bool(host)
@@ -131,18 +168,24 @@ def parse_record(raw: bytes | str, max_body: int = DEFAULT_MAX_BODY) -> Page:
 
 
 def parse_time(value: object) -> float | None:
-    """fetched_at as epoch seconds: RFC 3339 text or a number; None when absent or unreadable."""
+    """fetched_at as epoch seconds: RFC 3339 text (UTC when it names no offset) or a
+    number; None when absent or unreadable."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str) and value:
-        try:
-            iso = value.replace("Z", "+00:00").replace("z", "+00:00")
-            return datetime.fromisoformat(iso).timestamp()
-        except ValueError:
+    try:
+        if isinstance(value, int | float):
             try:
                 return float(value)
+            except OverflowError:  # an integer past any float: as far off as infinity
+                return math.inf if value > 0 else -math.inf
+        if isinstance(value, str) and value:
+            try:
+                when = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
             except ValueError:
-                return None
+                return float(value)
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=UTC)
+            return when.timestamp()
+    except (ValueError, OverflowError):
+        return None
     return None

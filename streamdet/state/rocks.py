@@ -17,6 +17,7 @@ import os
 from collections.abc import Iterable, Iterator
 
 from rocksdict import (
+    AccessType,
     BlockBasedOptions,
     Cache,
     DBCompressionType,
@@ -41,6 +42,11 @@ MEMTABLES_PER_TABLE = 2
 
 class StateDirError(RuntimeError):
     """The state directory cannot be created, opened or locked."""
+
+
+class StateWriteError(OSError):
+    """RocksDB could not write the state (disk full, I/O error): what was committed
+    before stays, and the next run continues from it."""
 
 
 def _table_options(cache: Cache, memtables: WriteBufferManager, point_lookup: bool) -> Options:
@@ -80,23 +86,30 @@ def dir_bytes(path: str) -> int:
 
 
 class RocksKV(KV):
-    """A RocksDB database in `path`, one column family per table."""
+    """A RocksDB database in `path`, one column family per table. `read_only` opens it
+    for readers (dump, explain): no lock taken, nothing written, so a state on a
+    read-only disk or copied from a backup can be read."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, read_only: bool = False) -> None:
         self.path = path
-        try:
-            os.makedirs(path, exist_ok=True)
-        except OSError as exc:
-            raise StateDirError(f"cannot create state directory {path}: {exc.strerror}") from None
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise StateDirError(f"state directory {path} is not writable")
+        self.read_only = read_only
+        if not read_only:
+            try:
+                os.makedirs(path, exist_ok=True)
+            except OSError as exc:
+                raise StateDirError(f"cannot create state directory {path}: "
+                                    f"{exc.strerror}") from None
+            if not os.access(path, os.W_OK | os.X_OK):
+                raise StateDirError(f"state directory {path} is not writable")
         cache = Cache(BLOCK_CACHE_BYTES)
         memtables = WriteBufferManager.new_write_buffer_manager_with_cache(
             MEMTABLES_BYTES, False, cache)
         families = {t: _table_options(cache, memtables, t == "grams") for t in TABLES}
         try:
             self._db = Rdict(path, _table_options(cache, memtables, False),
-                             column_families=families)
+                             column_families=families,
+                             access_type=AccessType.read_only() if read_only else
+                             AccessType.read_write())
         except Exception as exc:  # rocksdict raises plain Exception for IO / lock errors
             raise StateDirError(f"cannot open state in {path}: {exc}") from None
         self._cf = {t: self._db.get_column_family(t) for t in TABLES}
@@ -134,7 +147,11 @@ class RocksKV(KV):
                 batch.delete_range(key, value.end, handles[table])
             else:
                 batch.put(key, value, handles[table])
-        self._db.write(batch, self._write_opts)
+        try:
+            self._db.write(batch, self._write_opts)
+        except Exception as exc:  # rocksdict raises plain Exception for IO errors
+            raise StateWriteError(f"cannot write the state in {self.path}: "
+                                  f"{str(exc)[:300]}") from None
 
     def reclaim(self, table: str, start: bytes, end: bytes) -> None:
         """Compact the range now. Range deletions leave their data in the SST files until
@@ -151,4 +168,8 @@ class RocksKV(KV):
             self._closed = True
             self._cf.clear()
             self._handles.clear()
-            self._db.close()
+            try:
+                self._db.close()
+            except Exception as exc:  # flushing the memtables failed: disk full, I/O error
+                raise StateWriteError(f"cannot write the state in {self.path}: "
+                                      f"{str(exc)[:300]}") from None

@@ -244,7 +244,8 @@ class SegmentIndex:
         manifest = json.loads(meta) if meta else {"next": 1, "live": []}
         self.next_id: int = manifest["next"]
         self.segments: list[Segment] = [self._load(e) for e in manifest["live"]]
-        self._drop_orphans()
+        if not getattr(kv, "read_only", False):
+            self._drop_orphans()
 
     def _load(self, entry: list[int]) -> Segment:
         seg_id, n = entry[:2]
