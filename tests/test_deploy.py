@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import pytest
 import yaml
 
 from streamdet.engine.params import FOREIGN_MODES
@@ -93,9 +94,13 @@ def _env_example() -> dict[str, str]:
     return env
 
 
+SECRETS = {"GRAFANA_ADMIN_PASSWORD": "a-password"}  # required: no default on purpose
+
+
 def _compose(env: dict[str, str] | None = None) -> dict:
-    """The compose file with every ${VAR} resolved (defaults only, unless env is given)."""
-    return _walk(_raw(), lambda s: _interpolate(s, env or {}))
+    """The compose file with every ${VAR} resolved: defaults, the required secrets, and
+    env when given."""
+    return _walk(_raw(), lambda s: _interpolate(s, {**SECRETS, **(env or {})}))
 
 
 def _environment(service: dict) -> dict[str, str]:
@@ -241,9 +246,26 @@ def test_env_example_covers_every_compose_variable():
     assert not used - set(example), f"missing from .env.example: {sorted(used - set(example))}"
     assert not set(example) - used, f"not used by the compose file: {sorted(set(example) - used)}"
     no_default = sorted({m["name"] or m["bare"] for m in refs if m["op"] != ":-"})
-    assert not no_default, f"tunables without a ${{VAR:-default}}: {no_default}"
-    # Copying .env.example to .env changes nothing: its values are the defaults.
-    assert _compose(example) == _compose()
+    assert no_default == sorted(SECRETS), f"tunables without a ${{VAR:-default}}: {no_default}"
+    # Copying .env.example to .env changes nothing but the secrets it leaves to fill in.
+    assert all(example[name] == "" for name in SECRETS)
+    assert _compose({**example, **SECRETS}) == _compose()
+
+
+def test_published_ports_are_local_and_grafana_needs_a_login():
+    """Nothing listens beyond the host's loopback unless BIND_ADDRESS says so; Grafana
+    has no anonymous access and no default password."""
+    services = _compose()["services"]
+    for name in ("kafka", "prometheus", "grafana"):
+        for port in services[name]["ports"]:
+            assert port.startswith("127.0.0.1:"), (name, port)
+    for port in _compose({"BIND_ADDRESS": "0.0.0.0"})["services"]["grafana"]["ports"]:
+        assert port.startswith("0.0.0.0:")
+    assert "ports" not in services["worker"]
+    grafana = _environment(services["grafana"])
+    assert grafana["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+    with pytest.raises(ValueError, match="GRAFANA_ADMIN_PASSWORD is required"):
+        _walk(_raw(), lambda s: _interpolate(s, {}))
 
 
 def test_dockerfile_builds_the_worker_image():

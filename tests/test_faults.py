@@ -122,3 +122,30 @@ def test_a_record_trickling_in_on_stdin_is_processed_before_the_stream_ends(tmp_
         proc.stdin.close()
         proc.wait(timeout=60)
     assert [e["event"] for e in events if e["url"] == quilt["url"]] == ["quilt"]
+
+
+def test_kafka_security_comes_from_the_environment(monkeypatch, tmp_path):
+    """Every Kafka client of a process connects as STREAMDET_KAFKA_* say (deploy/README.md
+    "Security"); a wrong name or SASL without a user is one line, at start."""
+    import pytest
+
+    from streamdet.adapters.kafka import PipelineError, connection
+
+    assert connection("b:9092") == {"bootstrap_servers": "b:9092",
+                                    "security_protocol": "PLAINTEXT"}
+    monkeypatch.setenv("STREAMDET_KAFKA_SECURITY_PROTOCOL", "sasl_ssl")
+    with pytest.raises(PipelineError, match="STREAMDET_KAFKA_SASL_USERNAME"):
+        connection("b:9092")
+    monkeypatch.setenv("STREAMDET_KAFKA_SASL_USERNAME", "crawler")
+    monkeypatch.setenv("STREAMDET_KAFKA_SASL_PASSWORD", "s3cret")
+    got = connection("b:9092")
+    assert (got["security_protocol"], got["sasl_mechanism"], got["sasl_plain_username"],
+            got["sasl_plain_password"]) == ("SASL_SSL", "SCRAM-SHA-512", "crawler", "s3cret")
+    assert got["ssl_context"].verify_mode.name == "CERT_REQUIRED"
+    monkeypatch.setenv("STREAMDET_KAFKA_SASL_MECHANISM", "GSSAPI")
+    with pytest.raises(PipelineError, match="SASL_MECHANISM must be one of"):
+        connection("b:9092")
+    monkeypatch.setenv("STREAMDET_KAFKA_SECURITY_PROTOCOL", "TLS")
+    proc = streamdet("events", "--broker", "localhost:1", "--idle", "1", check=False)
+    assert proc.returncode == 2 and b"SECURITY_PROTOCOL must be one of" in proc.stderr
+    assert b"Traceback" not in proc.stderr

@@ -1070,7 +1070,9 @@ async def _wait_topic(broker: str, topic: str, stop: asyncio.Event) -> bool:
     subscribing to it on a broker that auto-creates topics). False if stopped first."""
     from aiokafka.admin import AIOKafkaAdminClient
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=broker)
+    from .kafka import connection
+
+    admin = AIOKafkaAdminClient(**connection(broker))
     await admin.start()
     try:
         waited = 0.0
@@ -1092,7 +1094,7 @@ async def _run_kafka(cfg: AlertsConfig, state: State, pool: ThreadPoolExecutor,
     from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
     from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
-    from .kafka import Timing
+    from .kafka import Timing, connection
 
     loop = asyncio.get_running_loop()
     topic = cfg.events_topic
@@ -1103,7 +1105,7 @@ async def _run_kafka(cfg: AlertsConfig, state: State, pool: ThreadPoolExecutor,
         pass
 
     listener = Listener()
-    consumer = AIOKafkaConsumer(bootstrap_servers=cfg.broker, group_id=cfg.group_id,
+    consumer = AIOKafkaConsumer(**connection(cfg.broker), group_id=cfg.group_id,
                                 enable_auto_commit=False, auto_offset_reset=cfg.start,
                                 fetch_max_wait_ms=100, **Timing().group_settings())
     consumer.subscribe([topic], listener=listener)
@@ -1318,9 +1320,11 @@ def cmd_alerts(args: argparse.Namespace) -> int:
                 pass
         return await run_alerts(cfg, stop, on_start=alerter.append)
 
+    from .kafka import PipelineError
+
     try:
         stats = asyncio.run(main())
-    except AlertsError as exc:
+    except (AlertsError, PipelineError) as exc:
         print(f"streamdet: error: {exc}", file=sys.stderr)
         return 2
     except (OSError, sqlite3.Error) as exc:  # disk full, I/O error: one line

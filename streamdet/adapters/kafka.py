@@ -46,6 +46,39 @@ class PipelineError(RuntimeError):
     """The pipeline on this broker cannot be joined (other parameters, other shards)."""
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def connection(broker: str) -> dict:
+    """How every client of this process reaches the brokers: the bootstrap server, and
+    TLS and SASL as the environment asks (STREAMDET_KAFKA_SECURITY_PROTOCOL, _SASL_
+    MECHANISM, _SASL_USERNAME, _SASL_PASSWORD, _SSL_CAFILE; deploy/README.md). The
+    secrets stay out of the process list."""
+    env = os.environ.get
+    protocol = (env("STREAMDET_KAFKA_SECURITY_PROTOCOL") or "PLAINTEXT").upper()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise PipelineError(f"STREAMDET_KAFKA_SECURITY_PROTOCOL must be one of "
+                            f"{', '.join(SECURITY_PROTOCOLS)}, not {protocol!r}")
+    settings: dict = {"bootstrap_servers": broker, "security_protocol": protocol}
+    if protocol in ("SSL", "SASL_SSL"):
+        from aiokafka.helpers import create_ssl_context
+
+        settings["ssl_context"] = create_ssl_context(cafile=env("STREAMDET_KAFKA_SSL_CAFILE"))
+    if protocol.startswith("SASL"):
+        mechanism = (env("STREAMDET_KAFKA_SASL_MECHANISM") or "SCRAM-SHA-512").upper()
+        if mechanism not in SASL_MECHANISMS:
+            raise PipelineError(f"STREAMDET_KAFKA_SASL_MECHANISM must be one of "
+                                f"{', '.join(SASL_MECHANISMS)}, not {mechanism!r}")
+        user, password = env("STREAMDET_KAFKA_SASL_USERNAME"), env("STREAMDET_KAFKA_SASL_PASSWORD")
+        if not user or password is None:
+            raise PipelineError("SASL needs STREAMDET_KAFKA_SASL_USERNAME and "
+                                "STREAMDET_KAFKA_SASL_PASSWORD")
+        settings.update(sasl_mechanism=mechanism, sasl_plain_username=user,
+                        sasl_plain_password=password)
+    return settings
+
+
 @dataclass(frozen=True)
 class Topics:
     pages: str = "streamdet-pages"
@@ -86,7 +119,7 @@ def producer(broker: str) -> AIOKafkaProducer:
     The broker pays per batch and per request: the test broker spent ~0.35 ms of CPU per
     batch (2,000 records of 20 KB: 0.78 CPU s in single-record batches, 0.16 in 1 MB
     ones), and a worker's produce requests fell from ~1,650 to ~190 for 2,000 pages."""
-    return AIOKafkaProducer(bootstrap_servers=broker, acks="all", linger_ms=5,
+    return AIOKafkaProducer(**connection(broker), acks="all", linger_ms=5,
                             max_batch_size=PRODUCER_BATCH_BYTES, max_request_size=64 << 20,
                             request_timeout_ms=30000)
 
@@ -99,7 +132,7 @@ def pipeline_record(params: Params, shards: int) -> bytes:
 async def ensure_topics(broker: str, topics: Topics, shards: int, pages_partitions: int) -> None:
     """Create the pipeline's topics that do not exist yet (an existing pages topic keeps
     the crawler's partitioning). Internal topics must have `shards` partitions."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=broker)
+    admin = AIOKafkaAdminClient(**connection(broker))
     await admin.start()
     try:
         wanted = {topics.pages: pages_partitions, topics.docs: shards, topics.grams: shards,
@@ -143,7 +176,7 @@ async def read_all(broker: str, topic: str, partition: int, start: int, end: int
     until nothing new arrived for idle_s. Async iterator of batches."""
     if end is not None and start >= end:
         return
-    c = AIOKafkaConsumer(bootstrap_servers=broker, enable_auto_commit=False,
+    c = AIOKafkaConsumer(**connection(broker), enable_auto_commit=False,
                          auto_offset_reset="earliest", fetch_max_bytes=64 << 20,
                          max_partition_fetch_bytes=64 << 20)
     await c.start()
@@ -174,7 +207,7 @@ async def high_watermarks(broker: str, positions: dict[TopicPartition, int]
     """Each partition's high watermark, as a fetch from `positions` reports it (the end
     offsets ListOffsets gives are wrong on tansu; fetching from a recent position reads
     little)."""
-    c = AIOKafkaConsumer(bootstrap_servers=broker, enable_auto_commit=False,
+    c = AIOKafkaConsumer(**connection(broker), enable_auto_commit=False,
                          fetch_max_wait_ms=50)
     await c.start()
     try:
@@ -243,7 +276,7 @@ async def claim_shard(broker: str, meta_topic: str, sender, kind: str, index: in
     replaced, so it is rebuilt, not trusted, and its outboxes are not re-sent. The
     meta topic rather than group-commit metadata: the test broker drops that metadata."""
     newest = 0
-    c = AIOKafkaConsumer(bootstrap_servers=broker, enable_auto_commit=False)
+    c = AIOKafkaConsumer(**connection(broker), enable_auto_commit=False)
     await c.start()
     try:
         tp = TopicPartition(meta_topic, 0)

@@ -17,7 +17,7 @@ from typing import BinaryIO
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .inputs import ReadOptions, Source
-from .kafka import Topics, ensure_topics, producer
+from .kafka import Topics, connection, ensure_topics, producer
 from .pacing import RateLimiter
 
 IN_FLIGHT = 500  # sends awaited in groups of this many
@@ -67,7 +67,7 @@ async def print_events(broker: str, out: BinaryIO, idle: float, topics: Topics |
                        ) -> int:
     """Write the events topic as JSONL from its start until it has been idle `idle` s."""
     topics = topics or Topics()
-    c = AIOKafkaConsumer(bootstrap_servers=broker, enable_auto_commit=False,
+    c = AIOKafkaConsumer(**connection(broker), enable_auto_commit=False,
                          auto_offset_reset="earliest")
     await c.start()
     n = 0
