@@ -168,9 +168,34 @@ def assert_same_rows(expected: Mapping[str, Mapping], got: Mapping[str, Mapping]
     assert not problems, (context + "\n" if context else "") + "\n".join(problems)
 
 
+def without_repeats(events: Iterable[dict]) -> list[dict]:
+    """At-least-once: a batch processed again after a crash may send its events again, as
+    exact repeats (same seq, same content; SPEC §9 allows no other); anything else with a
+    seen seq is an error."""
+    seen: dict[tuple[str, int], dict] = {}
+    out = []
+    for ev in events:
+        key = (ev["url"], ev["seq"])
+        if key in seen:
+            assert seen[key] == ev, f"two different events with seq {key}"
+            continue
+        seen[key] = ev
+        out.append(ev)
+    return out
+
+
+def _shown(event: Mapping | None) -> tuple | None:
+    """What a consumer holds of a URL after `event`: its cover when quilted, else None."""
+    if event is None or not event["quilted"]:
+        return None
+    return (event["n_patch_grams"], event["n_grams"],
+            tuple((s["url"], s["grams"]) for s in event["sources"]))
+
+
 def check_events(events: Iterable[dict], expected: Mapping[str, Mapping]) -> list[str]:
-    """SPEC §3 from a consumer's side: per URL, seq increases and the newest event tells
-    the final state (a URL quilted in the end has a newest event with quilted=true and the
+    """SPEC §3 and §9 from a consumer's side: per URL, seq increases, every event changes
+    what the consumer holds (its kind says how), and the newest event tells the final
+    state (a URL quilted in the end has a newest event with quilted=true and the
     final cover; any other URL has no events or a newest one with quilted=false)."""
     problems = []
     newest: dict[str, dict] = {}
@@ -178,6 +203,13 @@ def check_events(events: Iterable[dict], expected: Mapping[str, Mapping]) -> lis
         url = ev["url"]
         if url in newest and ev["seq"] <= newest[url]["seq"]:
             problems.append(f"{url}: seq {ev['seq']} after {newest[url]['seq']}")
+        shown = _shown(newest.get(url))
+        want = ("quilt" if shown is None else "rescore") if ev["quilted"] else "unquilt"
+        if _shown(ev) == shown:
+            problems.append(f"{url}: {ev['event']} seq {ev['seq']} shows what the last "
+                            "event showed (SPEC §9: events only for a change)")
+        elif ev["event"] != want:
+            problems.append(f"{url}: {ev['event']} seq {ev['seq']}, expected {want}")
         newest[url] = ev
     for url, row in expected.items():
         r = normalize_row(row)

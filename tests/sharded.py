@@ -33,16 +33,22 @@ from dataclasses import dataclass, field
 from streamdet.adapters.report import dump_rows
 from streamdet.adapters.worker import EPOCH_SHIFT
 from streamdet.engine.analysis import analyze
-from streamdet.engine.messages import DeltasMsg, GramsMsg, PageMsg, pack_outbox, unpack_outbox
+from streamdet.engine.messages import (
+    GramsMsg,
+    PageMsg,
+    decode_doc_input,
+    pack_outbox,
+    unpack_outbox,
+)
 from streamdet.engine.params import Params
 from streamdet.engine.records import BadRecord, page_from_object
 from streamdet.engine.routing import docno_for, url_shard
-from streamdet.engine.shards import DocShard, GramShard, page_adds
+from streamdet.engine.shards import DocShard, GramShard, last_shown, page_adds, shown_record
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
 
 Rows = dict[str, dict]
-GRAMS, EVENTS = 0, 1  # outbox topic codes
+GRAMS, EVENTS, SHOWN = 0, 1, 3  # outbox topic codes
 
 
 @dataclass
@@ -50,7 +56,8 @@ class _Shard:
     store: Store
     pos: dict[str, int] = field(default_factory=dict)  # committed offsets per input
     epoch: int = 0  # of its owner: a rebuilt shard has a new one, as on the worker
-    announce_until: tuple[int, int] = (0, 0)  # a new owner's catch-up: (docs, deltas) ends
+    catch_up: tuple[int, int] = (0, 0)  # a new owner's catch-up: (docs, deltas) ends
+    shown: dict[str, str] | None = None  # meanwhile, what consumers were last shown
 
 
 class Simulation:
@@ -124,19 +131,25 @@ class Simulation:
         if (d1, e1) == (d0, e0):
             return False
         pages = [(o, PageMsg.decode(self.docs_topic[s][o])) for o in range(d0, d1)]
-        deltas = [DeltasMsg.decode(b) for b in self.deltas_topic[s][e0:e1]]
+        deltas = [decode_doc_input(b) for b in self.deltas_topic[s][e0:e1]]
+        if d0 >= sh.catch_up[0] and e0 >= sh.catch_up[1]:
+            sh.shown = None
+        shown = dict(sh.shown) if sh.shown is not None else None  # a crash loses changes
         txn = sh.store.begin()
         out, events = DocShard(self.params, s, self.p).process(
-            txn, pages, deltas, (sh.epoch << EPOCH_SHIFT) + d1 + e1,
-            announce=d0 < sh.announce_until[0] or e0 < sh.announce_until[1])
+            txn, pages, deltas, (sh.epoch << EPOCH_SHIFT) + d1 + e1, shown)
         if self.rng.random() < self.crash_rate:
             self.crashes += 1
             return True  # crashed before committing: the batch will run again
         outbox = [(GRAMS, g, raw) for g, raw in out]
         outbox += [(EVENTS, 0, json.dumps(ev).encode()) for ev in events]
+        if (marker := shown_record(events)) is not None:
+            outbox.append((SHOWN, s, marker))  # sent last: after the events, as the worker
         txn.put_meta("outbox", pack_outbox(outbox))
         txn.commit({"docs": d1, "deltas": e1})
         sh.pos = {"docs": d1, "deltas": e1}
+        if shown is not None:
+            sh.shown = shown
         if self.rng.random() < self.crash_rate:
             self.crashes += 1
             if self.rng.random() < self.wipe_rate:
@@ -155,6 +168,8 @@ class Simulation:
         for topic, part, value in unpack_outbox(raw):
             if topic == GRAMS:
                 self.grams_topic[part].append(value)
+            elif topic == SHOWN:
+                self.deltas_topic[part].append(value)
             else:
                 self.events.append(json.loads(value))
         if raw:
@@ -202,13 +217,14 @@ class Simulation:
         for a in range(0, e1, 3):
             txn = store.begin()
             raws = self.deltas_topic[s][a : min(a + 3, e1)]
-            shard.process(txn, [], [DeltasMsg.decode(b) for b in raws], 0)
+            shard.process(txn, [], [decode_doc_input(b) for b in raws], 0)
             txn.commit({})
         sh.store = store
         sh.pos = dict(self.sent[s])
         sh.epoch += 1
-        # what the last owner may have done (and announced) is at most what is there now
-        sh.announce_until = (len(self.docs_topic[s]), len(self.deltas_topic[s]))
+        # what the last owner may have done (and shown) is at most what is there now
+        sh.catch_up = (len(self.docs_topic[s]), len(self.deltas_topic[s]))
+        sh.shown = last_shown(self.deltas_topic[s])  # replayed from 0, read to the end
 
     def rebuild_gram(self, g: int) -> None:
         self.wipes += 1

@@ -12,19 +12,29 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamdet.adapters.report import dump_rows
 from streamdet.engine.deltas import ADD, DROP, GAIN, GAIN_FROM, LOSE, Delta
-from streamdet.engine.messages import DeltasMsg, GramsMsg, MessageError, PageMsg, unpack
+from streamdet.engine.events import shown_by
+from streamdet.engine.messages import (
+    DeltasMsg,
+    GramsMsg,
+    MessageError,
+    PageMsg,
+    ShownMsg,
+    decode_doc_input,
+    unpack,
+)
 from streamdet.engine.params import Params
 from streamdet.engine.routing import docno_for, docno_shard, split_grams, url_shard
-from streamdet.engine.shards import DocShard, GramShard, page_adds
+from streamdet.engine.shards import DocShard, GramShard, last_shown, page_adds, shown_record
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
 
-from .harness import assert_same_rows, check_events
+from .harness import assert_same_rows, check_events, without_repeats
 from .reference import reference
 from .sharded import analysed, sharded_pipeline
 from .strategies import any_corpus_st, large_corpus_st
@@ -42,21 +52,6 @@ def _order_free(records, params, redelivered=False):
     return params
 
 
-def _without_repeats(events):
-    """At-least-once: a batch processed again after a crash may send its events again, as
-    exact repeats (same seq, same content); anything else with a seen seq is an error."""
-    seen: dict[tuple[str, int], dict] = {}
-    out = []
-    for ev in events:
-        key = (ev["url"], ev["seq"])
-        if key in seen:
-            assert seen[key] == ev, f"two different events with seq {key}"
-            continue
-        seen[key] = ev
-        out.append(ev)
-    return out
-
-
 def _check(corpus, shards, seed, **kw):
     records, params, batches = corpus
     params = _order_free(records, params, kw.get("dup_rate", 0) > 0)
@@ -66,7 +61,7 @@ def _check(corpus, shards, seed, **kw):
     expected = reference(records, params)
     context = f"shards={shards} seed={seed} {kw} params={params}\nrecords={records!r}"
     assert_same_rows(expected, got, context)
-    problems = check_events(_without_repeats(events), expected)
+    problems = check_events(without_repeats(events), expected)
     assert not problems, context + "\n" + "\n".join(problems)
 
 
@@ -127,7 +122,7 @@ def test_deltas_read_before_their_page_wait_for_it():
     new_owner = Store(MemoryKV())  # replayed page a only; reads all deltas before page b
     for batch in ([msgs[0]], []), ([], deltas), ([msgs[1]], []):
         txn = new_owner.begin()
-        DocShard(params, 0, 1).process(txn, *batch, 3, announce=True)
+        DocShard(params, 0, 1).process(txn, *batch, 3, shown={})
         txn.commit({})
     assert next(new_owner.kv.items("early"), None) is None  # nothing left waiting
     expected = list(dump_rows(in_order))
@@ -188,6 +183,58 @@ def test_bad_message_bytes_are_refused():
         except MessageError:
             continue
         raise AssertionError(f"accepted {raw!r}")
+
+
+def test_what_was_shown_is_read_back_newest_first_whatever_the_order():
+    """A doc shard's ShownMsg records may reach its deltas partition out of round order
+    (rounds overlap); the newest seq per URL wins, and deltas or foreign bytes beside them
+    are passed over. A deltas reader never takes one for deltas."""
+    deltas = DeltasMsg([Delta(5, LOSE, [9], None, "http://b/")]).encode()
+    old = shown_record([{"url": "http://a/", "seq": 3, "quilted": True, "n_patch_grams": 4,
+                         "n_grams": 9, "sources": [{"url": "http://s/", "grams": 4}]},
+                        {"url": "http://c/", "seq": 4, "quilted": True, "n_patch_grams": 1,
+                         "n_grams": 2, "sources": [{"url": "http://s/", "grams": 1}]}])
+    new = shown_record([{"url": "http://a/", "seq": 8, "quilted": False, "n_patch_grams": 1,
+                         "n_grams": 9, "sources": []}])
+    for order in ([old, deltas, new], [new, b"junk", old, deltas]):
+        shown = last_shown(order)
+        assert shown["http://a/"] == "" and shown["http://c/"] not in ("", None)
+        assert set(shown) == {"http://a/", "http://c/"}
+    assert shown_record([]) is None
+    assert isinstance(decode_doc_input(old), ShownMsg)
+    assert isinstance(decode_doc_input(deltas), DeltasMsg)
+    with pytest.raises(MessageError):
+        DeltasMsg.decode(old)
+
+
+def test_a_new_owner_emits_only_what_consumers_were_not_shown():
+    """Catching up, a doc shard compares with what consumers were shown (`shown`), not with
+    its own last result: a page it finds not quilted gets no event unless consumers were
+    shown it quilted, and one shown quilted with this very cover gets none either."""
+    params = Params(k=2, m=5, c=1, theta=0.0, foreign="domain")
+    words = "one two three four five six seven eight"
+    pages = analysed([{"url": "http://a.example/", "text": words},
+                      {"url": "http://b.example/", "text": words + " nine"},
+                      {"url": "http://c.example/", "text": "ten eleven twelve"}], params)
+    msgs = [(o, PageMsg(p.url, p.server, p.grams, None)) for o, p in enumerate(pages)]
+    adds = [GramsMsg.decode(b) for o, m in msgs for _g, b in page_adds(m, docno_for(o, 0, 1), 1)]
+    deltas = [DeltasMsg.decode(raw) for _s, raw in
+              GramShard(params, 0, 1).process(Store(MemoryKV()).begin(), adds)]
+
+    def run(shown):
+        txn = Store(MemoryKV()).begin()
+        _, events = DocShard(params, 0, 1).process(txn, msgs, deltas, 1, shown)
+        return events
+
+    first = run(None)
+    assert {e["url"]: e["event"] for e in first} == {"http://a.example/": "quilt",
+                                                     "http://b.example/": "quilt"}
+    shown = {e["url"]: shown_by(e) for e in first}
+    assert run(dict(shown)) == []  # consumers hold all of it already
+    stale = {"http://c.example/": "0123456789abcdef", "http://a.example/": ""}
+    again = {e["url"]: e["event"] for e in run(stale)}
+    assert again == {"http://a.example/": "quilt", "http://b.example/": "quilt",
+                     "http://c.example/": "unquilt"}
 
 
 def test_routing():

@@ -60,16 +60,17 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
 from ..engine.messages import (
-    DeltasMsg,
     GramsMsg,
     PageMsg,
+    ShownMsg,
+    decode_doc_input,
     pack_outbox,
     unpack_outbox,
 )
 from ..engine.params import Params
 from ..engine.records import DEFAULT_MAX_BODY
 from ..engine.routing import docno_for, url_shard
-from ..engine.shards import DocShard, GramShard, page_adds
+from ..engine.shards import DocShard, GramShard, last_shown, page_adds, shown_record
 from ..state.rocks import RocksKV, dir_bytes
 from ..state.txn import StateError, Store
 from . import failpoints
@@ -80,6 +81,7 @@ from .kafka import (
     Timing,
     Topics,
     claim_shard,
+    connection,
     ensure_topics,
     high_watermarks,
     join_pipeline,
@@ -91,7 +93,7 @@ from .outputs import utc_now
 from .watchdog import DEFAULT_PAGE_TIMEOUT, Aborted, AnalysisPool
 
 log = logging.getLogger("streamdet.worker")
-GRAMS_OUT, EVENTS_OUT, DELTAS_OUT = 0, 1, 2  # outbox topic codes
+GRAMS_OUT, EVENTS_OUT, DELTAS_OUT, SHOWN_OUT = 0, 1, 2, 3  # outbox topic codes
 REPLAY_CHUNK = 500  # records per transaction while rebuilding a shard
 EPOCH_SHIFT = 40  # event seq = epoch << EPOCH_SHIFT + offsets consumed (< 2**40)
 FETCH_WAIT_MS = 20  # a fetch returns at once when data is there; this bounds the idle wait per hop
@@ -119,9 +121,11 @@ class Shard:
         self.documents = int(self.store.meta("documents") or 0)  # live ones (doc shards)
         self.epoch = int(self.store.meta("epoch") or 0)  # of the owner that wrote it
         self.taken_over = False  # set by the worker: the last owner's history is not here
-        # A doc shard's new owner announces every document it touches until its inputs
-        # reach these offsets (the partitions' ends when it took over): see _open_doc.
-        self.announce_until: dict[str, int] = {}
+        # A doc shard's new owner compares its results with what consumers were shown
+        # (`shown`, URL -> events.shown_state) until its inputs reach these offsets (the
+        # partitions' ends when it took over): see _open_doc.
+        self.catch_up: dict[str, int] = {}
+        self.shown: dict[str, str] | None = None
 
     def set_epoch(self, epoch: int) -> None:
         self.store.set_meta("epoch", str(epoch))
@@ -133,8 +137,12 @@ class Shard:
     def offset(self, name: str) -> int:
         return self.offsets.get(name, 0)
 
-    def announcing(self) -> bool:
-        return any(self.offset(name) < end for name, end in self.announce_until.items())
+    def catching_up(self) -> dict[str, str] | None:
+        """What consumers were shown, while a new owner redoes its last owner's rounds."""
+        if self.shown is not None and all(self.offset(n) >= end
+                                          for n, end in self.catch_up.items()):
+            self.shown = None
+        return self.shown
 
     def commit(self, txn, offsets: dict[str, int], outbox: bytes | None = None,
                new_documents: int = 0) -> bytes | None:
@@ -233,7 +241,7 @@ class Worker:
         await self.producer.start()
         t = self.topics
         self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.broker, group_id=self.group, enable_auto_commit=False,
+            **connection(self.broker), group_id=self.group, enable_auto_commit=False,
             auto_offset_reset="earliest", partition_assignment_strategy=(RangePartitionAssignor,),
             max_partition_fetch_bytes=64 << 20, fetch_max_bytes=64 << 20,
             fetch_max_wait_ms=FETCH_WAIT_MS,
@@ -422,7 +430,7 @@ class Worker:
         end = recs[-1].offset + 1
 
         def work() -> tuple[bytes | None, list]:  # on the engine thread, in one hand-off
-            msgs = [m for m in (self._decode(GramsMsg, x) for x in recs) if m is not None]
+            msgs = [m for _, m in self._decoded(GramsMsg.decode, recs)]
             txn = shard.store.begin()
             outbox = [(DELTAS_OUT, s, raw) for s, raw in role.process(txn, msgs)]
             return shard.commit(txn, {"grams": end}, pack_outbox(outbox)), outbox
@@ -448,18 +456,20 @@ class Worker:
         e_end = deltas[-1].offset + 1 if deltas else shard.offset("deltas")
         role = DocShard(self.params, s, self.shards)
         seq = (shard.epoch << EPOCH_SHIFT) + d_end + e_end  # above every earlier owner's
-        announce = shard.announcing()
+        shown = shard.catching_up()
 
         def work() -> tuple[bytes | None, list, list[dict]]:  # on the engine thread, at once
-            pages = [(x.offset, m) for x in docs if (m := self._decode(PageMsg, x)) is not None]
-            msgs = [m for m in (self._decode(DeltasMsg, x) for x in deltas) if m is not None]
+            pages = [(x.offset, m) for x, m in self._decoded(PageMsg.decode, docs)]
+            msgs = [m for _, m in self._decoded(decode_doc_input, deltas)]
             txn = shard.store.begin()
-            out, events = role.process(txn, pages, msgs, seq, announce)
+            out, events = role.process(txn, pages, msgs, seq, shown)
             at = utc_now()
             outbox = [(GRAMS_OUT, g, raw) for g, raw in out]
             for ev in events:
                 ev["at"] = at
                 outbox.append((EVENTS_OUT, 0, json.dumps(ev, ensure_ascii=False).encode()))
+            if (marker := shown_record(events)) is not None:
+                outbox.append((SHOWN_OUT, s, marker))
             key = shard.commit(txn, {"docs": d_end, "deltas": e_end}, pack_outbox(outbox),
                                role.documents_added)
             return key, outbox, events
@@ -477,22 +487,37 @@ class Worker:
     async def _queue_outbox(self, shard: Shard, key: bytes | None,
                             outbox: list[tuple[int, int, bytes]], r: _Round) -> None:
         """Queue a committed outbox's records on the producer; the round deletes the
-        outbox once they are all acknowledged."""
+        outbox once they are all acknowledged. The record of what the events showed
+        (SHOWN_OUT) leaves only once the events are acknowledged: a new owner that reads
+        it can trust that consumers have them (engine.shards)."""
         if key is None:
             return
         failpoints.hit("outbox-committed")  # tests: die with the outbox committed, unsent
         t = self.topics
+        events, shown = [], []
         for code, part, value in outbox:
+            if code == SHOWN_OUT:
+                shown.append((part, value))
+                continue
             if code == EVENTS_OUT:
                 ev = json.loads(value)
                 self.metrics.events.labels(ev["event"]).inc()
                 fut = await self.producer.send(t.events, value=value,
                                                key=ev["url"].encode("utf-8"))
+                events.append(fut)
             else:
                 topic = t.grams if code == GRAMS_OUT else t.deltas
                 fut = await self.producer.send(topic, value=value, partition=part)
             r.sends.append(fut)
+        for part, value in shown:
+            r.sends.append(asyncio.ensure_future(self._send_after(events, t.deltas, part,
+                                                                  value)))
         r.after.append(functools.partial(shard.clear_outbox, key))
+
+    async def _send_after(self, first: list, topic: str, partition: int, value: bytes):
+        """Send a record once the `first` sends are acknowledged."""
+        await asyncio.gather(*first)
+        return await (await self.producer.send(topic, value=value, partition=partition))
 
     async def _send_outboxes(self, shard: Shard) -> None:
         """Send again the outboxes a crash left between commit and acknowledgement."""
@@ -505,12 +530,18 @@ class Worker:
         for fn in r.after:
             await self._cpu(fn)
 
-    def _decode(self, cls, rec):
-        try:
-            return cls.decode(rec.value)
-        except Exception as exc:  # noqa: BLE001 - not ours (another producer wrote here)
-            log.error("skipping record %s[%d]@%d: %s", rec.topic, rec.partition, rec.offset, exc)
-            return None
+    @staticmethod
+    def _decoded(decode: Callable, recs: list) -> list[tuple]:
+        """(record, message) for the records `decode` reads; the others are logged and
+        skipped (not ours: another producer wrote here)."""
+        out = []
+        for rec in recs:
+            try:
+                out.append((rec, decode(rec.value)))
+            except Exception as exc:  # noqa: BLE001 - whatever the bytes make it raise
+                log.error("skipping record %s[%d]@%d: %s", rec.topic, rec.partition,
+                          rec.offset, exc)
+        return out
 
     async def _commit_acknowledged(self, force: bool = False) -> None:
         """Commit the group offsets of the rounds acknowledged so far, when the last
@@ -520,6 +551,7 @@ class Worker:
             return
         offsets, self.uncommitted = self.uncommitted, {}
         self._committed_at = time.monotonic()
+        failpoints.hit("group-commit")  # tests: die with rounds done and sent, uncommitted
         await self._commit(offsets)
 
     async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
@@ -595,7 +627,7 @@ class Worker:
             gs = GramShard(self.params, g, self.shards)
             async for recs in read_all(self.broker, self.topics.grams, g, start, committed,
                                        max_records=REPLAY_CHUNK):
-                msgs = [m for m in (self._decode(GramsMsg, r) for r in recs) if m is not None]
+                msgs = [m for _, m in self._decoded(GramsMsg.decode, recs)]
                 txn = shard.store.begin()
                 await self._cpu(gs.process, txn, msgs)
                 await self._cpu(shard.commit, txn, {"grams": recs[-1].offset + 1}, None)
@@ -614,34 +646,49 @@ class Worker:
                      shard.offset("docs"), cd, shard.offset("deltas"), ce)
         async for recs in read_all(self.broker, t.docs, s, shard.offset("docs"), cd,
                                    max_records=REPLAY_CHUNK):
-            pages = [(r.offset, m) for r in recs if (m := self._decode(PageMsg, r)) is not None]
+            pages = [(r.offset, m) for r, m in self._decoded(PageMsg.decode, recs)]
             txn = shard.store.begin()
             await self._cpu(ds.process, txn, pages, [], 0)
             await self._cpu(shard.commit, txn, {"docs": recs[-1].offset + 1,
                                                 "deltas": shard.offset("deltas")},
                             None, ds.documents_added)
             self.metrics.replayed.inc(len(recs))
+        shown: list[bytes] = []  # the ShownMsg records among them (_read_shown)
         async for recs in read_all(self.broker, t.deltas, s, shard.offset("deltas"), ce,
                                    max_records=REPLAY_CHUNK):
-            msgs = [m for m in (self._decode(DeltasMsg, r) for r in recs) if m is not None]
+            decoded = self._decoded(decode_doc_input, recs)
+            msgs = [m for _, m in decoded]
+            shown.extend(r.value for r, m in decoded if isinstance(m, ShownMsg))
             txn = shard.store.begin()
             await self._cpu(ds.process, txn, [], msgs, 0)
             await self._cpu(shard.commit, txn, {"docs": shard.offset("docs"),
                                                 "deltas": recs[-1].offset + 1})
             self.metrics.replayed.inc(len(recs))
         if shard.taken_over:
-            # The last owner may have processed (and announced) records after the group's
-            # commit, up to at most what the partitions hold now: until this owner is past
-            # them, every document it touches gets an event (rescoring.rescore).
-            docs, deltas = TopicPartition(t.docs, s), TopicPartition(t.deltas, s)
-            ends = await high_watermarks(self.broker, {docs: shard.offset("docs"),
-                                                       deltas: shard.offset("deltas")})
-            shard.announce_until = {"docs": ends[docs], "deltas": ends[deltas]}
-            if shard.announcing():
-                log.info("doc shard %d: taken over; announcing every document touched up to "
-                         "docs %d, deltas %d", s, ends[docs], ends[deltas])
+            await self._read_shown(shard, shown)
         self._seek(TopicPartition(t.docs, s), shard.offset("docs"))
         self._seek(TopicPartition(t.deltas, s), shard.offset("deltas"))
+
+    async def _read_shown(self, shard: Shard, replayed: list[bytes]) -> None:
+        """The last owner may have processed records after the group's commit, up to at
+        most what the partitions hold now, and published events for them: until this owner
+        is past those ends, events compare with what consumers were shown, read from the
+        shard's ShownMsg records (`replayed`, then the rest of the partition:
+        engine.shards.last_shown)."""
+        t, s = self.topics, shard.index
+        docs, deltas = TopicPartition(t.docs, s), TopicPartition(t.deltas, s)
+        ends = await high_watermarks(self.broker, {docs: shard.offset("docs"),
+                                                   deltas: shard.offset("deltas")})
+        raws = list(replayed)
+        async for recs in read_all(self.broker, t.deltas, s, shard.offset("deltas"),
+                                   ends[deltas], max_records=REPLAY_CHUNK):
+            raws.extend(r.value for r in recs if r.value is not None)
+        shard.catch_up = {"docs": ends[docs], "deltas": ends[deltas]}
+        shard.shown = await self._cpu(last_shown, raws)
+        if shard.catching_up() is not None:
+            log.info("doc shard %d: taken over; %d URLs shown by the last owner after the "
+                     "group's commit; comparing with them up to docs %d, deltas %d", s,
+                     len(shard.shown), ends[docs], ends[deltas])
 
     def _seek(self, tp: TopicPartition, offset: int) -> None:
         self.consumer.seek(tp, offset)

@@ -124,7 +124,7 @@ class DocRole:
         can come of it, and ~90% of the earlier documents an arrival re-scores are such
         (their patch grams are shared boilerplate). The cover is computed when read
         (`current`), or once the document reaches theta. Pass `exact` when an event
-        will show the result anyway (the last result shown was quilted; announcing)."""
+        will show the result anyway (the last result shown was quilted)."""
         prev = doc.result
         if not exact and not prev.quilted and doc.patch_fraction < self.params.theta:
             if prev.stale and (prev.n_patch, prev.n_grams) == (doc.n_patch, doc.n_grams):

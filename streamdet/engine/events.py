@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from ..state.schema import Cover
 from .params import Params
 
@@ -19,6 +22,35 @@ def change_kind(before: Cover, after: Cover) -> str | None:
     ):
         return "rescore"
     return None
+
+
+def _shown(quilted: bool, n_patch: int, n_grams: int, sources) -> str:
+    if not quilted:
+        return ""
+    body = json.dumps([n_patch, n_grams, [[u, n] for u, n in sources]], ensure_ascii=False)
+    return hashlib.blake2b(body.encode("utf-8"), digest_size=8).hexdigest()
+
+
+def shown_state(result: Cover) -> str:
+    """What a consumer holds of a URL whose last event showed `result`, as a short digest:
+    "" when not quilted (also before any event), else one of the cover a `rescore` shows
+    (patch and gram counts, sources). Two results with the same digest need no event."""
+    return _shown(result.quilted, result.n_patch, result.n_grams, result.sources)
+
+
+def shown_by(event: dict) -> str:
+    """shown_state of the result an event shows (from the event itself)."""
+    return _shown(event["quilted"], event["n_patch_grams"], event["n_grams"],
+                  [(s["url"], s["grams"]) for s in event["sources"]])
+
+
+def shown_change(last: str, now: str) -> str | None:
+    """The event that takes a consumer from shown state `last` to `now` (None: none)."""
+    if last == now:
+        return None
+    if not last:
+        return "quilt"
+    return "unquilt" if not now else "rescore"
 
 
 def make_event(kind: str, url: str, seq: int, result: Cover, cause: str, params: Params) -> dict:

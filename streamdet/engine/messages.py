@@ -10,6 +10,8 @@ objects). Nothing here is ever unpickled: internal topics are data, not code.
 - GramsMsg  (one per document and gram shard): a version's grams to add, or to withdraw.
 - DeltasMsg (one per gram-shard batch and doc shard): the deltas for that doc shard's
   documents, with the server and URL of every docno they mention.
+- ShownMsg  (a doc shard to its own deltas partition, after a round's events are out):
+  what those events showed, for a new owner of the shard (engine.shards).
 """
 
 from __future__ import annotations
@@ -131,7 +133,12 @@ class DeltasMsg:
 
     @classmethod
     def decode(cls, raw: bytes) -> DeltasMsg:
-        h, arrays = unpack(raw)
+        return cls.from_parts(*unpack(raw))
+
+    @classmethod
+    def from_parts(cls, h: dict, arrays: list[np.ndarray]) -> DeltasMsg:
+        if h.get("k") != "deltas":
+            raise MessageError(f"not a deltas message (kind {h.get('k')!r})")
         grams, counts, holders = arrays[:3]
         glist, clist, hlist = grams.tolist(), counts.tolist(), holders.tolist()
         causes = h["c"]
@@ -156,6 +163,31 @@ class DeltasMsg:
         times = {c: t for c, t in zip(causes, h.get("t") or [None] * len(causes), strict=True)
                  if t is not None}
         return cls(deltas, {d: (s, u) for d, s, u in h["n"]}, times)
+
+
+@dataclass
+class ShownMsg:
+    """URL -> [seq, digest] of its newest event of one doc-shard round: the event's seq
+    and what it showed (events.shown_state). Rounds overlap, so these records may reach
+    the partition out of order; the seq tells which is newer."""
+
+    shown: dict[str, list]
+
+    def encode(self) -> bytes:
+        return pack({"k": "shown", "s": self.shown}, [])
+
+    @classmethod
+    def from_parts(cls, h: dict, arrays: list[np.ndarray]) -> ShownMsg:
+        if h.get("k") != "shown" or not isinstance(h.get("s"), dict):
+            raise MessageError(f"not a shown message (kind {h.get('k')!r})")
+        return cls(h["s"])
+
+
+def decode_doc_input(raw: bytes) -> DeltasMsg | ShownMsg:
+    """A record of a doc shard's deltas partition: gram shards' deltas, or the shard's own
+    record of what it showed."""
+    h, arrays = unpack(raw)
+    return (ShownMsg if h.get("k") == "shown" else DeltasMsg).from_parts(h, arrays)
 
 
 _OUT = struct.Struct("<BII")

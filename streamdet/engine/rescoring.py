@@ -11,36 +11,43 @@ from collections.abc import Callable
 
 from ..state.schema import Cover
 from .docs import Dirty, DocRole
-from .events import change_kind, make_event
+from .events import change_kind, make_event, shown_change, shown_state
 
 
 def rescore(role: DocRole, txn, dirty: Dirty, before: dict[int, Cover],
-            next_seq: Callable[[int], int], announce: bool = False) -> list[dict]:
+            next_seq: Callable[[int], int], shown: dict[str, str] | None = None) -> list[dict]:
     """Score every dirty document; return the events. `before` holds the last result of
     re-fetched URLs (by their new docno); `next_seq(seq)` gives an event's seq from the
     URL's last one (the embedded engine counts, doc shards use their input offsets).
 
-    With `announce`, a document that did not change gets an event too: its current state
-    as `rescore` (quilted) or `unquilt` (not). A doc shard's new owner needs this while it
-    redoes what the last owner did after the group's last commit: that owner's events of
-    those rounds are out, and may show states this owner, batching differently, never
-    passes through (a page quilted and unquilted again within one of its batches)."""
+    Events compare a result with the document's last one, unless `shown` is given: then
+    they compare it with what consumers were last shown of the URL (events.shown_state
+    digests by URL; a URL not in it was last shown its last result here), and `shown` is
+    updated. A doc shard's new owner needs this while it redoes what the last owner did
+    after the group's last commit: that owner's events of those rounds are out, and may
+    show states this owner, batching differently, never passes through (a page quilted
+    and unquilted again within one of its batches)."""
     events = []
     for docno, touch in dirty.items():
         doc = txn.doc(docno)
         if doc is None:
             continue
         prev = before.get(docno, doc.result)
-        # exact: an event shows the cover if the last one shown was quilted or if announcing
-        result = role.score(txn, doc, touch, exact=announce or prev.quilted)
+        url = txn.url_of(docno) if shown is not None else None
+        last = shown.get(url, shown_state(prev)) if url is not None else ""
+        # exact: an event shows the cover if the last one shown was quilted
+        result = role.score(txn, doc, touch, exact=prev.quilted or bool(last))
         doc.result = result
         txn.touch_doc(docno)
-        kind = change_kind(prev, result)
+        if url is None:
+            kind = change_kind(prev, result)
+        else:
+            now = shown_state(result)
+            kind = shown_change(last, now)
+            shown[url] = now
         if kind is None:
-            if not announce:
-                continue
-            kind = "rescore" if result.quilted else "unquilt"
-        url = txn.url_of(docno)
+            continue
+        url = url or txn.url_of(docno)
         _, seq = txn.url_entry(url)
         seq = next_seq(seq)
         txn.put_url(url, docno, seq)

@@ -46,9 +46,16 @@ What makes the result exact whatever the interleaving of partitions:
   owner applied, so it may read deltas before the pages they are about. Dropping them
   would lose them for good (the gram shards do not answer twice). Docnos grow with the
   docs offset, so "not applied yet" is simply a docno above the newest version applied.
-- A new owner that redoes what the last one did after the group's last commit announces
-  every document it touches until it has caught up (`announce`): the last owner's events
-  of those rounds may show states it never passes through.
+- A new owner redoes what the last one did after the group's last commit, batching
+  differently: the last owner's events of those rounds are out and may show states the
+  new owner never passes through. So a doc shard writes, after each round's events are
+  acknowledged, what they showed (ShownMsg) to its own deltas partition; a new owner
+  reads those records (all of them: it replays the partition from its start anyway, and
+  reads on to the end) before it starts, and until
+  it has caught up, emits an event only where a result differs from what consumers were
+  last shown (`shown`: rescoring.rescore). A marker lost with the owner costs at most a
+  repeat of a state consumers already hold, never a missing one: it leaves only after
+  the events it describes are acknowledged.
 - Event `seq` is at least the `seq` the caller passes for the batch (the worker passes its
   ownership epoch << 40 plus the consumed-offset sum) and above the URL's last: it only
   grows, also across a rebuild and a change of owner, so events never regress.
@@ -61,11 +68,41 @@ from collections.abc import Iterable
 from ..state.schema import Cover, DocState
 from .deltas import ADD, DROP, GAIN, GAIN_FROM, Delta, arrival_stats
 from .docs import Dirty, DocRole, Touch
-from .messages import DeltasMsg, GramsMsg, PageMsg
+from .events import shown_by
+from .messages import DeltasMsg, GramsMsg, MessageError, PageMsg, ShownMsg, unpack
 from .params import Params
 from .postings import add_document, plan_batch, withdraw_document
 from .rescoring import rescore
 from .routing import docno_for, docno_shard, split_grams
+
+
+def shown_record(events: list[dict]) -> bytes | None:
+    """The ShownMsg for a round's events (None without events): what each URL's newest
+    event showed. The doc shard sends it to its own deltas partition once the events
+    are acknowledged."""
+    if not events:
+        return None
+    return ShownMsg({ev["url"]: [ev["seq"], shown_by(ev)] for ev in events}).encode()
+
+
+def last_shown(raws: Iterable[bytes]) -> dict[str, str]:
+    """What consumers were last shown per URL, from a doc shard's deltas partition read
+    from its start to its end (a new owner replays it from the start anyway). The whole
+    partition, not just what follows the group's commit: an owner that is replaced while
+    it catches up may have committed past records whose URLs it had not reached yet.
+    Records that are not ShownMsg (deltas, foreign bytes) are passed over."""
+    newest: dict[str, tuple[int, str]] = {}
+    for raw in raws:
+        try:
+            header, arrays = unpack(raw)
+            if header.get("k") != "shown":
+                continue
+            for url, (seq, digest) in ShownMsg.from_parts(header, arrays).shown.items():
+                if url not in newest or seq > newest[url][0]:
+                    newest[url] = (seq, digest)
+        except (MessageError, TypeError, ValueError):
+            continue
+    return {url: digest for url, (_, digest) in newest.items()}
 
 
 class DocShard:
@@ -80,10 +117,13 @@ class DocShard:
         self.documents_added = 0  # of the last batch: URLs seen for the first time
         self.held = 0  # of the last batch: deltas held for pages not applied yet
 
-    def process(self, txn, pages: Iterable[tuple[int, PageMsg]], deltas: Iterable[DeltasMsg],
-                seq: int, announce: bool = False) -> tuple[list[tuple[int, bytes]], list[dict]]:
-        """Apply pages (with their input offsets), then deltas; re-score what changed
-        (with `announce`, everything touched gets an event: see rescoring.rescore).
+    def process(self, txn, pages: Iterable[tuple[int, PageMsg]],
+                deltas: Iterable[DeltasMsg | ShownMsg], seq: int,
+                shown: dict[str, str] | None = None
+                ) -> tuple[list[tuple[int, bytes]], list[dict]]:
+        """Apply pages (with their input offsets), then deltas (the shard's own ShownMsg
+        records among them are skipped); re-score what changed, comparing with what
+        consumers were shown when `shown` is given (rescoring.rescore).
 
         Returns (gram shard, GramsMsg bytes) to send - the withdrawals of replaced
         versions - and the events."""
@@ -99,6 +139,8 @@ class DocShard:
         newest = txn.newest_version()
         self.docs.apply(txn, self._release(txn, newest), dirty)
         for msg in deltas:
+            if isinstance(msg, ShownMsg):
+                continue
             self.cause_times.update(msg.times)
             for docno, (server, url) in msg.names.items():
                 if txn.name(docno) is None:
@@ -112,7 +154,7 @@ class DocShard:
             self.docs.apply(txn, ready, dirty)
         # seq: the offsets consumed so far only grow, on this worker or the next owner
         return out, rescore(self.docs, txn, dirty, before, lambda last: max(last + 1, seq),
-                            announce)
+                            shown)
 
     @staticmethod
     def _hold(txn, deltas: list[Delta]) -> None:
