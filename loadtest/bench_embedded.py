@@ -1,8 +1,8 @@
 """Embedded benchmark: `streamdet run` with RocksDB state vs. the unavoidable work alone.
 
-    /work/venv/bin/python loadtest/bench_embedded.py                 # 20,000 pages
-    /work/venv/bin/python loadtest/bench_embedded.py --pages 500
-    /work/venv/bin/python loadtest/bench_embedded.py --smoke         # ~200 pages, for CI
+    python loadtest/bench_embedded.py                 # 20,000 pages
+    python loadtest/bench_embedded.py --pages 500
+    python loadtest/bench_embedded.py --smoke         # ~200 pages, for CI
 
 Steps (only 2 and 3 are timed):
 

@@ -1,10 +1,10 @@
 """Cost growth: engine time per page and bytes on disk as the durable state grows.
 
-    /work/venv/bin/python loadtest/bench_growth.py                  # 500,000 documents
-    /work/venv/bin/python loadtest/bench_growth.py --docs 30000     # a few minutes
-    /work/venv/bin/python loadtest/bench_growth.py --smoke          # 3,000 documents, for CI
-    /work/venv/bin/python loadtest/bench_growth.py --state S --keep # ... and keep the state
-    /work/venv/bin/python loadtest/bench_growth.py --state S --resume --docs 10000
+    python loadtest/bench_growth.py                  # 500,000 documents
+    python loadtest/bench_growth.py --docs 30000     # a few minutes
+    python loadtest/bench_growth.py --smoke          # 3,000 documents, for CI
+    python loadtest/bench_growth.py --state S --keep # ... and keep the state
+    python loadtest/bench_growth.py --state S --resume --docs 10000
                                                 # 10,000 more documents on the kept state
 
 A resumed run fast-forwards the stream past what the state holds and measures the next
@@ -49,8 +49,8 @@ sees them (`Analyzed`: url, server, gram set), and only the engine is timed:
    end (a stress case). `--refetch` (default 0.01 per new document) adds re-fetches: a
    URL seen earlier (uniformly) comes again with a new variation, so its old version is
    withdrawn, as in a crawl that revisits pages; they come on top of `--docs`.
-3. Engine (timed): batches of `--batch` pages (default 256: what `streamdet run`'s
-   64 MB batch limit gives for ~260 KB replayed pages) go through what
+3. Engine (timed): batches of `--batch` pages (default 256, the size of the published
+   growth runs; `streamdet run` closes a batch at 512 records or 256 MB) go through what
    streamdet/adapters/embedded.py does per batch: `Engine.process` in a `Store(RocksKV)`
    transaction, `commit`, then `Store.compact` (segment merges). Events are counted, not
    written.

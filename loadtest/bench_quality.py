@@ -1,7 +1,7 @@
 """Detection quality on planted quilts: recall, source precision, and a sweep of k, m, c, θ.
 
-    /work/venv/bin/python loadtest/bench_quality.py              # all real pages + 200 quilts
-    /work/venv/bin/python loadtest/bench_quality.py --smoke      # ~130 records, for CI
+    python loadtest/bench_quality.py              # all real pages + 200 quilts
+    python loadtest/bench_quality.py --smoke      # ~130 records, for CI
 
 Why: throughput says nothing about whether the alerts are right. A stream with planted
 quilts (real WCXB pages, quilts stitched from passages of 4-12 donor pages on other

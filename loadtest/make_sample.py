@@ -1,7 +1,7 @@
 """Build streamdet/sample/sample-crawl.jsonl.gz, the crawl `streamdet run` uses without --input.
 
-    /work/venv/bin/python loadtest/make_sample.py            # write the sample and its truth
-    /work/venv/bin/python loadtest/make_sample.py --check    # ... and run the detector on it
+    python loadtest/make_sample.py            # write the sample and its truth
+    python loadtest/make_sample.py --check    # ... and run the detector on it
 
 The sample is `--pages` small real pages (html of at most `--max-html` bytes and at least
 `--min-words` words of visible text) and `--quilts` planted quilts from

@@ -1,7 +1,7 @@
 """The benchmark report: the newest result of each benchmark, its figures and plots.
 
-    /work/venv/bin/python loadtest/report.py                    # loadtest/out/REPORT.md
-    /work/venv/bin/python loadtest/report.py --publish docs/benchmarks
+    python loadtest/report.py                    # loadtest/out/REPORT.md
+    python loadtest/report.py --publish docs/benchmarks
 
 Every benchmark in loadtest/ writes `loadtest/out/<bench>-<size>-<UTC>.json` (and most a
 PNG beside it). This collects, per benchmark, the newest result of the largest size run
@@ -32,13 +32,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script, it reads bench_growth's verdict
 OUT_DIR = REPO / "loadtest" / "out"
-BENCHES = ("bench_embedded", "bench_lsh", "bench_growth", "bench_kafka", "bench_quality")
+BENCHES = ("bench_embedded", "bench_lsh", "bench_growth", "bench_kafka", "bench_quality",
+           "bench_hostile")
 COMMANDS = {
     "bench_embedded": "python loadtest/bench_embedded.py --pages 20000 --floor-runs 2",
     "bench_lsh": "python loadtest/bench_lsh.py --pages 5000",
     "bench_growth": "python loadtest/bench_growth.py --docs 500000 --mirrors 5",
     "bench_kafka": "python loadtest/bench_kafka.py --pages 2000",
     "bench_quality": "python loadtest/bench_quality.py",
+    "bench_hostile": "python loadtest/bench_hostile.py --pages 3000 --pairs 3 "
+                     "--no-guard-timeout 30 --baseline CHECKOUT",
 }
 
 
@@ -205,6 +208,8 @@ def headline(name: str, r: dict) -> list[str]:
                 f"{d['donor_recall']:.3f}",
                 f"flagged but not planted: {fp['count']} of {fp['pages_not_planted']:,} pages "
                 f"({fp['rate']:.1%}) {fp['by_kind']}"]
+    if name == "bench_hostile":
+        return _hostile_headline(r)
     if name == "bench_growth" and r.get("figures", {}).get("stationary"):
         return _growth_headline(r)
     summary = r.get("summary") or r.get("figures")
@@ -212,6 +217,38 @@ def headline(name: str, r: dict) -> list[str]:
         return ["; ".join(f"{k} {_fmt(v)}" for k, v in summary.items()
                           if not isinstance(v, dict | list))]
     return []
+
+
+def _hostile_headline(r: dict) -> list[str]:
+    """The guard's cost on real pages (and against a checkout without guard or watchdog),
+    and the slowest hostile page at the largest size, with the guard and without it."""
+    c, sizes = r["cost"], r["config"]["sizes_mb"]
+    largest, smallest = f"{max(sizes):g} MB", f"{min(sizes):g} MB"
+    worst = max(r["hostile"], key=lambda x: x[largest]["seconds"] or float("inf"))
+    stuck = [x["shape"] for x in r["hostile"] if x["no guard"]["seconds"] is None]
+    slow = max((x for x in r["hostile"] if x["no guard"]["seconds"] is not None),
+               key=lambda x: x["no guard"]["seconds"], default=None)
+    d = c["page_by_page"]
+    lines = [f"{c['pages']:,} real pages through `streamdet run`, markup guard on vs off in "
+             f"{len(c['rounds'])} interleaved pairs: the guard costs **"
+             f"{100 * c['guard_cost']:.1f}%** of the throughput (median pair; target <= 3%)"
+             f"{_pass(r['pass']['guard_cost'])}",
+             f"page by page on {d['pages']:,} of them: {d['guard_ms']:.3f} ms of analysis per "
+             f"page, {100 * c['cpu_share']:.1f}% of the run's {c['run_cpu_ms_per_page']:.2f} CPU "
+             "ms per page (analysis runs beside the engine: less of the wall time)"]
+    if "baseline_ratio_median" in c:
+        lines.append(f"against a checkout without guard or watchdog: ratio "
+                     f"{c['baseline_ratio_median']:.3f} (guard, watchdog and what came with "
+                     "them, together)")
+    lines.append(f"{len(r['hostile'])} hostile shapes at {', '.join(f'{x:g}' for x in sizes)}"
+                 f" MB: slowest at {largest} **{worst[largest]['seconds']:.2f} s** "
+                 f"({worst['shape']}; target <= 2 s){_pass(r['pass']['hostile_seconds'])}; "
+                 f"without the guard at {smallest}: "
+                 + (f"{len(stuck)} still running at the timeout ({', '.join(stuck)})"
+                    if stuck else "none past the timeout")
+                 + (f", slowest finished {slow['no guard']['seconds']:.1f} s ({slow['shape']})"
+                    if slow else ""))
+    return lines
 
 
 def _growth_headline(r: dict) -> list[str]:

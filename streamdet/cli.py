@@ -9,7 +9,14 @@ import sys
 import time
 
 from .adapters.collector import tune_collector
-from .adapters.inputs import DEFAULT_BATCH, InputError, open_source, sample_source
+from .adapters.inputs import (
+    BATCH_BYTES,
+    BATCH_WAIT_S,
+    DEFAULT_BATCH,
+    InputError,
+    open_source,
+    sample_source,
+)
 from .adapters.outputs import JsonlSink, SinkError
 from .engine.params import FOREIGN_MODES, Params, ParamsError
 from .engine.records import DEFAULT_MAX_BODY
@@ -371,7 +378,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="dead-letter JSONL (default DIR/dead-letter.jsonl)")
     run.add_argument("--batch", type=int, default=DEFAULT_BATCH,
                      help=f"records per atomic batch (default {DEFAULT_BATCH}; a batch also "
-                     "closes at 64 MB of records)")
+                     f"closes at {BATCH_BYTES >> 20} MB of records, and on a stream "
+                     f"{BATCH_WAIT_S:g} s after its first record)")
     add_analysis_options(run)
     run.add_argument("--metrics-port", type=port_number, metavar="P",
                      help="serve Prometheus metrics on 127.0.0.1:P (0: any free port)")

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborDocumentOptions, LexborHTMLParser
 
-from streamdet.engine.nesting import MAX_DEPTH, bounded_html
+from streamdet.engine.nesting import MAX_DEPTH, MAX_ELEMENTS, bounded_html
 from streamdet.engine.text import visible_text
 from streamdet.engine.tokens import tokenize
 
@@ -118,6 +118,22 @@ def test_hostile_shapes_are_bounded(shape):
     assert depth <= MAX_DEPTH + 40, shape  # the cap, plus re-created formatting elements
     assert elements <= 4 * tags, shape  # no element explosion: linear in the input
     visible_text(html.decode())  # and the whole analysis of it goes through
+
+
+@pytest.mark.parametrize("unit", ["<div>x</div>", "<br>", "<li><b id=1>x", "<option>x",
+                                  "<svg><path/></svg>", "</br>"])
+def test_elements_past_the_budget_are_read_as_text(unit):
+    """A flat page of tags (linear for the parser, but a million elements: seconds of tree
+    building and text extraction) keeps its first MAX_ELEMENTS elements; the rest is
+    text of their parent: every `x` stays visible."""
+    html = ("<select>" if unit == "<option>x" else "") + unit * (MAX_ELEMENTS + 5000)
+    bounded = bounded_html(html.encode())
+    depth, elements = tree_shape(bounded)
+    assert elements <= 3 * MAX_ELEMENTS + 16, unit
+    assert visible_text(bounded.decode()).count("x") == html.count("x"), unit
+    if unit in ("<div>x</div>", "<br>"):  # well under the budget: unchanged
+        under = unit * (MAX_ELEMENTS // 4)
+        assert bounded_html(under.encode()) == under.encode()
 
 
 @given(st.lists(st.sampled_from([

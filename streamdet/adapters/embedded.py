@@ -29,7 +29,7 @@ from ..engine.params import Params
 from ..engine.records import DEFAULT_MAX_BODY, BadRecord
 from ..state.txn import StateError, Store
 from .analyzers import Analyzers
-from .inputs import BATCH_BYTES, DEFAULT_BATCH, RawRecord, ReadOptions, Source
+from .inputs import BATCH_BYTES, BATCH_WAIT_S, DEFAULT_BATCH, RawRecord, ReadOptions, Source
 from .metrics import Metrics
 from .outputs import JsonlSink, dead_letter, utc_now
 from .watchdog import DEFAULT_PAGE_TIMEOUT
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 STATE_FORMAT = "6"
 UPGRADABLE_FORMATS = ("3", "4", "5")
 
-BATCH_WAIT_S = 0.25  # a batch of a stream closes this long after its first record
 CHAIN = "\x00chain"  # positions[key + CHAIN]: digest of the records applied
 HEAD = "\x00head"  # positions[key + HEAD]: digest of the first record alone
 

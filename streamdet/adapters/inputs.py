@@ -54,6 +54,7 @@ DEFAULT_BATCH = 512  # records per atomic batch; earlier documents are re-scored
 BATCH_BYTES = 256 << 20  # a batch also closes once its records hold this many bytes (512
 # records of ~260 KB html: 64 MB cut batches in half, and every batch re-scores the earlier
 # documents it touches, so half-size batches cost ~20% more engine time)
+BATCH_WAIT_S = 0.25  # a batch of a stream closes this long after its first record
 
 
 def record_limit(max_body: int) -> int:

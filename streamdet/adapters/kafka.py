@@ -5,10 +5,12 @@ Topics (SPEC §4 names the public ones; the internal ones are ours):
     streamdet-pages        the crawler's fetch topic (any partitioning, any keys)
     streamdet-docs         pages routed to their doc shard (partition = hash(URL) mod P)
     streamdet-grams        grams of a document for one gram shard (partition = gram shard)
-    streamdet-deltas       deltas for one doc shard's documents (partition = doc shard)
+    streamdet-deltas       deltas for one doc shard's documents, and that doc shard's own
+                           records of what its events showed (partition = doc shard)
     streamdet-events       quilt / rescore / unquilt, keyed by URL
     streamdet-dead-letter  bad records: the original bytes, the reason in headers
-    streamdet-meta         one record: the parameters and shard count of the pipeline
+    streamdet-meta         the parameters and shard count of the pipeline (its first
+                           record), then one ownership epoch record per shard claimed
 
 Every topic is created explicitly before any client touches it: a broker that
 auto-creates topics (tansu does, with 4 partitions) would otherwise pick partition counts.
@@ -29,7 +31,8 @@ from ..engine.params import Params, ParamsError
 
 # How the shards of a pipeline talk. shards-2: grams adds leave from the pages stage and
 # gram shards keep a URL table (see engine.shards); a shards-1 pipeline is refused rather
-# than mixed with it.
+# than mixed with it. The doc shards' ShownMsg records on deltas partitions are within
+# shards-2: a reader that does not know them skips them as undecodable deltas.
 PIPELINE_FORMAT = "shards-2"
 # A shard's state directory. shards-3 may hold stale covers (state.schema.Cover.stale),
 # which a shards-2 reader would take for quilted documents; shards-4 packs segment pairs

@@ -20,6 +20,10 @@ every real page we measured is. Any other page is written out again as the model
   are read as text of their ancestor at MAX_DEPTH: their tags are dropped and their text
   kept (the content of a dropped raw-text element, such as a script, is escaped so it
   stays text), as Blink caps its tree at 512 levels;
+- so are the elements after the first MAX_ELEMENTS of the page, read as text of their
+  parent: a flat page of ten megabytes of tags is linear in the parser but still holds
+  a million elements, seconds of tree building and text extraction (the most of any
+  real page we measured is 15,793);
 - every element the model closes without its own end tag gets one, so the parser's stack
   follows the model's and no formatting element is left to be re-created;
 - attributes are dropped (no visible text lies in them), but for the two that change how
@@ -39,10 +43,11 @@ import numpy as np
 from numba import njit
 
 MAX_DEPTH = 512
+MAX_ELEMENTS = 1 << 16  # elements built before the rest of a page is read as text
 ENABLED = True  # benchmarks turn the guard off to measure what it costs
 _BASE = 2  # html and body (or head) lie below every element of the page on the stack
 _LIMIT = MAX_DEPTH - _BASE  # stack positions at or past it are too deep
-_SMALL = 100  # markup with fewer '<' cannot nest beyond MAX_DEPTH
+_SMALL = 256  # markup shorter than this (at most 85 tags) cannot nest beyond MAX_DEPTH
 _MAX_ACTIVE = 64  # active formatting elements after the last marker
 _MAX_RECONSTRUCT = 32  # formatting elements re-created before one token
 _ATTRIBUTE_WORK = 1 << 26  # sum over tags of attributes squared (~0.2 s of pairwise checks)
@@ -169,17 +174,18 @@ def prepare() -> None:
 def bounded_html(html: bytes) -> bytes:
     """UTF-8 markup itself when the parser reads it in linear time, else its bounded form
     (bytes in and out: lexbor reads UTF-8, so the page is encoded once)."""
-    if not ENABLED or html.count(b"<") < _SMALL:
+    if not ENABLED or len(html) < _SMALL:
         return html
-    data = np.frombuffer(html + b"\0" * 16, dtype=np.uint8)
     n = len(html)
-    if _scan(data, n, MEASURE, np.empty(0, dtype=np.uint8))[0] == 0:
+    data = np.frombuffer(html + b"\0" * (16 + (-n) % 8), dtype=np.uint8)
+    words = data.view("<u8")
+    if _scan(data, words, n, MEASURE, np.empty(0, dtype=np.uint8))[0] == 0:
         return html
     out = np.empty(2 * n + 4096, dtype=np.uint8)
-    size = _scan(data, n, REWRITE, out)[1]
+    size = _scan(data, words, n, REWRITE, out)[1]
     if size > out.size:  # escaped raw text can grow it further: once more, to size
         out = np.empty(size, dtype=np.uint8)
-        size = _scan(data, n, REWRITE, out)[1]
+        size = _scan(data, words, n, REWRITE, out)[1]
     return out[:size].tobytes()
 
 
@@ -219,11 +225,35 @@ _ESC_AMP = np.frombuffer(b"&amp;", dtype=np.uint8).copy()
 _FONT_ATTRS = np.frombuffer(b" color face size", dtype=np.uint8).copy()  # at 1, 7, 12
 _HTML_ENCODING = np.frombuffer(b' encoding="text/html"', dtype=np.uint8).copy()
 _FNV_OFFSET, _FNV_PRIME = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)
+_LOW_BITS, _HIGH_BITS = np.uint64(0x0101010101010101), np.uint64(0x8080808080808080)
 
 
 @njit(cache=True, inline="always")
 def _ws(b):
     return b == 32 or b == 10 or b == 9 or b == 13 or b == 12
+
+
+@njit(cache=True, inline="always")
+def _find(a, w, i, n, byte):
+    """The first position at or after i holding `byte`, or n. Eight bytes a step (w is a
+    read as little-endian uint64 words, zero-padded): a word holds the byte when
+    (v - 0x01..) & ~v & 0x80.. is not zero for v = word ^ byte * 0x01..; text, quoted
+    values, scripts and comments are most of a page's bytes."""
+    while i & 7:
+        if i >= n or a[i] == byte:
+            return min(i, n)
+        i += 1
+    pat = np.uint64(byte) * _LOW_BITS
+    k = i >> 3
+    while (k << 3) < n:
+        v = w[k] ^ pat
+        if (v - _LOW_BITS) & ~v & _HIGH_BITS:
+            break
+        k += 1
+    i = k << 3
+    while i < n and a[i] != byte:
+        i += 1
+    return min(i, n)
 
 
 @njit(cache=True, inline="always")
@@ -333,7 +363,7 @@ def _start_tag(out, W, code, a, e, end, foreign, encoding):
 
 
 @njit(cache=True)
-def _tag_end(a, n, j):
+def _tag_end(a, w, n, j):
     """From the end of a tag's name: (the end after its '>', its attributes, whether it is
     self-closing); end -1 when the input ends inside the tag. The HTML tokenizer's
     attribute states."""
@@ -370,9 +400,7 @@ def _tag_end(a, n, j):
                 return -1, nattr, False
             q = a[j]
             if q == 34 or q == 39:
-                j += 1
-                while j < n and a[j] != q:
-                    j += 1
+                j = _find(a, w, j + 1, n, q)
                 if j >= n:
                     return -1, nattr, False
                 j += 1
@@ -384,7 +412,7 @@ def _tag_end(a, n, j):
 
 
 @njit(cache=True)
-def _markup_declaration_end(a, n, i, foreign):
+def _markup_declaration_end(a, w, n, i, foreign):
     """The end of a comment (`<!-- -->`, `<!-->`, `--!>`), a CDATA section (in foreign
     content), or a doctype or bogus comment (to the next '>')."""
     if a[i + 1] == 33 and a[i + 2] == 45 and a[i + 3] == 45:
@@ -393,8 +421,11 @@ def _markup_declaration_end(a, n, i, foreign):
             return j + 1
         if a[j] == 45 and a[j + 1] == 62:
             return j + 2
-        while j < n:
-            if a[j] == 45 and a[j + 1] == 45:
+        while True:
+            j = _find(a, w, j, n, 45)
+            if j >= n:
+                break
+            if a[j + 1] == 45:
                 if a[j + 2] == 62:
                     return j + 3
                 if a[j + 2] == 33 and a[j + 3] == 62:
@@ -404,26 +435,28 @@ def _markup_declaration_end(a, n, i, foreign):
     if (foreign and a[i + 1] == 33 and a[i + 2] == 91 and a[i + 3] == 67 and a[i + 4] == 68
             and a[i + 8] == 91):  # <![CDATA[
         j = i + 9
-        while j < n:
-            if a[j] == 93 and a[j + 1] == 93 and a[j + 2] == 62:
+        while True:
+            j = _find(a, w, j, n, 93)
+            if j >= n:
+                return n
+            if a[j + 1] == 93 and a[j + 2] == 62:
                 return j + 3
             j += 1
-        return n
-    j = i + 1
-    while j < n and a[j] != 62:
-        j += 1
-    return min(j + 1, n)
+    return min(_find(a, w, i + 1, n, 62) + 1, n)
 
 
 @njit(cache=True)
-def _raw_end(a, n, j, code, s, e):
+def _raw_end(a, w, n, j, code, s, e):
     """Where a raw-text element's content ends: at its end tag `</name` and a space, '/'
     or '>' (any case), or at the end of the input (always, for plaintext)."""
     if code == C_PLAINTEXT:
         return n
     ln = e - s
-    while j < n:
-        if a[j] == 60 and a[j + 1] == 47:
+    while True:
+        j = _find(a, w, j, n, 60)
+        if j >= n:
+            return n
+        if a[j + 1] == 47:
             m = 0
             while m < ln and _lower(a[j + 2 + m]) == _lower(a[s + m]):
                 m += 1
@@ -432,7 +465,6 @@ def _raw_end(a, n, j, code, s, e):
                 if _ws(b) or b == 47 or b == 62:
                     return j
         j += 1
-    return n
 
 
 @njit(cache=True)
@@ -714,16 +746,14 @@ def _end_target(W, code, foreign):
 
 
 @njit(cache=True)
-def _scan(a, n, mode, out):  # noqa: C901 - the tokenizer: a branch per token kind
+def _scan(a, w, n, mode, out):  # noqa: C901 - the tokenizer: a branch per token kind
     """MEASURE: (0, -) when the markup is within bounds, (1, -) when not. REWRITE: (1,
     the size of the bounded markup), written as UTF-8 to `out` when it fits there."""
     rewrite = mode == REWRITE
     W = _new_state()
     pos = 0
     while True:
-        i = pos
-        while i < n and a[i] != 60:
-            i += 1
+        i = _find(a, w, pos, n, 60)
         if i > pos:  # text
             if rewrite:
                 _copy(out, W, a, pos, i)
@@ -736,7 +766,7 @@ def _scan(a, n, mode, out):  # noqa: C901 - the tokenizer: a branch per token ki
         foreign = depth > 0 and W[O_CODE + depth - 1] >= _CODES
         # -- comments, doctypes, bogus comments, CDATA: copied as they are --
         if c1 == 33 or c1 == 63 or (c1 == 47 and not _letter(a[i + 2])):
-            end = _markup_declaration_end(a, n, i, foreign)
+            end = _markup_declaration_end(a, w, n, i, foreign)
             if rewrite:
                 _copy(out, W, a, i, end)
             pos = end
@@ -751,7 +781,7 @@ def _scan(a, n, mode, out):  # noqa: C901 - the tokenizer: a branch per token ki
         e = s
         while e < n and not (_ws(a[e]) or a[e] == 47 or a[e] == 62):
             e += 1
-        end, nattr, selfclose = _tag_end(a, n, e)
+        end, nattr, selfclose = _tag_end(a, w, n, e)
         if end < 0:  # the input ends inside the tag, which the parser drops
             if rewrite:
                 _copy(out, W, a, i, n)
@@ -784,8 +814,12 @@ def _scan(a, n, mode, out):  # noqa: C901 - the tokenizer: a branch per token ki
                     _copy(out, W, a, i, end)
                 continue
             if code == C_BR:  # </br> is read as <br>
-                if rewrite and W[S_DEPTH] < _LIMIT and W[S_PHANTOMS] == 0:
+                if not rewrite and W[S_ID] >= MAX_ELEMENTS:
+                    return 1, 0
+                if rewrite and W[S_DEPTH] < _LIMIT and W[S_PHANTOMS] == 0 and (
+                        W[S_ID] < MAX_ELEMENTS):
                     _tag(out, W, C_BR, a, False, False)
+                W[S_ID] += 1
                 continue
             target = _end_target(W, code, foreign)
             if target < 0:
@@ -797,17 +831,20 @@ def _scan(a, n, mode, out):  # noqa: C901 - the tokenizer: a branch per token ki
                 _end_tags(out, W, a)
             continue
         # -- start tags --
-        if rewrite and (W[S_PHANTOMS] > 0 or W[S_DEPTH] >= _LIMIT):
+        if W[S_ID] >= MAX_ELEMENTS and not rewrite:
+            return 1, 0
+        if rewrite and (W[S_PHANTOMS] > 0 or W[S_DEPTH] >= _LIMIT or W[S_ID] >= MAX_ELEMENTS):
             if not (fl & F_VOID) and not (foreign and selfclose):
                 _phantom(W, code + _CODES if foreign else code)
             if fl & F_RAW and not foreign:
-                close = _raw_end(a, n, end, code, s, e)
+                close = _raw_end(a, w, n, end, code, s, e)
                 _escaped(out, W, a, end, close)
                 pos = close
             continue
         if foreign and not W[O_INTEGRATION + W[S_DEPTH] - 1]:
             if not (fl & F_BREAKOUT or (code == C_FONT and _font_breaks_out(a, e, end))):
                 if selfclose:
+                    W[S_ID] += 1
                     if rewrite:
                         _tag(out, W, code, a, False, True)
                     continue
@@ -845,6 +882,7 @@ def _scan(a, n, mode, out):  # noqa: C901 - the tokenizer: a branch per token ki
             if _reconstruct(W):
                 return 1, 0
         if fl & F_VOID or (fl & F_FOREIGN_ROOT and selfclose):
+            W[S_ID] += 1  # an element too, for MAX_ELEMENTS
             if rewrite:
                 _tag(out, W, code, a, False, (fl & F_FOREIGN_ROOT) != 0)
             continue
@@ -882,7 +920,7 @@ def _scan(a, n, mode, out):  # noqa: C901 - the tokenizer: a branch per token ki
             if fl & F_FORMATTING and _add_active(W, code, a, e, end):
                 return 1, 0
         if fl & F_RAW:  # its content up to its end tag (read as the next token)
-            close = _raw_end(a, n, end, code, s, e)
+            close = _raw_end(a, w, n, end, code, s, e)
             if rewrite:
                 _copy(out, W, a, end, close)
             pos = close
