@@ -52,7 +52,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from loadtest.report import machine, plot_embedded  # noqa: E402
+from loadtest.host import machine  # noqa: E402
+from loadtest.report import plot_embedded  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"
 SMOKE_PAGES = 200

@@ -113,7 +113,7 @@ sys.path.insert(0, str(REPO))
 
 from loadtest import corpus  # noqa: E402
 from loadtest.bench_embedded import git_revision, state_breakdown  # noqa: E402
-from loadtest.report import vm_speed  # noqa: E402
+from loadtest.host import vm_speed  # noqa: E402
 from streamdet.engine.analysis import Analyzed, analyze  # noqa: E402
 from streamdet.engine.grams import sorted_unique, token_hashes, window_hashes  # noqa: E402
 from streamdet.engine.params import Params  # noqa: E402
@@ -683,7 +683,7 @@ def print_table(rows: list[dict]) -> None:
 
 def plot(result: dict, png: Path) -> None:
     """ms/page (engine wall and CPU) and disk GB against documents."""
-    from loadtest.report import pyplot
+    from loadtest.host import pyplot
 
     plt = pyplot()
 
@@ -721,7 +721,7 @@ def plot(result: dict, png: Path) -> None:
 
 
 def host_info(load_start: tuple) -> dict:
-    from loadtest.report import machine
+    from loadtest.host import machine
 
     return {**machine(), "loadavg_start": load_start, "loadavg_end": os.getloadavg()}
 

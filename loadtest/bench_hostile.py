@@ -47,7 +47,7 @@ from loadtest.bench_embedded import (  # noqa: E402
     run_child,
     streamdet_command,
 )
-from loadtest.report import machine, vm_speed  # noqa: E402
+from loadtest.host import machine, vm_speed  # noqa: E402
 
 TARGET_COST = 0.03  # the guard may cost at most 3% of the embedded throughput
 TARGET_SECONDS = 2.0  # a hostile page up to the body limit is analysed within 2 s

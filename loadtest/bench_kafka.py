@@ -45,7 +45,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from loadtest.report import machine, plot_kafka, vm_speed  # noqa: E402
+from loadtest.host import machine, vm_speed  # noqa: E402
+from loadtest.report import plot_kafka  # noqa: E402
 from streamdet.adapters.pacing import RateLimiter  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"

@@ -48,7 +48,7 @@ from loadtest.bench_embedded import (  # noqa: E402
 )
 from loadtest.corpus import write_jsonl  # noqa: E402
 from loadtest.generator import Generator, GeneratorConfig, Truth  # noqa: E402
-from loadtest.report import machine, pyplot  # noqa: E402
+from loadtest.host import machine, pyplot  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"
 NUM_PERM = 128

@@ -49,7 +49,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from loadtest.generator import Generator, GeneratorConfig  # noqa: E402
-from loadtest.report import machine  # noqa: E402
+from loadtest.host import machine  # noqa: E402
 from streamdet.engine.analysis import Analyzed, page_text  # noqa: E402
 from streamdet.engine.grams import gram_set  # noqa: E402
 from streamdet.engine.params import Params  # noqa: E402
@@ -317,7 +317,7 @@ def print_table(results: list[dict]) -> None:
 def plot(results: list[dict], path: Path, title: str) -> None:
     """One panel per swept parameter: recall, source precision, donor recall and the
     false-positive rate against its value, the default marked."""
-    from loadtest.report import pyplot
+    from loadtest.host import pyplot
 
     plt = pyplot()
 

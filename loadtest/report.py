@@ -11,26 +11,25 @@ headline figures against their targets, the command of each run and the machine.
 `--publish DIR` the page, its PNGs and JSONs are copied to DIR, which is committed and
 linked from the README; loadtest/out/ itself is scratch (git-ignored).
 
-Also the home of what every benchmark shares about the machine (`machine()`, `vm_speed()`)
-and the plots of bench_embedded and bench_kafka (they import them), so there is one place
-for both.
+Also the home of the plots of bench_embedded and bench_kafka (they import them). What
+every benchmark shares about the machine is in loadtest/host.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import re
 import shutil
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script, it reads bench_growth's verdict
+
+from loadtest.host import machine, pyplot  # noqa: E402
+
 OUT_DIR = REPO / "loadtest" / "out"
 BENCHES = ("bench_embedded", "bench_lsh", "bench_growth", "bench_kafka", "bench_quality",
            "bench_hostile")
@@ -45,48 +44,7 @@ COMMANDS = {
 }
 
 
-def vm_speed(loops: int = 2_000_000) -> float:
-    """Seconds of a fixed pure-Python loop (2 M steps: ~0.15 s at this VM's best): its
-    speed drifts by 2-3x within minutes, so each figure is reported with the speed it was
-    measured at."""
-    t = time.perf_counter()
-    x = 0
-    for i in range(loops):
-        x += i * i % 7
-    return round(time.perf_counter() - t, 3)
-
-
-def machine() -> dict:
-    """What the figures were measured on (load averages are taken by the caller)."""
-    model = "unknown"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            model = next((ln.split(":", 1)[1].strip() for ln in f
-                          if ln.startswith("model name")), model)
-    except OSError:
-        pass
-    mem = None
-    try:
-        with open("/proc/meminfo", encoding="utf-8") as f:
-            kb = next(int(ln.split()[1]) for ln in f if ln.startswith("MemTotal"))
-            mem = round(kb / 2**20, 1)
-    except (OSError, StopIteration, ValueError):
-        pass
-    return {"cpu_model": model, "cpus": os.cpu_count(), "memory_gb": mem,
-            "python": platform.python_version(), "platform": platform.platform()}
-
-
 # -- plots of the benchmarks that do not draw their own -----------------------------------
-
-
-def pyplot():
-    """matplotlib's pyplot on the Agg backend (benchmarks run without a display)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def plot_embedded(result: dict, png: Path) -> None:
