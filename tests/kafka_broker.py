@@ -274,7 +274,7 @@ def _die_with_parent() -> None:  # runs in the child before exec (Linux only)
 
 @dataclass
 class KafkaBroker:
-    """A running broker. `bootstrap` is "HOST:PORT" for aiokafka/faust clients."""
+    """A running broker. `bootstrap` is "HOST:PORT" for aiokafka clients."""
 
     host: str
     port: int
@@ -287,10 +287,6 @@ class KafkaBroker:
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
-
-    @property
-    def url(self) -> str:
-        return f"kafka://{self.bootstrap}"  # faust's broker URL form
 
     @property
     def log_path(self) -> Path | None:
