@@ -282,7 +282,7 @@ def analysed(records: Sequence[dict], params: Params) -> list:
 def sharded_pipeline(records: list[dict], params: Params, batches: Sequence[int], *,
                      shards: int = 3, seed: int = 0, crash_rate: float = 0.0,
                      wipe_rate: float = 0.0, lag_rate: float = 0.0, dup_rate: float = 0.0,
-                     events: list[dict] | None = None) -> Rows:
+                     events: list[dict] | None = None, stats: dict | None = None) -> Rows:
     """Records published in `batches` (the stream cut as it arrives), shards running
     in between on a random schedule, then run until idle."""
     sim = Simulation(params, shards, seed, crash_rate, wipe_rate, lag_rate)
@@ -302,4 +302,6 @@ def sharded_pipeline(records: list[dict], params: Params, batches: Sequence[int]
     sim.run_until_idle()
     if events is not None:
         events.extend(sim.events)
+    if stats is not None:  # what the schedule did: tests check that it crashed and wiped
+        stats.update(crashes=sim.crashes, wipes=sim.wipes)
     return sim.rows()

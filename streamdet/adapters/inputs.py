@@ -465,7 +465,7 @@ def _charset(ctype: str) -> str | None:
 def open_source(path: str) -> Source:
     """A Source for a path, `-` for stdin; InputError when it cannot be read."""
     if path == "-":
-        return Source(STDIN, "stdin", lambda: _NoClose(sys.stdin.buffer), rereadable=False)
+        return Source(STDIN, "stdin", _stdin, rereadable=False)
     if not os.path.exists(path):
         raise InputError(f"input file not found: {path}")
     if os.path.isdir(path):
@@ -498,6 +498,17 @@ def sample_source() -> Source:
     except (OSError, TypeError):
         pass
     return Source(SAMPLE, "bundled sample crawl", lambda: ref.open("rb"), size=size)
+
+
+def _stdin():
+    """A reader of its own on file descriptor 0, left open when closed. Not sys.stdin's:
+    the thread that reads a stream blocks in it, and at exit (a SIGTERM while the
+    crawler's pipe is still open) the interpreter must lock sys.stdin's buffer to close
+    it, which would abort the process instead of letting it exit 130."""
+    try:
+        return open(sys.stdin.fileno(), "rb", closefd=False)
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return _NoClose(sys.stdin.buffer)  # a stdin without a descriptor (in-process use)
 
 
 class _NoClose(io.RawIOBase):
