@@ -546,7 +546,7 @@ def run(stream: GrowthStream, state: Path, docs: int, checkpoint: int, batch: in
     """Feed `docs` new documents through the engine on a fresh RocksDB state (or, to
     resume, on a kept one, continuing its stream); one row per checkpoint."""
     from streamdet.adapters.collector import tune_collector
-    from streamdet.adapters.embedded import open_store_checked
+    from streamdet.adapters.state_format import EMBEDDED, check_state
     from streamdet.engine.core import Engine
     from streamdet.state.rocks import RocksKV
     from streamdet.state.txn import Store
@@ -556,7 +556,7 @@ def run(stream: GrowthStream, state: Path, docs: int, checkpoint: int, batch: in
     store = Store(RocksKV(str(state)))
     rows: list[dict] = []
     try:
-        open_store_checked(store, stream.params)
+        check_state(store, EMBEDDED, stream.params, "this state directory")
         if resume:
             continue_stream(store, stream)
         else:

@@ -127,10 +127,10 @@ def apply_stream(store, params: Params, pages: list[Analyzed], batch: int,
 
     Records only: the runner also closes a batch at 256 MB of input, which pages of
     ~260 KB of html never reach within a 512-record batch."""
-    from streamdet.adapters.embedded import open_store_checked
+    from streamdet.adapters.state_format import EMBEDDED, check_state
     from streamdet.engine.core import Engine
 
-    open_store_checked(store, params)
+    check_state(store, EMBEDDED, params, "this state directory")
     engine = Engine(params)
     counts: Counter = Counter()
     for i in range(0, len(pages), batch):

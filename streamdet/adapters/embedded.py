@@ -27,24 +27,16 @@ from typing import TYPE_CHECKING
 
 from ..engine.params import Params
 from ..engine.records import DEFAULT_MAX_BODY, BadRecord
-from ..state.txn import StateError, Store
+from ..state.txn import Store
 from .analyzers import Analyzers
 from .inputs import BATCH_BYTES, BATCH_WAIT_S, DEFAULT_BATCH, RawRecord, ReadOptions, Source
 from .metrics import Metrics
 from .outputs import JsonlSink, dead_letter, utc_now
+from .state_format import EMBEDDED, check_state
 from .watchdog import DEFAULT_PAGE_TIMEOUT
 
 if TYPE_CHECKING:
     from ..engine.analysis import Analyzed
-
-# 4 may hold stale covers (state.schema.Cover.stale), which a reader of format 3 would
-# take for quilted documents; 5 packs segment pairs (state.segments.Packing), which a
-# reader of format 4 cannot decode; 6 gives new segments split-block filters
-# (state.bloom.SplitBlockBloom), which a reader of format 5 cannot find. States of formats
-# 3 to 5 are read as they are (no stale covers, legacy segments and filters) and marked 6
-# in place.
-STATE_FORMAT = "6"
-UPGRADABLE_FORMATS = ("3", "4", "5")
 
 CHAIN = "\x00chain"  # positions[key + CHAIN]: digest of the records applied
 HEAD = "\x00head"  # positions[key + HEAD]: digest of the first record alone
@@ -70,22 +62,6 @@ class RunSummary:
         return sum(self.dead.values())
 
 
-def open_store_checked(store: Store, params: Params) -> None:
-    """Refuse a state built with other parameters or by an incompatible format; upgrade
-    the format of one this version reads as it is."""
-    fmt = store.meta("format")
-    if fmt is not None and fmt != STATE_FORMAT and fmt not in UPGRADABLE_FORMATS:
-        raise StateError(f"state format {fmt} is not supported by this version "
-                         f"(expects {STATE_FORMAT})")
-    stored = store.meta("params")
-    if stored is None:
-        store.set_meta("params", params.fingerprint())
-    else:
-        params.check_same(Params.from_fingerprint(stored), "this state directory")
-    if stored is None or fmt in UPGRADABLE_FORMATS:
-        store.set_meta("format", STATE_FORMAT)
-
-
 class EmbeddedRunner:
     def __init__(self, store: Store, params: Params, events: JsonlSink, dead: JsonlSink,
                  batch_size: int = DEFAULT_BATCH, max_body: int = DEFAULT_MAX_BODY,
@@ -95,7 +71,7 @@ class EmbeddedRunner:
                  page_timeout: float = DEFAULT_PAGE_TIMEOUT) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
-        open_store_checked(store, params)
+        check_state(store, EMBEDDED, params, "this state directory")
         from ..engine.core import Engine  # the engine takes ~1 s to import: only now
 
         self.analyzers = analyzers

@@ -34,14 +34,6 @@ from ..engine.params import Params, ParamsError
 # than mixed with it. The doc shards' ShownMsg records on deltas partitions are within
 # shards-2: a reader that does not know them skips them as undecodable deltas.
 PIPELINE_FORMAT = "shards-2"
-# A shard's state directory. shards-3 may hold stale covers (state.schema.Cover.stale),
-# which a shards-2 reader would take for quilted documents; shards-4 packs segment pairs
-# (state.segments.Packing), which a shards-3 reader cannot decode; shards-5 gives new
-# segments split-block filters (state.bloom), which a shards-4 reader cannot find.
-# shards-2 to shards-4 states are read and upgraded in place; a shards-1 state (gram
-# shards without URL tables) is refused.
-STATE_FORMAT = "shards-5"
-UPGRADABLE_STATE_FORMATS = ("shards-2", "shards-3", "shards-4")
 PRODUCER_BATCH_BYTES = 1 << 20  # per partition and request (see producer())
 
 

@@ -72,12 +72,10 @@ from ..engine.records import DEFAULT_MAX_BODY
 from ..engine.routing import docno_for, url_shard
 from ..engine.shards import DocShard, GramShard, last_shown, page_adds, shown_record
 from ..state.rocks import RocksKV, dir_bytes
-from ..state.txn import StateError, Store
+from ..state.txn import Store
 from . import failpoints
 from .analyzers import analyze_payloads
 from .kafka import (
-    STATE_FORMAT,
-    UPGRADABLE_STATE_FORMATS,
     Timing,
     Topics,
     claim_shard,
@@ -90,6 +88,7 @@ from .kafka import (
 )
 from .metrics import metrics
 from .outputs import utc_now
+from .state_format import SHARD, check_state
 from .watchdog import DEFAULT_PAGE_TIMEOUT, Aborted, AnalysisPool
 
 log = logging.getLogger("streamdet.worker")
@@ -113,7 +112,7 @@ class Shard:
         self.kind, self.index, self.path = kind, index, path
         self.store = Store(RocksKV(path))
         try:
-            _check_state(self.store, params, shards, f"state {path}")
+            check_state(self.store, SHARD, params, f"state {path}", shards)
         except Exception:
             self.store.close()
             raise
@@ -174,22 +173,6 @@ class Shard:
 
     def close(self) -> None:
         self.store.close()
-
-
-def _check_state(store: Store, params: Params, shards: int, where: str) -> None:
-    fmt, stored = store.meta("format"), store.meta("params")
-    if stored is None:
-        store.set_meta("format", STATE_FORMAT)
-        store.set_meta("params", params.fingerprint())
-        store.set_meta("shards", str(shards))
-        return
-    if fmt != STATE_FORMAT and fmt not in UPGRADABLE_STATE_FORMATS:
-        raise StateError(f"{where} has format {fmt}, not a worker shard ({STATE_FORMAT})")
-    params.check_same(Params.from_fingerprint(stored), where)
-    if store.meta("shards") != str(shards):
-        raise StateError(f"{where} was built for {store.meta('shards')} shards, not {shards}")
-    if fmt != STATE_FORMAT:  # readable as it is; from now on it may hold what it could not
-        store.set_meta("format", STATE_FORMAT)
 
 
 class Worker:

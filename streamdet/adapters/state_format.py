@@ -1,0 +1,50 @@
+"""What a state directory was written as, and the one check every opener makes.
+
+A state records its format, the parameters it was built with and, for a worker shard,
+the pipeline's shard count. An opener refuses a format this version cannot read, other
+parameters or another shard count. A format it reads as it is (an upgradable one) is
+marked with the current one at once: from then on the state may hold what an older
+version would misread (stale covers, packed segments, split-block filters: see
+state.schema, state.segments, state.bloom).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..engine.params import Params
+from ..state.txn import StateError, Store
+
+
+@dataclass(frozen=True)
+class StateFormat:
+    current: str
+    upgradable: tuple[str, ...]
+    kind: str  # what a state of this format is, for messages
+
+
+# 4 may hold stale covers, 5 packs segment pairs, 6 gives new segments split-block filters
+EMBEDDED = StateFormat("6", ("3", "4", "5"), "a `streamdet run` state")
+# shards-3 to shards-5: the same three steps; shards-1 gram shards had no URL tables
+SHARD = StateFormat("shards-5", ("shards-2", "shards-3", "shards-4"), "a worker shard")
+
+
+def check_state(store: Store, fmt: StateFormat, params: Params, where: str,
+                shards: int | None = None) -> None:
+    """Refuse a state this version cannot take as `fmt` with `params` (and `shards`);
+    a new one is marked with them. Raises StateError (ParamsError for parameters)."""
+    found, stored = store.meta("format"), store.meta("params")
+    if stored is None:  # new, or a first run stopped before its first batch
+        store.set_meta("format", fmt.current)
+        store.set_meta("params", params.fingerprint())
+        if shards is not None:
+            store.set_meta("shards", str(shards))
+        return
+    if found is not None and found != fmt.current and found not in fmt.upgradable:
+        raise StateError(f"{where} has format {found}, which this version does not read "
+                         f"(it writes {fmt.current}, {fmt.kind})")
+    params.check_same(Params.from_fingerprint(stored), where)
+    if shards is not None and store.meta("shards") != str(shards):
+        raise StateError(f"{where} was built for {store.meta('shards')} shards, not {shards}")
+    if found != fmt.current:
+        store.set_meta("format", fmt.current)
