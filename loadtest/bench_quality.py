@@ -146,7 +146,7 @@ def apply_stream(store, params: Params, pages: list[Analyzed], batch: int,
 
 def final_rows(store) -> dict[str, dict]:
     """The final state per document, as `streamdet dump` prints it, by URL."""
-    from streamdet.adapters.report import dump_rows
+    from streamdet.adapters.views import dump_rows
 
     return {row["url"]: row for row in dump_rows(store)}
 

@@ -247,7 +247,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_dump(args: argparse.Namespace) -> int:
     from .adapters.outputs import _line
-    from .adapters.report import dump_rows, shard_dirs
+    from .adapters.views import dump_rows, shard_dirs
 
     states = args.state or [DEFAULT_STATE]
     found = shard_dirs(states)  # worker states: their doc shards, newest copy of each
@@ -350,7 +350,7 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from .adapters.report import explain
+    from .adapters.views import explain
 
     store = open_store(args.state, must_exist=True, read_only=True)
     try:

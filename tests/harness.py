@@ -6,7 +6,7 @@ A pipeline is any callable `run(records, params, batches) -> {url: row}`:
 - params: a `streamdet.engine.params.Params`;
 - batches: batch sizes summing to len(records) (how the stream is cut; a pipeline that
   has no notion of batches may ignore it);
-- rows: shaped like `streamdet.adapters.report.dump_rows` (or `streamdet dump` lines),
+- rows: shaped like `streamdet.adapters.views.dump_rows` (or `streamdet dump` lines),
   keyed by URL.
 
 `run_embedded` is the in-process engine on a memory or RocksDB state; a Kafka pipeline
@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from streamdet.adapters.report import dump_rows
+from streamdet.adapters.views import dump_rows
 from streamdet.engine.analysis import analyze
 from streamdet.engine.core import Engine
 from streamdet.engine.params import Params

@@ -18,7 +18,7 @@ from the list of records, in arrival order:
 - the greedy cover with Python sets.
 
 `reference(records, params)` returns {url: row}, each row shaped like
-`streamdet.adapters.report.dump_rows`: {"url", "n_grams", "n_patch_grams",
+`streamdet.adapters.views.dump_rows`: {"url", "n_grams", "n_patch_grams",
 "patch_fraction", "sources": [{"url", "grams"}, ...] in greedy order, "quilted"}.
 """
 

@@ -30,7 +30,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from streamdet.adapters.report import dump_rows
+from streamdet.adapters.views import dump_rows
 from streamdet.adapters.worker import EPOCH_SHIFT
 from streamdet.engine.analysis import analyze
 from streamdet.engine.messages import (

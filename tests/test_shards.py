@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamdet.adapters.report import dump_rows
+from streamdet.adapters.views import dump_rows
 from streamdet.engine.deltas import ADD, DROP, GAIN, GAIN_FROM, LOSE, Delta
 from streamdet.engine.events import shown_by
 from streamdet.engine.messages import (
