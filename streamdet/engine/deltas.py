@@ -8,18 +8,26 @@ can carry them per document and shard.
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import NamedTuple
 
-GAIN = 0  # the arriving document gains these patch grams; arg: their other holders, aligned
-GAIN_FROM = 1  # the target gains these patch grams (they were unique), held also by arg
-ADD = 2  # these patch grams of the target gained another holder: arg
-LOSE = 3  # these grams stopped being patch grams of the target (went common, or alone)
-DROP = 4  # these patch grams of the target lost a holder: arg (a withdrawn version)
+
+class DeltaOp(IntEnum):
+    """What a delta says of its grams (an int on the wire: messages.DeltasMsg)."""
+
+    GAIN = 0  # the arriving document gains these patch grams; arg: their other holders
+    GAIN_FROM = 1  # the target gains these patch grams (they were unique), held also by arg
+    ADD = 2  # these patch grams of the target gained another holder: arg
+    LOSE = 3  # these grams stopped being patch grams of the target (went common, or alone)
+    DROP = 4  # these patch grams of the target lost a holder: arg (a withdrawn version)
+
+
+GAIN, GAIN_FROM, ADD, LOSE, DROP = DeltaOp  # the names the roles use
 
 
 class Delta(NamedTuple):
     target: int  # docno whose patch set changes
-    op: int
+    op: int  # a DeltaOp (a plain int once decoded: they compare equal)
     grams: list[int]
     arg: int | list[tuple[int, ...]] | None
     cause: str  # URL of the record whose arrival produced it

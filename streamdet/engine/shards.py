@@ -64,6 +64,7 @@ What makes the result exact whatever the interleaving of partitions:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from enum import StrEnum
 
 from ..state.schema import Cover, DocState
 from .deltas import ADD, DROP, GAIN, GAIN_FROM, Delta, arrival_stats
@@ -274,7 +275,15 @@ class GramShard:
         return out
 
 
-ADD_OP, WITHDRAW_OP, KILL_OP = "add", "withdraw", "kill"
+class GramOp(StrEnum):
+    """What a gram shard does with one grams message (_Ordering)."""
+
+    ADD = "add"  # apply a version's grams
+    WITHDRAW = "withdraw"  # take a replaced version's grams out
+    KILL = "kill"  # mark a version dead, its grams never applied (its add is ignored)
+
+
+ADD_OP, WITHDRAW_OP, KILL_OP = GramOp
 
 
 class _Ordering:
