@@ -1,4 +1,4 @@
-"""deploy/prometheus/rules/streamdet.yml (issue 4): `promtool check rules` and `promtool test
+"""deploy/prometheus/rules/streamdet.yml: `promtool check rules` and `promtool test
 rules` (deploy/prometheus/tests/streamdet_test.yml) pass; every alert the issue asks for is
 there with a severity and a summary, description and runbook; the unit tests have, for
 each alert, a case where it fires and one where it does not, and they fail when an alert

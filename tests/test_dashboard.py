@@ -1,4 +1,4 @@
-"""deploy/grafana/dashboards/streamdet.json (issue 4): every query of the dashboard names
+"""deploy/grafana/dashboards/streamdet.json: every query of the dashboard names
 only metrics the code really exports (streamdet.adapters.metrics) or recording rules of
 deploy/prometheus/rules/streamdet.yml, it uses the provisioned Prometheus datasource, and
 it has panels for each thing the issue asks to see.

@@ -1,4 +1,4 @@
-"""deploy/ (issue 3): the compose deployment, checked without Docker.
+"""deploy/: the compose deployment, checked without Docker.
 
 The compose file cannot be run here (no image registry, no Docker daemon), so these tests
 check what can be checked from the files themselves: the services and their images, the

@@ -1,5 +1,5 @@
 """A real Prometheus (from apt) scrapes a real `streamdet worker` on loopback, with the
-shipped rules of deploy/prometheus/rules/streamdet.yml loaded (issue 4).
+shipped rules of deploy/prometheus/rules/streamdet.yml loaded.
 
 One worker on the session's Kafka broker (tansu), a few pages (one of them a quilt) and one
 bad record; then Prometheus' HTTP API must show the worker up, every page counted, the dead

@@ -127,7 +127,7 @@ def test_the_schedules_crash_and_rebuild_and_still_equal_the_reference(seed):
 def test_deltas_read_before_their_page_wait_for_it():
     """A new owner resuming from trailing group offsets reads deltas about a page it has
     not applied yet: they are held, applied when the page arrives, and the result equals
-    the in-order one (before the fix they were dropped for good)."""
+    the in-order one (dropped, they would be lost for good)."""
     params = Params(k=2, m=5, c=1, theta=0.0, foreign="domain")
     words = "one two three four five six seven eight"
     pages = analysed([{"url": "http://a.example/", "text": words},

@@ -1,4 +1,4 @@
-"""`streamdet alerts`: new quilts, grouped per registered domain, POSTed to a webhook (issue 4).
+"""`streamdet alerts`: new quilts, grouped per registered domain, POSTed to a webhook.
 
     streamdet alerts --webhook URL (--events FILE [--follow] | --broker HOST:PORT) [options]
 

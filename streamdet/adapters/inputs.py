@@ -51,9 +51,9 @@ class InputError(RuntimeError):
 
 
 DEFAULT_BATCH = 512  # records per atomic batch; earlier documents are re-scored once per batch
-BATCH_BYTES = 256 << 20  # a batch also closes once its records hold this many bytes (512
-# records of ~260 KB html: 64 MB cut batches in half, and every batch re-scores the earlier
-# documents it touches, so half-size batches cost ~20% more engine time)
+BATCH_BYTES = 256 << 20  # a batch also closes once its records hold this many bytes: room
+# for 512 records of ~260 KB html, since every batch re-scores the earlier documents it
+# touches and smaller batches re-score them more often
 BATCH_WAIT_S = 0.25  # a batch of a stream closes this long after its first record
 
 
@@ -85,8 +85,8 @@ class RawRecord:
 
 def _chain_hasher(previous: bytes):
     """A hasher for the next link of a chain: 128-bit MurmurHash3 seeded with the previous
-    link (it identifies an input, it does not need to resist an adversary; blake2b at
-    ~0.6 GB/s was ~5% of the reading thread on 260 KB pages, this runs at ~5 GB/s)."""
+    link (it identifies an input, it does not need to resist an adversary, and at ~5 GB/s
+    it is a small part of reading; a cryptographic hash would be ~10x slower)."""
     return mmh3.mmh3_x64_128(previous)
 
 

@@ -155,9 +155,9 @@ class RocksKV(KV):
 
     def reclaim(self, table: str, start: bytes, end: bytes) -> None:
         """Compact the range now. Range deletions leave their data in the SST files until
-        compaction reaches them: for merged-away segments that was ~30% of the state on
-        disk at 20,000 pages. Files wholly inside the range are simply dropped, so this
-        costs little (under a second for the largest merges of that run)."""
+        compaction reaches them, and merged-away segments are a large part of the state
+        on disk; files wholly inside the range are simply dropped, so this costs little
+        (CHANGELOG.md has the figures)."""
         self._cf[table].compact_range(start, end)
 
     def disk_bytes(self) -> int:

@@ -36,8 +36,8 @@ from .schema import u64keys
 
 # Pairs per chunk value (1 KB). A lookup reads a whole chunk to find one pair, and most
 # lookups (grams seen once before) fall on distinct chunks, so the bytes read and decoded
-# per lookup are the chunk size: with 8 KB chunks that was ~8% of the engine's time at
-# 16,000 pages. Smaller chunks cost a few more keys (~0.1 byte per pair on disk).
+# per lookup are the chunk size: small chunks keep lookups cheap, for a few more keys
+# (~0.1 byte per pair on disk).
 CHUNK = 64
 MERGE_FANIN = 4  # merge when this many segments share a size tier
 TIER_BASE = 4  # size tiers are powers of this
