@@ -3,42 +3,15 @@
 Every worker subscribes to the pages topic and the three internal topics; the group's
 range assignor gives docs partition s and deltas partition s to the same worker, so a
 worker owns whole doc shards, plus gram shards and a share of the crawler's partitions.
-Each shard keeps its own RocksDB state under STATE/doc-<s> or STATE/gram-<g>, so shards
-move between workers without touching each other.
+Each shard keeps its own RocksDB state under STATE/doc-<s> or STATE/gram-<g> (`Shard`).
 
-Per fetched batch (a *round*):
-- pages (stateless): validate and analyse; good pages go to their doc shard's partition
-  of the docs topic and, once that record is acknowledged (its offset makes the version's
-  docno), their grams to the gram shards' partitions of the grams topic; bad records to
-  the dead-letter topic (at-least-once: a page sent twice is a re-fetch of identical
-  content).
-- a gram shard: apply its grams messages and commit state + offset + the round's *outbox*
-  (its deltas messages) in one write, then send the outbox.
-- a doc shard: apply pages then deltas, commit state + offsets + the round's outbox (the
-  withdrawals of replaced versions, and events), then send it. No delta can be about a
-  document that a crash undid: its record was on the docs partition before its grams
-  left.
-Each outbox is a meta key of its own (`outbox/<offsets>`), deleted once the broker has
-acknowledged all its records; a shard opened with outboxes left sends them again, oldest
-first (gram shards skip adds they applied and withdrawals of dead versions, doc shards
-apply deltas idempotently, so repeats change nothing).
-
-Rounds are pipelined: the next batch is processed while the broker acknowledges the
-previous ones (at most MAX_INFLIGHT rounds wait). A round's group offsets may be committed
-once its records and those of every earlier round are acknowledged (at most every
-COMMIT_INTERVAL_S, and whenever the worker goes idle), so the committed offsets never
-cover a record whose output the broker does not have. A rebalance or a
-shutdown first drains every round in flight.
-
-On assignment the worker claims the shard: a new ownership epoch on the meta topic
-(kafka.claim_shard). Event seqs carry it in their high bits, so a new owner's events rank
-above every earlier owner's; a local state written under an older epoch than the newest is
-from a history another worker has since replaced, and is wiped (outboxes included). Then
-the shard's state is opened; when it is missing or behind the group's
-committed offsets (the disk was lost, or another worker moved it on meanwhile), the
-shard replays its partitions up to those offsets without sending anything (it was all sent
-by whoever committed them) - doc shards their pages first, then their deltas - and the
-consumer is positioned after what the state has applied.
+Per fetched batch (a *round*, `_handle`): the pages stage validates and analyses; each
+shard processes its records (engine.shards) and commits state, offsets and the round's
+outbox in one write, then sends the outbox; `_finish` commits the group's offsets once
+the round's records and every earlier round's are acknowledged. On assignment a shard is
+claimed (a new ownership epoch), its outboxes are sent again, and it replays its
+partitions up to the group's committed offsets. The protocol and why it is exact through
+crashes, rebalances and changes of owner are written once, in docs/kafka-protocol.md.
 """
 
 from __future__ import annotations

@@ -7,58 +7,15 @@ shard has a state of its own and they talk through messages (engine.messages):
             version's docno), the page's grams (`page_adds`) --GramsMsg add--> GramShard
     PageMsg -> DocShard: URL table, document; a replaced version's grams --withdraw--> GramShard
     GramShard: postings (postings.add_document / withdraw_document) --DeltasMsg--> DocShard
-    DocShard: apply deltas (docs.DocRole), re-score once per batch -> events
-
-The adds leave from the pages stage, beside the page, rather than from the doc shard
-after it applied the page: a new page's own event is then three hops from its fetch
-(pages, gram shard, doc shard) instead of four, each hop costing a consumer round.
+    DocShard: apply deltas (docs.DocRole), re-score once per batch -> events, and the
+              record of what they showed (ShownMsg, `shown_record`) for a new owner
 
 Both are pure: a caller (the Kafka worker, or a test) feeds them batches in each input
 partition's order, writes their messages, and commits the transaction with its offsets.
-What makes the result exact whatever the interleaving of partitions:
-
-- Per gram, all postings changes happen in one gram shard, in the order of its input, and
-  a document's state changes per gram in that order too (deltas of one gram shard reach a
-  doc shard in order); a document's patch set and masks depend only on the last change
-  per gram, so deltas of different grams commute.
-- A document's record is on its doc shard's partition (acknowledged, with the offset its
-  docno is made of) before any of its grams leave, so every delta about it is about a
-  page its doc shard will apply; a delta that arrives first is held (below).
-- A version's add and its withdrawal reach a gram shard by different ways (the pages
-  stage, the doc shard that replaced it), in either order. A gram shard keeps at most one
-  live version per URL (a URL table of its own): the add of a newer version waits (in
-  the state) for the older one's withdrawal, which must come, since its doc shard applies
-  both in docno order; an add older than the live version is dead at once (its
-  withdrawal will come too); a withdrawal before its add kills the version, and the add
-  is then ignored. So no gram ever counts two versions of one page - with both counted a
-  gram at m holders would turn common (for good) on a re-fetch - and the postings end as
-  if every withdrawal had come right before the next version's add.
-- A replaced version is withdrawn with *all* of its grams (kept by its doc shard), not
-  just the patch grams its doc shard knows of: deltas still in flight may have made more
-  of them patch grams, and the gram shard's postings are the truth.
-- Doc shards apply a batch's pages before its deltas; replaying a doc shard's two
-  partitions that way rebuilds the same state (a delta for a document that a later page
-  replaced is dropped either way).
-- A delta about a page the doc shard has not applied yet is *held* in the state and
-  applied when the page arrives, before any later delta. The page and its grams travel
-  side by side, so the deltas may overtake the page (rarely: they take one hop more);
-  and a new owner resumes from the group's committed offsets, which trail what the last
-  owner applied, so it may read deltas before the pages they are about. Dropping them
-  would lose them for good (the gram shards do not answer twice). Docnos grow with the
-  docs offset, so "not applied yet" is simply a docno above the newest version applied.
-- A new owner redoes what the last one did after the group's last commit, batching
-  differently: the last owner's events of those rounds are out and may show states the
-  new owner never passes through. So a doc shard writes, after each round's events are
-  acknowledged, what they showed (ShownMsg) to its own deltas partition; a new owner
-  reads those records (all of them: it replays the partition from its start anyway, and
-  reads on to the end) before it starts, and until
-  it has caught up, emits an event only where a result differs from what consumers were
-  last shown (`shown`: rescoring.rescore). A marker lost with the owner costs at most a
-  repeat of a state consumers already hold, never a missing one: it leaves only after
-  the events it describes are acknowledged.
-- Event `seq` is at least the `seq` the caller passes for the batch (the worker passes its
-  ownership epoch << 40 plus the consumed-offset sum) and above the URL's last: it only
-  grows, also across a rebuild and a change of owner, so events never regress.
+Why the result is exact whatever the interleaving of partitions, crashes and changes of
+owner (one writer per gram, held early deltas, withdrawals of all of a version's grams,
+one live version per URL in a gram shard, what a new owner compares its events with,
+seq) is written once, in docs/kafka-protocol.md.
 """
 
 from __future__ import annotations
