@@ -10,7 +10,7 @@ from streamdet.state.kv import MemoryKV
 from streamdet.state.maskcodec import decode_masks, encode_masks
 from streamdet.state.schema import (
     COMMON,
-    Cover,
+    DocResult,
     DocState,
     decode_doc,
     decode_posting,
@@ -54,9 +54,9 @@ def _apply(d: DocState, model: dict[int, set[int]], op: str, grams: list[int], s
         for g in have:
             model[g].discard(src)
     elif src % 3 == 0:  # a result whose cover was not computed (below theta)
-        d.result = Cover((), False, d.n_patch, d.n_grams, (), stale=True)
+        d.result = DocResult((), False, d.n_patch, d.n_grams, (), stale=True)
     else:
-        d.result = Cover(((f"http://s{src}.example/", len(grams)),), bool(src % 2),
+        d.result = DocResult(((f"http://s{src}.example/", len(grams)),), bool(src % 2),
                          d.n_patch, d.n_grams, (src,))
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..state.schema import Cover, DocState
+from ..state.schema import DocResult, DocState
 from ..state.txn import Txn
 from .analysis import Analyzed
 from .deltas import arrival_stats
@@ -40,7 +40,7 @@ class Engine:
     def process(self, txn: Txn, pages: Iterable[Analyzed]) -> tuple[list[dict], BatchStats]:
         """Apply a batch of analysed pages; return the events and counters."""
         dirty: Dirty = {}
-        before: dict[int, Cover] = {}  # previous result of re-fetched URLs, by new docno
+        before: dict[int, DocResult] = {}  # previous result of re-fetched URLs, by new docno
         stats = BatchStats(fanout=[])
         pages = list(pages)
         plans = plan_batch(txn, [p.grams for p in pages])
@@ -52,12 +52,12 @@ class Engine:
         return events, stats
 
     def _arrive(self, txn: Txn, page: Analyzed, plan: PagePlan, dirty: Dirty,
-                before: dict[int, Cover], stats: BatchStats) -> int:
+                before: dict[int, DocResult], stats: BatchStats) -> int:
         """Apply one arrival; return how many earlier documents it changed."""
         entry = txn.url_entry(page.url)
         seq = 0
         affected: set[int] = set()
-        prev = Cover()
+        prev = DocResult()
         if entry is not None:
             old, seq = entry
             prev = before.pop(old, None) or txn.doc(old).result

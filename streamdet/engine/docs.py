@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..state.schema import Cover, DocState
+from ..state.schema import DocResult, DocState
 from .cover import first_change, greedy_cover
 from .deltas import ADD, DROP, GAIN, GAIN_FROM, LOSE, Delta
 from .params import Params
@@ -114,7 +114,7 @@ class DocRole:
         return changed
 
     def score(self, txn: DocView, doc: DocState, touch: Touch | None = None,
-              exact: bool = False) -> Cover:
+              exact: bool = False) -> DocResult:
         """The document's cover and quilted flag from its current patch set. When `touch`
         shows only new sources, the stored cover's steps that they cannot change are
         kept (all of them, most of the time) and the greedy resumes after them.
@@ -129,7 +129,7 @@ class DocRole:
         if not exact and not prev.quilted and doc.patch_fraction < self.params.theta:
             if prev.stale and (prev.n_patch, prev.n_grams) == (doc.n_patch, doc.n_grams):
                 return prev
-            return Cover((), False, doc.n_patch, doc.n_grams, (), stale=True)
+            return DocResult((), False, doc.n_patch, doc.n_grams, (), stale=True)
         kept: int | None = 0
         if (touch is not None and touch.added is not None and not prev.stale
                 and prev.n_grams == doc.n_grams and len(prev.docnos) == len(prev.sources)):
@@ -146,10 +146,10 @@ class DocRole:
         if not prev.stale and (quilted, doc.n_patch, doc.n_grams, docnos) == (
                 prev.quilted, prev.n_patch, prev.n_grams, prev.docnos) and sources == prev.sources:
             return prev  # unchanged: the same object, whose encoding can be reused
-        return Cover(sources, quilted, doc.n_patch, doc.n_grams, docnos)
+        return DocResult(sources, quilted, doc.n_patch, doc.n_grams, docnos)
 
 
-def current(txn: DocView, doc: DocState) -> Cover:
+def current(txn: DocView, doc: DocState) -> DocResult:
     """The document's result with its cover, computed now if re-scoring left it stale
     (for readers: dump, explain; nothing is written). A stale result is not quilted, and
     its patch set has not changed since, so only the cover is missing."""
@@ -157,5 +157,5 @@ def current(txn: DocView, doc: DocState) -> Cover:
     if not r.stale:
         return r
     cover = greedy_cover(doc.masks, txn.url_of)
-    return Cover(tuple((txn.url_of(s), n) for s, n in cover), False, doc.n_patch, doc.n_grams,
+    return DocResult(tuple((txn.url_of(s), n) for s, n in cover), False, doc.n_patch, doc.n_grams,
                  tuple(s for s, _ in cover))

@@ -5,11 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ..state.schema import Cover
+from ..state.schema import DocResult
 from .params import Params
 
 
-def change_kind(before: Cover, after: Cover) -> str | None:
+def change_kind(before: DocResult, after: DocResult) -> str | None:
     """quilt / unquilt / rescore, or None when nothing a consumer cares about changed."""
     if after.quilted and not before.quilted:
         return "quilt"
@@ -31,7 +31,7 @@ def _shown(quilted: bool, n_patch: int, n_grams: int, sources) -> str:
     return hashlib.blake2b(body.encode("utf-8"), digest_size=8).hexdigest()
 
 
-def shown_state(result: Cover) -> str:
+def shown_state(result: DocResult) -> str:
     """What a consumer holds of a URL whose last event showed `result`, as a short digest:
     "" when not quilted (also before any event), else one of the cover a `rescore` shows
     (patch and gram counts, sources). Two results with the same digest need no event."""
@@ -53,7 +53,8 @@ def shown_change(last: str, now: str) -> str | None:
     return "unquilt" if not now else "rescore"
 
 
-def make_event(kind: str, url: str, seq: int, result: Cover, cause: str, params: Params) -> dict:
+def make_event(kind: str, url: str, seq: int, result: DocResult, cause: str,
+               params: Params) -> dict:
     """The event object, without `at` (stamped by the adapter: the engine has no clock)."""
     return {
         "event": kind,

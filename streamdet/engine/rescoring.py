@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..state.schema import Cover
+from ..state.schema import DocResult
 from .docs import Dirty, DocRole
 from .events import change_kind, make_event, shown_change, shown_state
 
 
-def rescore(role: DocRole, txn, dirty: Dirty, before: dict[int, Cover],
+def rescore(role: DocRole, txn, dirty: Dirty, before: dict[int, DocResult],
             next_seq: Callable[[int], int], shown: dict[str, str] | None = None) -> list[dict]:
     """Score every dirty document; return the events. `before` holds the last result of
     re-fetched URLs (by their new docno); `next_seq(seq)` gives an event's seq from the

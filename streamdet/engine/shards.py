@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
-from ..state.schema import Cover, DocState
+from ..state.schema import DocResult, DocState
 from .deltas import ADD, DROP, GAIN, GAIN_FROM, Delta, arrival_stats
 from .docs import Dirty, DocRole, Touch
 from .events import shown_by
@@ -86,7 +86,7 @@ class DocShard:
         Returns (gram shard, GramsMsg bytes) to send - the withdrawals of replaced
         versions - and the events."""
         dirty: Dirty = {}
-        before: dict[int, Cover] = {}
+        before: dict[int, DocResult] = {}
         out: list[tuple[int, bytes]] = []
         self.cause_times = {}
         self.documents_added = self.held = 0
@@ -136,11 +136,11 @@ class DocShard:
         return out
 
     def _arrive(self, txn, offset: int, page: PageMsg, dirty: Dirty,
-                before: dict[int, Cover]) -> list[tuple[int, bytes]]:
+                before: dict[int, DocResult]) -> list[tuple[int, bytes]]:
         docno = docno_for(offset, self.shard, self.shards)
         entry = txn.url_entry(page.url)
         out = []
-        seq, prev = 0, Cover()
+        seq, prev = 0, DocResult()
         if entry is not None:
             old, seq = entry
             if old == docno:  # this very record, applied before a crash: nothing to do

@@ -37,7 +37,7 @@ Posting = tuple[int, ...] | str
 
 _COMMON_BYTES = b"\x00"
 _DOC_HEADER = struct.Struct("<QIIIIB")  # ..., result flag: 0, 1 (quilted) or _STALE
-_STALE = 2  # the result's cover was not computed (Cover.stale)
+_STALE = 2  # the result's cover was not computed (DocResult.stale)
 _URL_ENTRY = struct.Struct("<QQ")
 _BIG_ENDIAN = sys.byteorder == "big"
 DELTA_MIN_SOURCES = 8  # a delta may always hold this many changed sources ...
@@ -82,7 +82,7 @@ def decode_posting(b: bytes) -> Posting:
 
 
 @dataclass
-class Cover:
+class DocResult:
     """A document's last computed result: its greedy cover and quilted flag."""
 
     sources: tuple[tuple[str, int], ...] = ()
@@ -125,7 +125,7 @@ class DocState:
                  "unsaved", "has_delta")
 
     def __init__(self, n_grams: int, slots: array | None = None,
-                 masks: dict[int, int] | None = None, result: Cover | None = None,
+                 masks: dict[int, int] | None = None, result: DocResult | None = None,
                  free: list[int] | None = None) -> None:
         self.n_grams = n_grams
         self.slots_changed = slots is None
@@ -136,7 +136,7 @@ class DocState:
         # it in one go. `pos` (gram -> slot) holds the Python ints lookups need.
         self.slots = slots if slots is not None else array("Q")
         self.masks: dict[int, int] = masks or {}
-        self.result = result or Cover()
+        self.result = result or DocResult()
         self.free: list[int] = free or []  # a heap (ascending order is one)
         if self.free:  # a freed slot still holds its old gram, which may live elsewhere
             live = np.ones(len(self.slots), dtype=bool)
@@ -296,7 +296,7 @@ def decode_doc(b: bytes, slot_bytes: bytes | None, delta: bytes | None = None) -
         masks = {s: m for s, m in masks.items() if m}
     slots, free = _decode_slots(slot_bytes or b"", n_slots)
     d = DocState(n_grams, slots, masks, None, free)
-    d.result = Cover(cover, quilted == 1, d.n_patch, n_grams, docnos, blob, quilted == _STALE)
+    d.result = DocResult(cover, quilted == 1, d.n_patch, n_grams, docnos, blob, quilted == _STALE)
     if delta is not None:
         d.unsaved = set(changed)
         d.has_delta = True
