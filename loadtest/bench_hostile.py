@@ -83,7 +83,7 @@ def page(shape: str, megabytes: float) -> bytes:
 def child_analyse(path: str) -> int:
     """--_child-analyse: one page through analysis, timed (imports and the guard's
     compiled code loaded first, untimed)."""
-    from streamdet.adapters.analyzers import analyze_payloads
+    from streamdet.adapters.payloads import analyze_payloads
     from streamdet.engine import nesting
     from streamdet.engine.params import Params
     from streamdet.engine.records import DEFAULT_MAX_BODY
@@ -119,7 +119,7 @@ def page_by_page(stream: Path, pages: int) -> dict:
     """The analysis of each of the first `pages` records with the guard and without it,
     one right after the other (order alternating): the guard's own cost, free of the
     minute-to-minute drift of this VM's speed that the end-to-end pairs suffer."""
-    from streamdet.adapters.analyzers import analyze_payloads
+    from streamdet.adapters.payloads import analyze_payloads
     from streamdet.engine import nesting
     from streamdet.engine.params import Params
     from streamdet.engine.records import DEFAULT_MAX_BODY

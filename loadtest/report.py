@@ -214,7 +214,7 @@ def _growth_headline(r: dict) -> list[str]:
     warm-up (before it, an arrival re-scores fewer earlier pages: the stream's make-up
     changes, not the state), raw and per VM speed, beside the literal figure."""
     # judged as today, whatever wrote the result
-    from loadtest.bench_growth import judge, window_start
+    from loadtest.growth_verdict import judge, window_start
 
     f = r["figures"]
     st, target = f["stationary"], r["target"]["growth"]

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamdet.adapters.analyzers import analyze_payloads
+from streamdet.adapters.payloads import analyze_payloads
 from streamdet.adapters.watchdog import Aborted, AnalysisPool
 from streamdet.engine.analysis import Analyzed
 from streamdet.engine.params import Params

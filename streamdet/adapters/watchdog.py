@@ -72,7 +72,7 @@ def _serve(jobs, results, progress, parent: int, params: Params, max_body: int,
         pass
     from ..engine import nesting
     from . import failpoints
-    from .analyzers import analyze_payloads  # the engine's imports, before any page waits
+    from .payloads import analyze_payloads  # the engine's imports, before any page waits
 
     # Benchmarks only: STREAMDET_MARKUP_GUARD=off parses markup as it comes, to measure
     # what the guard costs (loadtest/bench_embedded.py --compare-guard).

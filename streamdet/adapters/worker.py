@@ -47,7 +47,6 @@ from ..engine.shards import DocShard, GramShard, last_shown, page_adds, shown_re
 from ..state.rocks import RocksKV, dir_bytes
 from ..state.txn import Store
 from . import failpoints
-from .analyzers import analyze_payloads
 from .kafka import (
     Timing,
     Topics,
@@ -61,6 +60,7 @@ from .kafka import (
 )
 from .metrics import metrics
 from .outputs import utc_now
+from .payloads import analyze_payloads
 from .state_format import SHARD, check_state
 from .watchdog import DEFAULT_PAGE_TIMEOUT, Aborted, AnalysisPool
 
