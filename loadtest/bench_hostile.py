@@ -83,15 +83,13 @@ def page(shape: str, megabytes: float) -> bytes:
 def child_analyse(path: str) -> int:
     """--_child-analyse: one page through analysis, timed (imports and the guard's
     compiled code loaded first, untimed)."""
-    from streamdet.adapters.payloads import analyze_payloads
+    from streamdet.adapters.payloads import analyze_payloads, warm_up
     from streamdet.engine import nesting
     from streamdet.engine.params import Params
     from streamdet.engine.records import DEFAULT_MAX_BODY
 
     nesting.ENABLED = os.environ.get("STREAMDET_MARKUP_GUARD", "on") != "off"
-    nesting.prepare()
-    warm = json.dumps({"url": "http://warm.example/", "html": "<p>a b c d e f</p>" * 100})
-    analyze_payloads([warm.encode()], Params(), DEFAULT_MAX_BODY)  # first-call costs, untimed
+    warm_up(Params(), DEFAULT_MAX_BODY)  # first-call costs, untimed
     payload = Path(path).read_bytes()
     t = time.perf_counter()
     (result,) = analyze_payloads([payload], Params(), DEFAULT_MAX_BODY)
@@ -119,12 +117,12 @@ def page_by_page(stream: Path, pages: int) -> dict:
     """The analysis of each of the first `pages` records with the guard and without it,
     one right after the other (order alternating): the guard's own cost, free of the
     minute-to-minute drift of this VM's speed that the end-to-end pairs suffer."""
-    from streamdet.adapters.payloads import analyze_payloads
+    from streamdet.adapters.payloads import analyze_payloads, warm_up
     from streamdet.engine import nesting
     from streamdet.engine.params import Params
     from streamdet.engine.records import DEFAULT_MAX_BODY
 
-    nesting.prepare()
+    warm_up(Params(), DEFAULT_MAX_BODY)
     params, spent = Params(), {True: 0.0, False: 0.0}
     with open(stream, "rb") as f:
         records = [line for _, line in zip(range(pages), f, strict=False)]

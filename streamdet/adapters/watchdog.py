@@ -72,14 +72,12 @@ def _serve(jobs, results, progress, parent: int, params: Params, max_body: int,
         pass
     from ..engine import nesting
     from . import failpoints
-    from .payloads import analyze_payloads  # the engine's imports, before any page waits
+    from .payloads import analyze_payloads, warm_up
 
     # Benchmarks only: STREAMDET_MARKUP_GUARD=off parses markup as it comes, to measure
-    # what the guard costs (loadtest/bench_embedded.py --compare-guard).
+    # what the guard costs (loadtest/bench_hostile.py).
     nesting.ENABLED = os.environ.get("STREAMDET_MARKUP_GUARD", "on") != "off"
-    nesting.prepare()  # compiled (or read from its cache) before any page's clock runs
-    analyze_payloads([b'{"url": "http://warm.example/", "html": "<p>warm up</p>"}'],
-                     params, max_body)
+    warm_up(params, max_body)
     results.send(None)  # ready
     while True:
         try:

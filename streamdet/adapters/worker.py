@@ -60,7 +60,7 @@ from .kafka import (
 )
 from .metrics import metrics
 from .outputs import utc_now
-from .payloads import analyze_payloads
+from .payloads import analyze_payloads, warm_up
 from .state_format import SHARD, check_state
 from .watchdog import DEFAULT_PAGE_TIMEOUT, Aborted, AnalysisPool
 
@@ -187,7 +187,7 @@ class Worker:
         loop = asyncio.get_running_loop()
         # imports and compiled patterns, before pages wait (analysis processes warm up
         # by themselves)
-        await loop.run_in_executor(self.cpu, _warm_up, self.params)
+        await loop.run_in_executor(self.cpu, warm_up, self.params, self.max_body)
         await ensure_topics(self.broker, self.topics, self.shards, self.pages_partitions)
         await join_pipeline(self.broker, self.topics, self.params, self.shards)
         if self._analyzers > 0:
@@ -676,14 +676,6 @@ class _Rebalance(ConsumerRebalanceListener):
 def _each(fns: list[Callable[[], object]]) -> None:
     for fn in fns:
         fn()
-
-
-def _warm_up(params: Params) -> None:
-    from ..engine import nesting
-
-    nesting.prepare()
-    analyze_payloads([b'{"url": "http://warm.example/", "html": "<p>warm up the engine</p>"}'],
-                     params, DEFAULT_MAX_BODY)
 
 
 def _dead_headers(reason: str, detail: str, topic: str, partition: int, offset: int) -> list:

@@ -34,7 +34,9 @@ def rescore(role: DocRole, txn, dirty: Dirty, before: dict[int, DocResult],
             continue
         prev = before.get(docno, doc.result)
         url = txn.url_of(docno) if shown is not None else None
-        last = shown.get(url, shown_state(prev)) if url is not None else ""
+        last = ""
+        if url is not None:  # the digest of prev only where no record says what was shown
+            last = shown[url] if url in shown else shown_state(prev)
         # exact: an event shows the cover if the last one shown was quilted
         result = role.score(txn, doc, touch, exact=prev.quilted or bool(last))
         doc.result = result
