@@ -452,7 +452,7 @@ def window_row(w: Window, store, grams: dict | None, docs: int, arrivals: int) -
         "recent_pairs": store.recent.n,
         "segment_ram_bytes": store.segments.ram_bytes,
         "overlay_cache_grams": len(store.postings), "doc_cache_docs": len(store.doc_cache),
-        "dead_versions": len(store.dead), "loadavg_1m": os.getloadavg()[0],
+        "dead_versions": len(store.withdrawn), "loadavg_1m": os.getloadavg()[0],
         "vm_speed_s": float(np.mean(w.speeds)) if w.speeds else vm_speed(),
     }
     if grams is not None:

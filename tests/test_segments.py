@@ -102,7 +102,7 @@ def test_find_returns_exactly_the_pairs_written(kv):
 
 
 @pytest.mark.parametrize("merge_slice", [1 << 20, 100])  # one slice; ~30 slices a merge
-def test_compaction_merges_tiers_drops_dead_pairs_but_keeps_overlay_grams(kv, monkeypatch,
+def test_compaction_merges_tiers_drops_withdrawn_pairs_but_keeps_overlay_grams(kv, monkeypatch,
                                                                           merge_slice):
     monkeypatch.setattr(seg_mod, "MERGE_FANIN", 2)
     monkeypatch.setattr(seg_mod, "MERGE_SLICE", merge_slice)
@@ -117,7 +117,7 @@ def test_compaction_merges_tiers_drops_dead_pairs_but_keeps_overlay_grams(kv, mo
     kept = int(batches[1][5])
     kv.write([("grams", u64key(kept), encode_posting((99,)))])
     assert len(index.segments) == 4
-    merges = index.compact(dead={12})
+    merges = index.compact(withdrawn={12})
     assert merges >= 1 and len(index.segments) < 4
     everything = np.unique(np.concatenate(batches))
     found = index.find(everything)
@@ -192,7 +192,7 @@ def test_legacy_segments_are_read_and_merged_with_packed_ones(kv, monkeypatch):
     new = new[~np.isin(new, old)]
     _add(index, kv, new, np.full(len(new), 77, dtype=np.uint64))
     truth.update(dict.fromkeys(new.tolist(), 77))
-    assert index.compact(dead=set()) == 1
+    assert index.compact(withdrawn=set()) == 1
     (merged,) = index.segments
     assert not merged.packing.legacy and merged.packing.docno_bytes == 8
     assert isinstance(merged.bloom, SplitBlockBloom)

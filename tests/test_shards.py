@@ -175,7 +175,7 @@ def test_a_withdrawal_before_its_add_wins(split):
         txn.commit({})
     assert not any(d for m in deltas for d in m.deltas)  # a alone: no patch gram, no source
     txn = store.begin()
-    assert txn.is_dead(2) and txn.name(2) is None
+    assert txn.is_withdrawn(2) and txn.name(2) is None
     assert [txn.live(p) for p in txn.postings(a.grams) if p is not None] in (
         [], [(1,)] * len(a.grams))
 

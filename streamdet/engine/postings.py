@@ -9,7 +9,7 @@ For an arriving document d and each of its grams g with live holders L (|L| = n)
 For a withdrawn version x and each of its grams that others hold too (the embedded engine
 passes x's patch grams; a gram shard, which cannot see x's document, all of x's grams in
 the shard), the holders left either lose g (one left) or lose source x. Grams x held alone
-keep their stale postings; readers drop x through the dead set.
+keep their stale postings; readers drop x through the withdrawn set.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def withdraw_document(
             continue
         rest = tuple(x for x in live if x != docno)
         if not rest:
-            continue  # it was docno's alone: the stale posting is read through the dead set
+            continue  # it was docno's alone: the stale posting is read through the withdrawn set
         txn.set_posting(g, rest)
         if len(rest) == 1:
             alone.setdefault(rest[0], []).append(g)

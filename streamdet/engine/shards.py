@@ -237,7 +237,7 @@ class GramOp(StrEnum):
 
     ADD = "add"  # apply a version's grams
     WITHDRAW = "withdraw"  # take a replaced version's grams out
-    KILL = "kill"  # mark a version dead, its grams never applied (its add is ignored)
+    KILL = "kill"  # mark a version withdrawn, its grams never applied (its add is ignored)
 
 
 ADD_OP, WITHDRAW_OP, KILL_OP = GramOp
@@ -245,14 +245,14 @@ ADD_OP, WITHDRAW_OP, KILL_OP = GramOp
 
 class _Ordering:
     """What a gram shard does with a batch of grams messages, in order: adds to apply,
-    withdrawals to apply, versions to mark dead - keeping one live version per URL (see
+    withdrawals to apply, versions to mark withdrawn - keeping one live version per URL (see
     the module's docstring). Reads the state, writes the URL table and the waiting adds;
     the postings are the caller's."""
 
     def __init__(self, txn) -> None:
         self.txn = txn
         self.ops: list[tuple[str, GramsMsg]] = []
-        self.gone: set[int] = set()  # withdrawn or dead in this batch
+        self.gone: set[int] = set()  # withdrawn or killed in this batch
         self.applied: set[int] = set()  # added in this batch
 
     def run(self, msgs: list[GramsMsg]) -> list[tuple[str, GramsMsg]]:
@@ -260,12 +260,12 @@ class _Ordering:
             self._add(m) if m.kind == "add" else self._withdraw(m)
         return self.ops
 
-    def _dead(self, docno: int) -> bool:
-        return docno in self.gone or self.txn.is_dead(docno)
+    def _withdrawn(self, docno: int) -> bool:
+        return docno in self.gone or self.txn.is_withdrawn(docno)
 
     def _live(self, url: str) -> int | None:
         e = self.txn.url_entry(url)
-        return e[0] if e is not None and not self._dead(e[0]) else None
+        return e[0] if e is not None and not self._withdrawn(e[0]) else None
 
     def _kill(self, m: GramsMsg) -> None:
         self.gone.add(m.docno)
@@ -273,7 +273,7 @@ class _Ordering:
 
     def _add(self, m: GramsMsg) -> None:
         d = m.docno
-        if self._dead(d) or d in self.applied or self.txn.name(d) is not None:
+        if self._withdrawn(d) or d in self.applied or self.txn.name(d) is not None:
             return  # withdrawn already, or a repeat (sent again after a crash upstream)
         live = self._live(m.url)
         if live is None:
@@ -294,7 +294,7 @@ class _Ordering:
 
     def _withdraw(self, m: GramsMsg) -> None:
         d = m.docno
-        if self._dead(d):
+        if self._withdrawn(d):
             return
         held = d in self.applied or self.txn.name(d) is not None
         was_live = self._live(m.url) == d

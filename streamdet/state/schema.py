@@ -3,7 +3,7 @@
 - grams:  gram (8 bytes, big-endian)  -> posting: the docnos holding it (uint64 LE each),
           or COMMON once more than m documents held it (sticky, SPEC §1 exception).
           Postings may still list docnos of withdrawn document versions; readers drop them
-          with the dead set, writers prune them.
+          with the withdrawn set, writers prune them.
 - docs:   docno -> DocState snapshot: size, foreign sources with their slot masks, result.
 - docdelta: docno -> what changed since the snapshot: the sources whose masks changed
           (an empty mask: the source is gone), the slot count and the last result. Most
@@ -15,7 +15,8 @@
           re-scores change sources but not the patch set: only changed slots are rewritten.
 - names:  docno -> server and URL of a live document version (sources need both).
 - urls:   URL   -> current docno and the URL's event sequence number.
-- dead:   docno -> b"" for every withdrawn (re-fetched) version.
+- dead:   docno -> b"" for every withdrawn (re-fetched) version (the code calls this set
+          `withdrawn`; "dead" in the table name is kept so existing states open).
 - meta:   parameters, input positions, the docno counter.
 """
 

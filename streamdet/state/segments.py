@@ -334,15 +334,15 @@ class SegmentIndex:
                 return sorted(by_tier[tier], key=lambda s: s.id)[:MERGE_FANIN]
         return None
 
-    def merge(self, group: list[Segment], dead: set[int]) -> None:
+    def merge(self, group: list[Segment], withdrawn: set[int]) -> None:
         """Merge `group` into one segment, dropping withdrawn holders; crash-safe."""
         seg_id = self.next_id
         self.next_id += 1
         writer = SegmentWriter(seg_id, sum(s.n for s in group),
                                Packing.spanning([s.packing for s in group]))
         for g, d in self._slices(group):
-            if dead:
-                g, d = self._without_dead(g, d, dead)
+            if withdrawn:
+                g, d = self._without_withdrawn(g, d, withdrawn)
             self.kv.write(writer.add(g, d))  # not live yet: an orphan if we crash first
         ops, merged = writer.finish()
         self.kv.write(ops)
@@ -386,26 +386,26 @@ class SegmentIndex:
                 order = np.argsort(g, kind="stable")
                 yield g[order], d[order]
 
-    def _without_dead(self, g: np.ndarray, d: np.ndarray, dead: set[int]):
+    def _without_withdrawn(self, g: np.ndarray, d: np.ndarray, withdrawn: set[int]):
         """Drop pairs of withdrawn holders, except for grams in the overlay: those must
         stay findable through the Bloom filters (a lookup reads the overlay only for grams
         some segment may hold)."""
-        is_dead = np.isin(d, np.fromiter(dead, dtype=np.uint64, count=len(dead)))
-        if not is_dead.any():
+        is_withdrawn = np.isin(d, np.fromiter(withdrawn, dtype=np.uint64, count=len(withdrawn)))
+        if not is_withdrawn.any():
             return g, d
-        dead_grams = g[is_dead]
+        withdrawn_grams = g[is_withdrawn]
         in_overlay = np.fromiter(
-            (v is not None for v in self.kv.get_many("grams", u64keys(dead_grams))),
-            dtype=bool, count=len(dead_grams))
-        drop = is_dead.copy()
-        drop[np.flatnonzero(is_dead)[in_overlay]] = False
+            (v is not None for v in self.kv.get_many("grams", u64keys(withdrawn_grams))),
+            dtype=bool, count=len(withdrawn_grams))
+        drop = is_withdrawn.copy()
+        drop[np.flatnonzero(is_withdrawn)[in_overlay]] = False
         return g[~drop], d[~drop]
 
-    def compact(self, dead: set[int]) -> int:
+    def compact(self, withdrawn: set[int]) -> int:
         """Run merges until no tier is crowded; returns how many were done."""
         done = 0
         while (group := self.merge_candidates()) is not None:
-            self.merge(group, dead)
+            self.merge(group, withdrawn)
             done += 1
         return done
 

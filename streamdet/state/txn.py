@@ -2,7 +2,7 @@
 
 Reads go through a write-back cache (like quixstreams' partition transaction): the engine
 sees its own uncommitted writes, and `commit` turns everything - postings, documents,
-names, URL entries, dead versions, docno counter and the input position - into one atomic
+names, URL entries, withdrawn versions, docno counter and the input position - into one atomic
 KV write. Nothing reaches the store before commit, so a crash mid-batch leaves the state as
 of the previous commit, and the batch is replayed from the stored position.
 """
@@ -48,11 +48,11 @@ class StateError(RuntimeError):
 
 
 class Store:
-    """A state on a KV backend: meta data and the dead set, plus new transactions."""
+    """A state on a KV backend: meta data and the withdrawn set, plus new transactions."""
 
     def __init__(self, kv: KV) -> None:
         self.kv = kv
-        self.dead: set[int] = {key_u64(k) for k, _ in kv.items("dead")}
+        self.withdrawn: set[int] = {key_u64(k) for k, _ in kv.items("dead")}
         self.segments = SegmentIndex(kv)
         self.recent = RecentPairs(kv)
         # Decoded documents as of the last commit. A transaction takes (pops) what it reads
@@ -118,7 +118,7 @@ class Store:
 
     def compact(self) -> int:
         """Merge crowded segment tiers (between batches, never inside one)."""
-        return self.segments.compact(self.dead)
+        return self.segments.compact(self.withdrawn)
 
     def close(self) -> None:
         self.kv.close()
@@ -138,7 +138,7 @@ class Txn:
         self.new_names: dict[int, tuple[str, str]] = {}
         self.urls: dict[str, tuple[int, int] | None] = {}
         self.dirty_urls: set[str] = set()
-        self.new_dead: set[int] = set()
+        self.new_withdrawn: set[int] = set()
         self.doc_gram_sets: dict[int, np.ndarray | None] = {}
         self.meta_puts: dict[str, bytes] = {}
         self.early: dict[int, bytes | None] = {}  # changed early deltas, per target docno
@@ -232,16 +232,16 @@ class Txn:
 
     def live(self, posting: tuple[int, ...]) -> tuple[int, ...]:
         """The holders of a posting that are not withdrawn versions."""
-        dead, new_dead = self.store.dead, self.new_dead
-        if dead.isdisjoint(posting) and (not new_dead or new_dead.isdisjoint(posting)):
+        withdrawn, new = self.store.withdrawn, self.new_withdrawn
+        if withdrawn.isdisjoint(posting) and (not new or new.isdisjoint(posting)):
             return posting
-        return tuple(x for x in posting if x not in dead and x not in new_dead)
+        return tuple(x for x in posting if x not in withdrawn and x not in new)
 
     def kill(self, docno: int) -> None:
-        self.new_dead.add(docno)
+        self.new_withdrawn.add(docno)
 
-    def is_dead(self, docno: int) -> bool:
-        return docno in self.new_dead or docno in self.store.dead
+    def is_withdrawn(self, docno: int) -> bool:
+        return docno in self.new_withdrawn or docno in self.store.withdrawn
 
     # -- documents ----------------------------------------------------------------------
     def doc(self, docno: int) -> DocState | None:
@@ -387,8 +387,8 @@ class Txn:
                         None if grams is None else np.asarray(grams, dtype="<u8").tobytes()))
         for docno, (server, url) in self.new_names.items():
             ops.append(("names", u64key(docno), encode_name(server, url)))
-        for docno in self.new_dead:
-            ops.append(("dead", u64key(docno), b""))
+        for docno in self.new_withdrawn:
+            ops.append(("dead", u64key(docno), b""))  # the table keeps its on-disk name
             ops.append(("names", u64key(docno), None))
         for url in sorted(self.dirty_urls):
             e = self.urls[url]
@@ -449,9 +449,9 @@ class Txn:
                 d.has_delta = d.delta_fits()
                 if not d.has_delta:
                     d.unsaved = set()
-        self.store.dead |= self.new_dead
+        self.store.withdrawn |= self.new_withdrawn
         self.store.names.update(self.new_names)
-        for docno in self.new_dead:
+        for docno in self.new_withdrawn:
             self.store.names.discard(docno)
         self.store.keep_docs(self.docs)
         if self._segment is not None:
