@@ -232,7 +232,7 @@ async def to_kafka(records: Iterator[dict], broker: str, prefix: str, rate: floa
     await ensure_topics(broker, topics, shards, partitions)
     p = producer(broker)
     await p.start()
-    limiter = RateLimiter(rate) if rate else None
+    limiter = RateLimiter(rate, burst=2) if rate else None  # a lag under an interval is made up
     pending, n, began = [], 0, time.monotonic()
     try:
         for rec in records:

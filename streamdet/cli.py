@@ -18,31 +18,21 @@ from .adapters.inputs import (
     sample_source,
 )
 from .adapters.outputs import JsonlSink, SinkError
+from .console import UsageError, env, env_as, int_env, log_to_stderr
 from .engine.params import FOREIGN_MODES, Params, ParamsError
 from .engine.records import DEFAULT_MAX_BODY
 
 DEFAULT_STATE = "streamdet-state"
 
 
-class UsageError(RuntimeError):
-    """A problem the user can fix: printed as one line, exit status 2."""
-
-
-def _int_env(name: str, default: int | None = None) -> int | None:
-    v = os.environ.get(f"STREAMDET_{name}")
-    return default if v in (None, "") else int(v)
-
-
 def add_params(p: argparse.ArgumentParser, env_prefix: bool = False) -> None:
     """-k -m -c --theta --foreign; with env_prefix, defaults from STREAMDET_K, _M, _C,
     _THETA, _FOREIGN (the worker's configuration in a container)."""
     d = Params()
-    get = os.environ.get if env_prefix else (lambda _name, default=None: default)
-    k = int(get("STREAMDET_K", d.k))
-    m = int(get("STREAMDET_M", d.m))
-    c = int(get("STREAMDET_C", d.c))
-    theta = float(get("STREAMDET_THETA", d.theta))
-    foreign = get("STREAMDET_FOREIGN", d.foreign)
+    k, m, c, theta, foreign = d.k, d.m, d.c, d.theta, d.foreign
+    if env_prefix:
+        k, m, c = int_env("K", k), int_env("M", m), int_env("C", c)
+        theta, foreign = env_as("THETA", float, theta), env("FOREIGN", foreign)
     p.add_argument("-k", type=int, default=k, help=f"gram length in tokens (default {k})")
     p.add_argument("-m", type=int, default=m, help=f"postings cap: grams on more documents "
                    f"are common, not patches (default {m})")
@@ -153,11 +143,11 @@ def add_analysis_options(p: argparse.ArgumentParser) -> None:
     """--analyzers and --page-timeout (run and worker)."""
     from .adapters.watchdog import DEFAULT_PAGE_TIMEOUT
 
-    p.add_argument("--analyzers", type=int, default=_int_env("ANALYZERS"), metavar="N",
+    p.add_argument("--analyzers", type=int, default=int_env("ANALYZERS"), metavar="N",
                    help="processes that parse pages beside the engine, under a watchdog "
                    "(default 1; 0: parse in this process, with no watchdog)")
     p.add_argument("--page-timeout", type=float, default=float(
-        os.environ.get("STREAMDET_PAGE_TIMEOUT") or DEFAULT_PAGE_TIMEOUT), metavar="S",
+        env("PAGE_TIMEOUT") or DEFAULT_PAGE_TIMEOUT), metavar="S",
         help="a page still being analysed after S seconds is dead-lettered too_slow "
         f"(default {DEFAULT_PAGE_TIMEOUT:g})")
 
@@ -277,11 +267,6 @@ def cmd_dump(args: argparse.Namespace) -> int:
     return 0
 
 
-def env(name: str, default: str | None = None) -> str | None:
-    """Worker settings from the environment (deploy/): STREAMDET_<NAME>."""
-    return os.environ.get(f"STREAMDET_{name}", default)
-
-
 def cmd_worker(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -299,11 +284,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         raise UsageError(f"--analyzers must be 0 or more, got {args.analyzers}")
     analyzers = default_processes() if args.analyzers is None else args.analyzers
     check_page_timeout(args)
-    import logging
-
-    logging.basicConfig(format="streamdet: %(levelname)s %(name)s: %(message)s",
-                        level=logging.WARNING, stream=sys.stderr)
-    logging.getLogger("streamdet").setLevel(logging.INFO)
+    log_to_stderr()
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -403,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     wk.add_argument("--port", type=port_number, default=env("PORT"),
                     help="HTTP port for /metrics (0: any free port; default: none)")
     wk.add_argument("--host", default=env("HOST", "127.0.0.1"), help="address for --port")
-    wk.add_argument("--shards", type=int, default=_int_env("SHARDS", 4),
+    wk.add_argument("--shards", type=int, default=int_env("SHARDS", 4),
                     help="doc and gram shards of the pipeline (default 4; all workers alike)")
     wk.add_argument("--group", default=env("GROUP"), help="consumer group (default: the prefix)")
     wk.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY)
@@ -415,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--broker", default=env("BROKER"), required=env("BROKER") is None,
                     metavar="HOST:PORT")
     pr.add_argument("--rate", type=float, help="records per second (default: as fast as possible)")
-    pr.add_argument("--shards", type=int, default=_int_env("SHARDS", 4),
+    pr.add_argument("--shards", type=int, default=int_env("SHARDS", 4),
                     help="shards, when this creates the pipeline's topics (default 4)")
     pr.add_argument("files", nargs="+", metavar="FILE")
     pr.set_defaults(func=cmd_produce)
@@ -426,7 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     evs.add_argument("--idle", type=float, default=5.0,
                      help="stop once no event arrived for this many seconds (default 5)")
     evs.set_defaults(func=cmd_events)
-    from .adapters.alerts import add_parser as add_alerts_parser
+    from .alerts.cli import add_parser as add_alerts_parser
 
     add_alerts_parser(sub)
     for sp in (wk, pr, evs):
@@ -449,7 +430,12 @@ def main(argv: list[str] | None = None) -> int:
     from .state.rocks import StateDirError
     from .state.txn import StateError
 
-    args = build_parser().parse_args(argv)
+    try:
+        parser = build_parser()  # its defaults read the environment
+    except UsageError as exc:
+        print(f"streamdet: error: {exc}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     if args.command in ("run", "worker"):
         tune_collector()  # these hold a large state for long
     if args.command == "run" and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:

@@ -1,11 +1,10 @@
-"""`streamdet alerts` (streamdet.adapters.alerts) against a real local HTTP server: grouping
+"""`streamdet alerts` (the streamdet.alerts package) against a real local HTTP server: grouping
 per registered domain, windows, the rate limit, retries after failures and connection
 errors, dead letters, the Slack body, and exactly-once alerting across restarts (stopped
 in-process, SIGKILLed as a process, and on the Kafka events topic of the test broker)."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -23,14 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from streamdet.adapters.alerts import (
-    AlertsConfig,
-    AlertsError,
-    Stats,
-    add_parser,
-    run_alerts,
-    slack_body,
-)
+from streamdet.alerts import AlertsConfig, AlertsError, Stats, run_alerts
+from streamdet.alerts.alerter import Alerter
+from streamdet.alerts.bodies import slack_body
+from streamdet.alerts.grouping import Group, page_of
+from streamdet.cli import main as streamdet_main
 
 from .kafka_broker import KafkaBroker, kafka_broker_fixture, run_sync, unique_name  # noqa: F401
 
@@ -129,8 +125,34 @@ def config(webhook: Webhook, events: Path, **kw) -> AlertsConfig:
     return AlertsConfig(**base)
 
 
+class FakeClock:
+    """The alerter's clock (windows, rate limit, retry delays) in fake time. `auto`: a
+    sleep passes its time at once; otherwise it lasts until the test advances the clock."""
+
+    def __init__(self, auto: bool = False) -> None:
+        self.t, self.auto = 1000.0, auto
+        self.sleeps: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+    async def sleep(self, seconds: float, interrupt: asyncio.Event) -> bool:
+        self.sleeps.append(seconds)
+        if self.auto:
+            self.t += seconds
+            await asyncio.sleep(0)
+            return interrupt.is_set()
+        deadline = self.t + seconds
+        while self.t < deadline and not interrupt.is_set():
+            await asyncio.sleep(0.005)
+        return interrupt.is_set()
+
+
 def run(cfg: AlertsConfig, webhook: Webhook | None = None, stop_after: int | None = None,
-        timeout: float = 60.0) -> Stats:
+        timeout: float = 60.0, clock: FakeClock | None = None) -> Stats:
     """run_alerts to its end; with stop_after, stopped (as by SIGTERM) once the webhook
     has accepted that many alerts."""
 
@@ -143,7 +165,7 @@ def run(cfg: AlertsConfig, webhook: Webhook | None = None, stop_after: int | Non
                     loop.call_soon_threadsafe(stop.set)
             webhook.hook = hook
         try:
-            return await asyncio.wait_for(run_alerts(cfg, stop), timeout)
+            return await asyncio.wait_for(run_alerts(cfg, stop, clock=clock), timeout)
         finally:
             if webhook is not None:
                 webhook.hook = None
@@ -262,14 +284,21 @@ def test_rate_limit_spaces_alerts_and_drops_none(tmp_path: Path, webhook: Webhoo
     domains = [f"farm{i}.example" for i in range(5)]
     events = write_events(tmp_path / "events.jsonl",
                           [event(f"http://{d}/{j}") for j in range(2) for d in domains])
-    t0 = time.monotonic()
-    stats = run(config(webhook, events, max_per_minute=120, burst=1))  # one every 0.5 s
+    clock = FakeClock(auto=True)
+    stats = run(config(webhook, events, max_per_minute=120, burst=1), clock=clock)
     bodies = webhook.delivered()
     assert [b["domain"] for b in bodies] == domains  # all of them, in order
     assert all(b["count"] == 2 for b in bodies) and stats.alerts == 5
-    times = [p["t"] for p in webhook.posts]
-    assert times[-1] - times[0] >= 1.5  # 4 gaps of 0.5 s, generous bound
-    assert time.monotonic() - t0 < 30
+    assert clock.sleeps == pytest.approx([0.5] * 4)  # the first at once, then one per 0.5 s
+
+
+def test_burst_goes_at_once_then_the_rate_applies(tmp_path: Path, webhook: Webhook) -> None:
+    events = write_events(tmp_path / "events.jsonl",
+                          [event(f"http://farm{i}.example/0") for i in range(6)])
+    clock = FakeClock(auto=True)
+    run(config(webhook, events, max_per_minute=60, burst=3), clock=clock)
+    assert len(webhook.delivered()) == 6
+    assert clock.sleeps == pytest.approx([1.0] * 3)  # 3 at once, then one a second
 
 
 def test_alerts_waiting_for_the_rate_limit_take_in_later_windows(tmp_path: Path,
@@ -278,15 +307,21 @@ def test_alerts_waiting_for_the_rate_limit_take_in_later_windows(tmp_path: Path,
     from one farm stays one alert."""
     events = write_events(tmp_path / "events.jsonl", [event("http://first.example/0")])
     cfg = config(webhook, events, follow=True, window=0.1, max_per_minute=20, burst=1)
+    clock = FakeClock()
 
     async def main() -> Stats:
-        stop = asyncio.Event()
-        task = asyncio.create_task(run_alerts(cfg, stop))
-        await _until(lambda: len(webhook.delivered()) == 1)  # the token is spent for 3 s
+        stop, box = asyncio.Event(), []
+        task = asyncio.create_task(run_alerts(cfg, stop, on_start=box.append, clock=clock))
+        await _until(lambda: box and box[0].windows)
+        clock.advance(0.1)  # the window closes; the token is then spent for 3 s
+        await _until(lambda: len(webhook.delivered()) == 1)
         for i in range(4):
             write_events(events, [event(f"http://farm.net/{i}")], mode="a")
-            await asyncio.sleep(0.25)  # each page in a window of its own
+            await _until(lambda i=i: box[0].stats.events == i + 2)
+            clock.advance(0.25)  # each page in a window of its own
+            await _until(lambda: not box[0].windows)
         assert len(webhook.delivered()) == 1  # the farm's alert waits for the next token
+        clock.advance(2.0)
         await _until(lambda: len(webhook.delivered()) == 2)
         stop.set()
         return await asyncio.wait_for(task, 30)
@@ -300,15 +335,16 @@ def test_retry_after_server_errors_arrives_once(tmp_path: Path, webhook: Webhook
     events = write_events(tmp_path / "events.jsonl", [event("http://spam-farm.com/a"),
                                                       event("http://other.org/b")])
     webhook.script = [500, (503, {"Retry-After": "0"}), (429, {"Retry-After": "1"}), 200]
-    t0 = time.monotonic()
-    stats = run(config(webhook, events))
+    clock = FakeClock(auto=True)
+    stats = run(config(webhook, events), clock=clock)
     assert [p["status"] for p in webhook.posts] == [500, 503, 429, 200, 200]
     assert len({p["body"]["id"] for p in webhook.posts[:4]}) == 1  # the same alert again
     assert [b["domain"] for b in webhook.delivered()] == ["spam-farm.com", "other.org"]
     assert alerted(webhook.delivered()) == {("http://spam-farm.com/a", 1): 1,
                                              ("http://other.org/b", 1): 1}
     assert stats.retries == 3 and stats.dead == 0
-    assert time.monotonic() - t0 >= 0.9  # Retry-After: 1 was respected
+    backoff, *after = clock.sleeps  # backoff 0.05: the first delay is 0.025 to 0.05 s
+    assert 0.025 <= backoff <= 0.05 and after == [0.0, 1.0]  # then the Retry-After values
     assert not (tmp_path / "events.jsonl.alerts-dead-letter.jsonl").exists()
 
 
@@ -415,8 +451,6 @@ def test_replay_sends_dead_letters_again_and_keeps_what_fails(tmp_path: Path,
 
 
 def test_slack_body_of_one_page_is_well_formed() -> None:
-    from streamdet.adapters.alerts import Group, page_of
-
     g = Group("spam-farm.com", 0.0)
     g.pages["http://spam-farm.com/a"] = page_of(event("http://spam-farm.com/a"))
     g.end = g.start
@@ -529,8 +563,6 @@ def test_revoked_partitions_are_forgotten_unless_in_flight(webhook: Webhook) -> 
     (the new owner reads them again); the other partitions' pages and commits go on."""
     from aiokafka import TopicPartition
 
-    from streamdet.adapters.alerts import Alerter
-
     p0, p1 = TopicPartition("ev", 0), TopicPartition("ev", 1)
     commits: list[tuple[dict, list]] = []
 
@@ -557,19 +589,9 @@ def test_revoked_partitions_are_forgotten_unless_in_flight(webhook: Webhook) -> 
     assert commits[-1][0] == {p1: 4} and a.idle()
 
 
-_SCRIPT = """
-import argparse, sys
-from streamdet.adapters.alerts import add_parser
-parser = argparse.ArgumentParser(prog="streamdet")
-add_parser(parser.add_subparsers(dest="command", required=True))
-args = parser.parse_args(sys.argv[1:])
-sys.exit(args.func(args))
-"""
-
-
 def alerts_process(*args, **kw) -> subprocess.Popen:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, "-c", _SCRIPT, "alerts", *map(str, args)],
+    return subprocess.Popen([sys.executable, "-m", "streamdet", "alerts", *map(str, args)],
                             cwd=REPO, env=env, stderr=subprocess.PIPE, **kw)
 
 
@@ -643,26 +665,35 @@ def test_state_is_bound_to_its_source_and_locked(tmp_path: Path, webhook: Webhoo
 
 
 def test_command_line_options(tmp_path: Path, webhook: Webhook, capsys) -> None:
-    parser = argparse.ArgumentParser(prog="streamdet")
-    add_parser(parser.add_subparsers(dest="command", required=True))
     events = write_events(tmp_path / "events.jsonl", [event("http://a.example/1"),
                                                       event("http://a.example/2", kind="rescore")])
-    args = parser.parse_args(["alerts", "--events", str(events), "--webhook", webhook.url,
-                              "--include-rescore", "--header", "Authorization: Bearer t0k",
-                              "--dead-letter", str(tmp_path / "dead.jsonl"),
-                              "--window", "5", "--max-per-minute", "0"])
-    assert args.func(args) == 0
+    assert streamdet_main(["alerts", "--events", str(events), "--webhook", webhook.url,
+                           "--include-rescore", "--header", "Authorization: Bearer t0k",
+                           "--dead-letter", str(tmp_path / "dead.jsonl"),
+                           "--window", "5", "--max-per-minute", "0"]) == 0
     (post,) = webhook.posts
     assert post["headers"]["Authorization"] == "Bearer t0k"
     assert [p["event"] for p in post["body"]["pages"]] == ["quilt", "rescore"]
     err = capsys.readouterr().err
     assert "1 alerts delivered for 2 pages" in err and "SECRET" not in err
-    bad = parser.parse_args(["alerts", "--webhook", webhook.url, "--events", str(events),
-                             "--broker", "127.0.0.1:1"])
-    assert bad.func(bad) == 2
+    assert streamdet_main(["alerts", "--webhook", webhook.url, "--events", str(events),
+                           "--broker", "127.0.0.1:1"]) == 2
     assert "either --events FILE or --broker" in capsys.readouterr().err
-    bad = parser.parse_args(["alerts", "--events", str(events), "--webhook", "ftp://x/"])
-    assert bad.func(bad) == 2
+    assert streamdet_main(["alerts", "--events", str(events), "--webhook", "ftp://x/"]) == 2
+    assert "must be an http(s) URL" in capsys.readouterr().err
+
+
+def test_settings_from_the_environment(tmp_path: Path, webhook: Webhook, monkeypatch,
+                                       capsys) -> None:
+    """STREAMDET_ALERTS_WEBHOOK keeps the secret off the command line; a malformed numeric
+    setting is one line naming the variable, not a traceback."""
+    events = write_events(tmp_path / "events.jsonl", [event("http://a.example/1")])
+    monkeypatch.setenv("STREAMDET_ALERTS_WEBHOOK", webhook.url)
+    assert streamdet_main(["alerts", "--events", str(events), "--max-per-minute", "0"]) == 0
+    assert len(webhook.delivered()) == 1
+    monkeypatch.setenv("STREAMDET_SHARDS", "four")
+    assert streamdet_main(["alerts", "--events", str(events)]) == 2
+    assert "STREAMDET_SHARDS must be a number (int), got 'four'" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- Kafka

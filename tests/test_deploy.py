@@ -184,12 +184,13 @@ def _exec_form(args: str) -> list[str]:
 
 def _variables_read() -> set[str]:
     """Every STREAMDET_* name the code reads: literal names (os.environ.get("STREAMDET_X"))
-    and the CLI's env("X") / _int_env("X") helpers, which add the prefix."""
+    and the calls of streamdet/console.py's env("X"), int_env("X") and env_as("X", ...),
+    which add the prefix."""
     names = set()
     for path in (ROOT / "streamdet").rglob("*.py"):
         src = path.read_text(encoding="utf-8")
         names |= {f"STREAMDET_{n}" for n in re.findall(r"[\"']STREAMDET_([A-Z0-9_]+)[\"']", src)}
-        helper_call = r"\b(?:_int_env|env)\(\s*[\"'](?!STREAMDET_)([A-Z0-9_]+)[\"']"
+        helper_call = r"\b(?:int_env|env_as|env)\(\s*[\"'](?!STREAMDET_)([A-Z0-9_]+)[\"']"
         names |= {f"STREAMDET_{n}" for n in re.findall(helper_call, src)}
     return names
 

@@ -1,37 +1,46 @@
-"""Pacing a sender to a rate: `streamdet produce --rate` and the load-test harness.
+"""The rate limiter: `streamdet produce --rate`, the load-test harness and the alerter's
+`--max-per-minute`.
 
-Events go out on a schedule (t0 + i/rate) rather than one interval after the previous
-send, so the time a send itself takes, or a short stall, does not lower the rate.
+A token bucket kept as the time its next token is due (the generic cell rate algorithm):
+events go out on a schedule (t0 + i/rate) rather than one interval after the previous
+send, so the time a send itself takes, or a short stall, does not lower the rate; tokens
+saved while idle or behind let at most `burst` events go at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable
 
 
 class RateLimiter:
-    """Paces events to `rate` per second on a schedule, making up for short stalls, but
-    by at most `burst` events at once: a sender that fell further behind restarts its
-    schedule instead of flooding the broker (`burst=None`: it always catches up in full).
+    """`rate` events a second, at most `burst` at once (`burst=None`: a sender that fell
+    behind catches up in full - a fixed schedule). The bucket starts with one token, or
+    with all `burst` of them when `full` (an alerter may send its first alerts at once).
 
     The clock and sleep are injected so that a test can drive it with fake time."""
 
     def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic,
-                 burst: int | None = 1) -> None:
+                 burst: int | None = 1, full: bool = False) -> None:
         if rate <= 0:
             raise ValueError(f"rate must be > 0, got {rate}")
+        if full and burst is None:
+            raise ValueError("a bucket without a burst limit cannot start full")
         self.interval, self.clock = 1.0 / rate, clock
-        self.burst = None if burst is None else max(1, burst)
-        self._next: float | None = None
+        # how far behind `now` the schedule may lag: the tokens a full bucket holds, but one
+        self.slack = math.inf if burst is None else (max(1, burst) - 1) * self.interval
+        self.full = full
+        self._next: float | None = None  # when the next token is due
 
     def delay(self) -> float:
-        """Seconds to wait before the next event (and take its slot)."""
+        """Seconds to wait before the next event (and take its token)."""
         now = self.clock()
-        if self._next is None or (
-                self.burst is not None and self._next < now - self.burst * self.interval):
-            self._next = now  # first event, or too far behind: start again from now
+        if self._next is None:
+            self._next = now - self.slack if self.full else now
+        elif self._next < now - self.slack:
+            self._next = now - self.slack  # idle or behind: the bucket is full, no more
         wait = max(0.0, self._next - now)
         self._next += self.interval
         return wait

@@ -1,0 +1,19 @@
+"""`streamdet alerts`: new quilts, grouped per registered domain, POSTed to a webhook.
+
+A service with its own state (its position file), one module per concern:
+
+- config: the options and their checks;      - position: the SQLite position file;
+- grouping: per-domain groups, page evidence; - bodies: JSON and Slack bodies;
+- delivery: POST with retries (httpx, tenacity); - dead_letters: undeliverable alerts, --replay;
+- commit_order: what may be committed;       - alerter: dedupe, windows, queue, rate limit;
+- lifecycle: the tasks and their wind-down;  - file_source, kafka_source: the inputs;
+- runner: run_alerts;  timing: the clock;    - stats: the run's counts; cli: the command.
+
+What it does and guarantees, for its users: docs/alerts.md.
+"""
+
+from .config import AlertsConfig, AlertsError
+from .runner import run_alerts
+from .stats import Stats
+
+__all__ = ["AlertsConfig", "AlertsError", "Stats", "run_alerts"]
