@@ -5,20 +5,28 @@ Kafka partitions. The pages stage puts each page on its doc shard's partition an
 its grams adds (engine.shards.page_adds, docno from that offset) per gram partition; a
 seeded scheduler picks which shard runs next, or which queued adds go out, and how much of
 each partition it takes, so partitions interleave arbitrarily and a page's adds may reach
-a gram shard before or after the page reaches its doc shard. It can also:
-- crash a shard after it sent its outputs but before it committed (at-least-once: the
-  batch is processed again and its messages are sent twice);
+a gram shard before or after the page reaches its doc shard.
+
+Each shard takes the Kafka worker's own step (engine.shard_step: process, commit state,
+offsets and outbox in one write, send, clear the outbox; outboxes left by a crash are
+sent again, oldest first, before anything else), and only the sending is done here. The
+schedule can also:
+- crash a shard before its commit (the batch is processed again), between its commit and
+  its sends (the outbox goes on restart), or amid its sends (the records sent so far are
+  sent twice: at-least-once); it restarts on its committed state with its epoch and what
+  it compares with while catching up (a worker restarted on its disk claims a new epoch
+  and forgets that comparison);
 - crash the pages stage (`dup_rate`): a random part of the queued adds is lost (each gram
   partition keeps what was sent in order before the crash) and the pages whose adds were
   lost are sent again, with the last few pages before them, as a new owner of a crawler
   partition sends again what its last owner sent after the last commit;
 - commit the group's offsets late (`lag_rate`: a round's offsets are left for a later
   commit, as the worker coalesces them), so that the group's offsets trail the state;
-- wipe a shard's state and rebuild it by replaying its partitions up to the group's
-  committed offsets without sending anything (a worker that lost its disk, or a new
-  owner), then go on from there, as the Kafka worker does: a gram shard then processes
-  (and sends) again what it did after the commit, and a doc shard meets the deltas after
-  its commit possibly before the pages they are about.
+- wipe a shard's state, outboxes included, and rebuild it by replaying its partitions up
+  to the group's committed offsets without sending anything (a worker that lost its
+  disk, or a new owner), then go on from there, as the Kafka worker does: a gram shard
+  then processes (and sends) again what it did after the commit, and a doc shard meets
+  the deltas after its commit possibly before the pages they are about.
 
 `sharded_pipeline(...)` has the harness's `records, params, batches -> rows` shape.
 """
@@ -27,37 +35,49 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 from streamdet.adapters.views import dump_rows
-from streamdet.adapters.worker import EPOCH_SHIFT
 from streamdet.engine.analysis import analyze
-from streamdet.engine.messages import (
-    GramsMsg,
-    PageMsg,
-    decode_doc_input,
-    pack_outbox,
-    unpack_outbox,
-)
+from streamdet.engine.messages import GramsMsg, PageMsg, decode_doc_input
 from streamdet.engine.params import Params
 from streamdet.engine.records import BadRecord, page_from_object
 from streamdet.engine.routing import docno_for, url_shard
-from streamdet.engine.shards import DocShard, GramShard, last_shown, page_adds, shown_record
+from streamdet.engine.shard_step import (
+    DELTAS_OUT,
+    EVENTS_OUT,
+    GRAMS_OUT,
+    SHOWN_OUT,
+    Outbox,
+    Record,
+    ShardState,
+    Step,
+    process_docs,
+    process_grams,
+    replay_docs,
+    replay_grams,
+)
+from streamdet.engine.shards import DocShard, GramShard, last_shown, page_adds
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
 
 Rows = dict[str, dict]
-GRAMS, EVENTS, SHOWN = 0, 1, 3  # outbox topic codes
+REPLAY_CHUNK = {"doc": 3, "gram": 4}  # records per transaction while rebuilding
 
 
 @dataclass
 class _Shard:
-    store: Store
-    pos: dict[str, int] = field(default_factory=dict)  # committed offsets per input
-    epoch: int = 0  # of its owner: a rebuilt shard has a new one, as on the worker
-    catch_up: tuple[int, int] = (0, 0)  # a new owner's catch-up: (docs, deltas) ends
-    shown: dict[str, str] | None = None  # meanwhile, what consumers were last shown
+    kind: str  # "doc" or "gram"
+    index: int
+    state: ShardState
+    group: dict[str, int]  # the group's committed offsets of its input partitions
+
+
+def _chunks(start: int, end: int, size: int) -> Iterator[tuple[int, int]]:
+    for a in range(start, end, size):
+        yield a, min(a + size, end)
 
 
 class Simulation:
@@ -69,15 +89,17 @@ class Simulation:
         self.docs_topic: list[list[bytes]] = [[] for _ in range(shards)]
         self.grams_topic: list[list[bytes]] = [[] for _ in range(shards)]
         self.deltas_topic: list[list[bytes]] = [[] for _ in range(shards)]
-        self.doc = [_Shard(Store(MemoryKV()), {"docs": 0, "deltas": 0}) for _ in range(shards)]
-        self.gram = [_Shard(Store(MemoryKV()), {"grams": 0}) for _ in range(shards)]
+        self.doc = [_Shard("doc", s, ShardState(Store(MemoryKV())), {"docs": 0, "deltas": 0})
+                    for s in range(shards)]
+        self.gram = [_Shard("gram", g, ShardState(Store(MemoryKV())), {"grams": 0})
+                     for g in range(shards)]
         self.events: list[dict] = []
         self.published: list = []  # pages, in the order the pages stage sent them
         # adds queued per gram partition (index in `published`, bytes), not sent yet
         self.queued: list[list[tuple[int, bytes]]] = [[] for _ in range(shards)]
-        self.sent = [{"docs": 0, "deltas": 0} for _ in range(shards)]  # the group's offsets
-        self.gram_sent = [0] * shards  # the group's offsets on the grams partitions
         self.crashes = self.wipes = 0
+        self.resent: Counter[str] = Counter()  # outboxes sent again after a crash, per kind
+        self.commits = 0  # the events' `at`: a commit's number, so only resends repeat one
 
     def publish(self, page) -> None:
         self.published.append(page)
@@ -120,125 +142,132 @@ class Simulation:
         return start + (self.rng.randint(0, left) if left else 0)
 
     def step_doc(self, s: int) -> bool:
-        """One batch of a doc shard: process, commit state + offsets + outbox, then send
-        the outbox (grams messages and events). A crash before the commit loses the batch
-        (it runs again); a crash after it leaves the outbox to be sent on restart."""
+        """One batch of a doc shard: its pages, then its deltas (engine.shard_step)."""
         sh = self.doc[s]
-        if self._send_outbox(s):
+        if self._send_left(sh):
             return True
-        d0, e0 = sh.pos["docs"], sh.pos["deltas"]
+        d0, e0 = sh.state.offset("docs"), sh.state.offset("deltas")
         d1, e1 = self._take(self.docs_topic[s], d0), self._take(self.deltas_topic[s], e0)
         if (d1, e1) == (d0, e0):
             return False
         pages = [(o, PageMsg.decode(self.docs_topic[s][o])) for o in range(d0, d1)]
         deltas = [decode_doc_input(b) for b in self.deltas_topic[s][e0:e1]]
-        if d0 >= sh.catch_up[0] and e0 >= sh.catch_up[1]:
-            sh.shown = None
-        shown = dict(sh.shown) if sh.shown is not None else None  # a crash loses changes
-        txn = sh.store.begin()
-        out, events = DocShard(self.params, s, self.p).process(
-            txn, pages, deltas, (sh.epoch << EPOCH_SHIFT) + d1 + e1, shown)
-        if self.rng.random() < self.crash_rate:
-            self.crashes += 1
-            return True  # crashed before committing: the batch will run again
-        outbox = [(GRAMS, g, raw) for g, raw in out]
-        outbox += [(EVENTS, 0, json.dumps(ev).encode()) for ev in events]
-        if (marker := shown_record(events)) is not None:
-            outbox.append((SHOWN, s, marker))  # sent last: after the events, as the worker
-        txn.put_meta("outbox", pack_outbox(outbox))
-        txn.commit({"docs": d1, "deltas": e1})
-        sh.pos = {"docs": d1, "deltas": e1}
-        if shown is not None:
-            sh.shown = shown
-        if self.rng.random() < self.crash_rate:
-            self.crashes += 1
-            if self.rng.random() < self.wipe_rate:
-                self.rebuild_doc(s)  # ... and the disk is lost with the outbox
-            return True  # crashed before sending: the outbox goes on restart
-        self._send_outbox(s)
-        if self.rng.random() < self.wipe_rate:
-            self.rebuild_doc(s)
+        role = DocShard(self.params, s, self.p)
+        self._finish(sh, process_docs(sh.state, role, pages, deltas, {"docs": d1, "deltas": e1}))
         return True
 
-    def _send_outbox(self, s: int) -> bool:
-        """Send what the last commit left to send (again, after a crash); then it is
-        cleared, as the worker does once the broker acknowledged it."""
-        store = self.doc[s].store
-        raw = store.kv.get("meta", b"outbox")
-        for topic, part, value in unpack_outbox(raw):
-            if topic == GRAMS:
-                self.grams_topic[part].append(value)
-            elif topic == SHOWN:
-                self.deltas_topic[part].append(value)
-            else:
-                self.events.append(json.loads(value))
-        if raw:
-            store.kv.write([("meta", b"outbox", b"")])
-        if self.rng.random() >= self.lag_rate:  # then the group's offsets are committed
-            self.sent[s] = dict(self.doc[s].pos)
-        return bool(raw)
-
     def step_gram(self, g: int) -> bool:
+        """One batch of a gram shard: its grams messages (engine.shard_step)."""
         sh = self.gram[g]
-        a = sh.pos["grams"]
+        if self._send_left(sh):
+            return True
+        a = sh.state.offset("grams")
         b = self._take(self.grams_topic[g], a)
         if a == b:
             return False
         msgs = [GramsMsg.decode(raw) for raw in self.grams_topic[g][a:b]]
-        txn = sh.store.begin()
-        for s, raw in GramShard(self.params, g, self.p).process(txn, msgs):
-            self.deltas_topic[s].append(raw)
-        if self.rng.random() < self.crash_rate:
-            self.crashes += 1
-            return True
-        txn.commit({"grams": b})
-        sh.store.compact()
-        sh.pos = {"grams": b}
-        if self.rng.random() >= self.lag_rate:
-            self.gram_sent[g] = b
-        if self.rng.random() < self.wipe_rate:
-            self.rebuild_gram(g)
+        self._finish(sh, process_grams(sh.state, GramShard(self.params, g, self.p), msgs, b))
         return True
 
+    def _crash(self) -> bool:
+        crashed = self.rng.random() < self.crash_rate
+        self.crashes += crashed
+        return crashed
+
+    def _finish(self, sh: _Shard, step: Step) -> None:
+        """Commit a processed batch with its outbox, then send it, as the worker does; a
+        crash before the commit drops the batch (it runs again), one after it leaves the
+        outbox for the restart. Then the shard's disk may be lost, outbox and all; not
+        while events are out without the record of what they showed: a new owner would
+        compare with an older state than consumers hold, the one case of a takeover that
+        consumers can tell (docs/kafka-protocol.md, "A ShownMsg lost with its owner")."""
+        if self._crash():
+            return
+        self.commits += 1
+        outbox = step.commit(at=str(self.commits))
+        crashed = self._crash()  # between the commit and the sends
+        shown_complete = crashed or self._send(sh, [outbox] if outbox is not None else [])
+        if shown_complete and self.rng.random() < self.wipe_rate:
+            (self.rebuild_doc if sh.kind == "doc" else self.rebuild_gram)(sh.index)
+
+    def _send_left(self, sh: _Shard) -> bool:
+        """A shard restarted after a crash sends the outboxes left, oldest first, before
+        anything else, as the worker does on opening it."""
+        left = sh.state.outboxes()
+        self.resent[sh.kind] += len(left)
+        if left:
+            self._send(sh, left)
+        return bool(left)
+
+    def _send(self, sh: _Shard, outboxes: list[Outbox]) -> bool:
+        """Send each outbox (what the events showed last, once the events are out) and
+        clear it; a crash amid the records leaves it, and those after it, to be sent
+        again. Once all are out, the group's offsets are committed, or left for later.
+        False when a crash left events out without the record of what they showed."""
+        for outbox in outboxes:
+            records = outbox.first() + outbox.after_events()
+            if self._crash():
+                out = records[: self.rng.randint(0, len(records))]
+                for record in out:
+                    self._deliver(record)
+                return len(out) == len(records) or all(r[0] != EVENTS_OUT for r in out)
+            for record in records:
+                self._deliver(record)
+            sh.state.clear(outbox)
+        if self.rng.random() >= self.lag_rate:
+            sh.group = {name: sh.state.offset(name) for name in sh.group}
+        return True
+
+    def _deliver(self, record: Record) -> None:
+        code, part, value = record
+        if code == EVENTS_OUT:
+            self.events.append(json.loads(value))
+            return
+        topic = {GRAMS_OUT: self.grams_topic, DELTAS_OUT: self.deltas_topic,
+                 SHOWN_OUT: self.deltas_topic}[code]
+        topic[part].append(value)
+
     # -- losing a shard's disk ----------------------------------------------------------
-    def rebuild_doc(self, s: int) -> None:
-        """New empty state, then the shard's pages up to the group's committed offset
-        (what was sent), then its deltas, in chunks, sending nothing (it all was sent)."""
+    def _new_owner(self, sh: _Shard, replay: Callable[[ShardState], None]) -> ShardState:
+        """An empty state under a new epoch, rebuilt by `replay` from the partitions up to
+        the group's committed offsets, sending nothing (whoever committed them sent it)."""
         self.wipes += 1
+        state = ShardState(Store(MemoryKV()))
+        state.set_epoch(sh.state.epoch + 1)
+        replay(state)
+        sh.state = state
+        return state
+
+    def rebuild_doc(self, s: int) -> None:
+        """The shard's pages up to the group's offset, then its deltas, in chunks; then it
+        compares with what consumers were shown until it reaches the partitions' ends."""
         sh = self.doc[s]
-        store = Store(MemoryKV())
-        shard = DocShard(self.params, s, self.p)
-        d1, e1 = self.sent[s]["docs"], self.sent[s]["deltas"]
-        for a in range(0, d1, 3):
-            txn = store.begin()
-            pages = [(o, PageMsg.decode(self.docs_topic[s][o])) for o in range(a, min(a + 3, d1))]
-            shard.process(txn, pages, [], 0)
-            txn.commit({})
-        for a in range(0, e1, 3):
-            txn = store.begin()
-            raws = self.deltas_topic[s][a : min(a + 3, e1)]
-            shard.process(txn, [], [decode_doc_input(b) for b in raws], 0)
-            txn.commit({})
-        sh.store = store
-        sh.pos = dict(self.sent[s])
-        sh.epoch += 1
+        role = DocShard(self.params, s, self.p)
+        docs, deltas = self.docs_topic[s], self.deltas_topic[s]
+
+        def replay(state: ShardState) -> None:
+            for a, b in _chunks(state.offset("docs"), sh.group["docs"], REPLAY_CHUNK["doc"]):
+                pages = [(o, PageMsg.decode(docs[o])) for o in range(a, b)]
+                replay_docs(state, role, pages, [], {"docs": b, "deltas": state.offset("deltas")})
+            for a, b in _chunks(state.offset("deltas"), sh.group["deltas"], REPLAY_CHUNK["doc"]):
+                msgs = [decode_doc_input(raw) for raw in deltas[a:b]]
+                replay_docs(state, role, [], msgs, {"docs": state.offset("docs"), "deltas": b})
+
+        state = self._new_owner(sh, replay)
         # what the last owner may have done (and shown) is at most what is there now
-        sh.catch_up = (len(self.docs_topic[s]), len(self.deltas_topic[s]))
-        sh.shown = last_shown(self.deltas_topic[s])  # replayed from 0, read to the end
+        state.catch_up = {"docs": len(docs), "deltas": len(deltas)}
+        state.shown = last_shown(deltas)  # replayed from 0, read to the end
 
     def rebuild_gram(self, g: int) -> None:
-        self.wipes += 1
         sh = self.gram[g]
-        store = Store(MemoryKV())
-        shard = GramShard(self.params, g, self.p)
-        b = self.gram_sent[g]
-        for a in range(0, b, 4):
-            txn = store.begin()
-            shard.process(txn, [GramsMsg.decode(r) for r in self.grams_topic[g][a:min(a + 4, b)]])
-            txn.commit({})
-            store.compact()
-        sh.store = store
-        sh.pos = {"grams": b}
+        role = GramShard(self.params, g, self.p)
+        grams = self.grams_topic[g]
+
+        def replay(state: ShardState) -> None:
+            for a, b in _chunks(state.offset("grams"), sh.group["grams"], REPLAY_CHUNK["gram"]):
+                replay_grams(state, role, [GramsMsg.decode(raw) for raw in grams[a:b]], b)
+
+        self._new_owner(sh, replay)
 
     def step(self, kind: str, i: int) -> bool:
         return {"doc": self.step_doc, "gram": self.step_gram, "pages": self.step_pages}[kind](i)
@@ -254,17 +283,19 @@ class Simulation:
                 return
 
     def idle(self) -> bool:
-        pairs = [(sh.pos["docs"], t) for sh, t in zip(self.doc, self.docs_topic, strict=True)]
-        pairs += [(sh.pos["deltas"], t) for sh, t in zip(self.doc, self.deltas_topic,
-                                                          strict=True)]
-        pairs += [(sh.pos["grams"], t) for sh, t in zip(self.gram, self.grams_topic,
-                                                         strict=True)]
-        return all(pos == len(topic) for pos, topic in pairs) and not any(self.queued)
+        pairs = [(sh.state.offset(name), topics[sh.index])
+                 for shards, name, topics in ((self.doc, "docs", self.docs_topic),
+                                              (self.doc, "deltas", self.deltas_topic),
+                                              (self.gram, "grams", self.grams_topic))
+                 for sh in shards]
+        outboxes = any(sh.state.outboxes() for sh in [*self.doc, *self.gram])
+        return (all(pos == len(topic) for pos, topic in pairs) and not any(self.queued)
+                and not outboxes)
 
     def rows(self) -> Rows:
         out: Rows = {}
         for sh in self.doc:
-            for row in dump_rows(sh.store):
+            for row in dump_rows(sh.state.store):
                 out[row["url"]] = row
         return out
 
@@ -303,5 +334,5 @@ def sharded_pipeline(records: list[dict], params: Params, batches: Sequence[int]
     if events is not None:
         events.extend(sim.events)
     if stats is not None:  # what the schedule did: tests check that it crashed and wiped
-        stats.update(crashes=sim.crashes, wipes=sim.wipes)
+        stats.update(crashes=sim.crashes, wipes=sim.wipes, resent=dict(sim.resent))
     return sim.rows()

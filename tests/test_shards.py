@@ -74,7 +74,9 @@ def test_random_schedules_equal_the_reference(corpus, shards, seed):
 
 @settings(max_examples=100, **SETTINGS)
 @given(corpus=any_corpus_st(), shards=st.integers(1, 3), seed=st.integers(0, 2**16))
-def test_crashes_before_commit_send_twice_and_count_once(corpus, shards, seed):
+def test_crashes_around_commits_send_twice_and_count_once(corpus, shards, seed):
+    """Shards crash before a commit, between a commit and its sends, and amid the sends:
+    batches are processed again and outboxes sent again, and nothing counts twice."""
     _check(corpus, shards, seed, crash_rate=0.3)
 
 
@@ -103,8 +105,9 @@ def test_large_corpus_sharded(corpus, seed):
 @pytest.mark.parametrize("seed", range(4))
 def test_the_schedules_crash_and_rebuild_and_still_equal_the_reference(seed):
     """The hypothesis tests above draw crash and wipe rates; here, on a fixed corpus big
-    enough for them to happen, the schedule did crash shards and rebuild them from their
-    partitions (counted), and the rows and events still equal the reference."""
+    enough for them to happen, the schedule did crash shards, doc and gram shards left
+    committed outboxes that went again on restart, shards were rebuilt from their
+    partitions (all counted), and the rows and events still equal the reference."""
     rng = random.Random(seed)
     words = [f"w{i}" for i in range(24)]
     records = [{"url": f"http://s{i % 7}.example/p{i % 31}",
@@ -117,6 +120,7 @@ def test_the_schedules_crash_and_rebuild_and_still_equal_the_reference(seed):
                            stats=stats, crash_rate=0.2, wipe_rate=0.2, lag_rate=0.5,
                            dup_rate=0.1)
     assert stats["crashes"] > 0 and stats["wipes"] > 0, stats
+    assert stats["resent"].get("doc", 0) > 0 and stats["resent"].get("gram", 0) > 0, stats
     expected = reference(records, params)
     assert sum(r["quilted"] for r in expected.values()) > 0  # quilts, to be got right
     assert_same_rows(expected, got)

@@ -6,12 +6,13 @@ worker owns whole doc shards, plus gram shards and a share of the crawler's part
 Each shard keeps its own RocksDB state under STATE/doc-<s> or STATE/gram-<g> (`Shard`).
 
 Per fetched batch (a *round*, `_handle`): the pages stage validates and analyses; each
-shard processes its records (engine.shards) and commits state, offsets and the round's
-outbox in one write, then sends the outbox; `_finish` commits the group's offsets once
-the round's records and every earlier round's are acknowledged. On assignment a shard is
-claimed (a new ownership epoch), its outboxes are sent again, and it replays its
-partitions up to the group's committed offsets. The protocol and why it is exact through
-crashes, rebalances and changes of owner are written once, in docs/kafka-protocol.md.
+shard takes its step (engine.shard_step: process, commit state, offsets and the round's
+outbox in one write), then the worker sends the outbox; `_finish` commits the group's
+offsets once the round's records and every earlier round's are acknowledged. On
+assignment a shard is claimed (a new ownership epoch), its outboxes are sent again, and
+it replays its partitions up to the group's committed offsets. The protocol and why it
+is exact through crashes, rebalances and changes of owner are written once, in
+docs/kafka-protocol.md.
 """
 
 from __future__ import annotations
@@ -32,18 +33,21 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
-from ..engine.messages import (
-    GramsMsg,
-    PageMsg,
-    ShownMsg,
-    decode_doc_input,
-    pack_outbox,
-    unpack_outbox,
-)
+from ..engine.messages import GramsMsg, PageMsg, ShownMsg, decode_doc_input
 from ..engine.params import Params
 from ..engine.records import DEFAULT_MAX_BODY
 from ..engine.routing import docno_for, url_shard
-from ..engine.shards import DocShard, GramShard, last_shown, page_adds, shown_record
+from ..engine.shard_step import (
+    EVENTS_OUT,
+    GRAMS_OUT,
+    Outbox,
+    ShardState,
+    process_docs,
+    process_grams,
+    replay_docs,
+    replay_grams,
+)
+from ..engine.shards import DocShard, GramShard, last_shown, page_adds
 from ..state.rocks import RocksKV, dir_bytes
 from ..state.txn import Store
 from . import failpoints
@@ -65,9 +69,7 @@ from .state_format import SHARD, check_state
 from .watchdog import DEFAULT_PAGE_TIMEOUT, Aborted, AnalysisPool
 
 log = logging.getLogger("streamdet.worker")
-GRAMS_OUT, EVENTS_OUT, DELTAS_OUT, SHOWN_OUT = 0, 1, 2, 3  # outbox topic codes
 REPLAY_CHUNK = 500  # records per transaction while rebuilding a shard
-EPOCH_SHIFT = 40  # event seq = epoch << EPOCH_SHIFT + offsets consumed (< 2**40)
 FETCH_WAIT_MS = 20  # a fetch returns at once when data is there; this bounds the idle wait per hop
 MAX_INFLIGHT = 3  # rounds waiting for acknowledgements while the next one is processed
 # Group offsets are committed at most this often while rounds keep coming (and at once when
@@ -75,74 +77,22 @@ MAX_INFLIGHT = 3  # rounds waiting for acknowledgements while the next one is pr
 # of the broker requests of a stream of small rounds. Committing later is always safe: a new
 # owner replays up to the committed offsets and processes (and sends) again after them.
 COMMIT_INTERVAL_S = 0.25
-OUTBOX = b"outbox/"  # meta keys of outboxes not acknowledged yet, in commit order
 
 
-class Shard:
-    """One shard's state directory: a Store, the offsets it has applied, its outbox."""
+class Shard(ShardState):
+    """One shard's state directory, opened and checked: its offsets, outboxes and step
+    are engine.shard_step's."""
 
     def __init__(self, kind: str, index: int, path: str, params: Params, shards: int) -> None:
         self.kind, self.index, self.path = kind, index, path
-        self.store = Store(RocksKV(path))
+        store = Store(RocksKV(path))
         try:
-            check_state(self.store, SHARD, params, f"state {path}", shards)
+            check_state(store, SHARD, params, f"state {path}", shards)
         except Exception:
-            self.store.close()
+            store.close()
             raise
-        self.offsets: dict[str, int] = self.store.positions()
-        self.documents = int(self.store.meta("documents") or 0)  # live ones (doc shards)
-        self.epoch = int(self.store.meta("epoch") or 0)  # of the owner that wrote it
+        super().__init__(store)
         self.taken_over = False  # set by the worker: the last owner's history is not here
-        # A doc shard's new owner compares its results with what consumers were shown
-        # (`shown`, URL -> events.shown_state) until its inputs reach these offsets (the
-        # partitions' ends when it took over): see _open_doc.
-        self.catch_up: dict[str, int] = {}
-        self.shown: dict[str, str] | None = None
-
-    def set_epoch(self, epoch: int) -> None:
-        self.store.set_meta("epoch", str(epoch))
-        self.epoch = epoch
-
-    def is_empty(self) -> bool:
-        return not self.offsets and not self.outboxes()
-
-    def offset(self, name: str) -> int:
-        return self.offsets.get(name, 0)
-
-    def catching_up(self) -> dict[str, str] | None:
-        """What consumers were shown, while a new owner redoes its last owner's rounds."""
-        if self.shown is not None and all(self.offset(n) >= end
-                                          for n, end in self.catch_up.items()):
-            self.shown = None
-        return self.shown
-
-    def commit(self, txn, offsets: dict[str, int], outbox: bytes | None = None,
-               new_documents: int = 0) -> bytes | None:
-        """State, offsets and the round's outbox in one write; the outbox's key (None when
-        there is nothing to send). Offsets only grow, so keys sort in commit order."""
-        key = None
-        if outbox:
-            key = OUTBOX + b"%020d" % sum(offsets.values())
-            txn.put_meta(key.decode(), outbox)
-        if new_documents:
-            txn.put_meta("documents", str(self.documents + new_documents).encode())
-        txn.commit(offsets)
-        self.offsets = dict(offsets)
-        self.documents += new_documents
-        self.store.compact()
-        return key
-
-    def outboxes(self) -> list[tuple[bytes, list[tuple[int, int, bytes]]]]:
-        """Outboxes not acknowledged yet, oldest first."""
-        out = []
-        for key, raw in self.store.kv.items("meta", OUTBOX):
-            if not key.startswith(OUTBOX):
-                break
-            out.append((key, unpack_outbox(raw)))
-        return out
-
-    def clear_outbox(self, key: bytes) -> None:
-        self.store.kv.write([("meta", key, None)])
 
     def close(self) -> None:
         self.store.close()
@@ -385,17 +335,15 @@ class Worker:
         role = GramShard(self.params, g, self.shards)
         end = recs[-1].offset + 1
 
-        def work() -> tuple[bytes | None, list]:  # on the engine thread, in one hand-off
+        def work() -> Outbox | None:  # on the engine thread, in one hand-off
             msgs = [m for _, m in self._decoded(GramsMsg.decode, recs)]
-            txn = shard.store.begin()
-            outbox = [(DELTAS_OUT, s, raw) for s, raw in role.process(txn, msgs)]
-            return shard.commit(txn, {"grams": end}, pack_outbox(outbox)), outbox
+            return process_grams(shard, role, msgs, end).commit()
 
-        key, outbox = await self._cpu(work)
+        outbox = await self._cpu(work)
         for n in role.fanout:
             self.metrics.fanout.observe(n)
         self.metrics.common.inc(role.went_common)
-        await self._queue_outbox(shard, key, outbox, r)
+        await self._queue_outbox(shard, outbox, r)
         r.offsets[TopicPartition(self.topics.grams, g)] = end
 
     async def _doc_shard(self, s: int, docs: list, deltas: list, r: _Round) -> None:
@@ -411,50 +359,33 @@ class Worker:
         d_end = docs[-1].offset + 1 if docs else shard.offset("docs")
         e_end = deltas[-1].offset + 1 if deltas else shard.offset("deltas")
         role = DocShard(self.params, s, self.shards)
-        seq = (shard.epoch << EPOCH_SHIFT) + d_end + e_end  # above every earlier owner's
-        shown = shard.catching_up()
 
-        def work() -> tuple[bytes | None, list, list[dict]]:  # on the engine thread, at once
+        def work() -> tuple[Outbox | None, list[dict]]:  # on the engine thread, at once
             pages = [(x.offset, m) for x, m in self._decoded(PageMsg.decode, docs)]
             msgs = [m for _, m in self._decoded(decode_doc_input, deltas)]
-            txn = shard.store.begin()
-            out, events = role.process(txn, pages, msgs, seq, shown)
-            at = utc_now()
-            outbox = [(GRAMS_OUT, g, raw) for g, raw in out]
-            for ev in events:
-                ev["at"] = at
-                outbox.append((EVENTS_OUT, 0, json.dumps(ev, ensure_ascii=False).encode()))
-            if (marker := shown_record(events)) is not None:
-                outbox.append((SHOWN_OUT, s, marker))
-            key = shard.commit(txn, {"docs": d_end, "deltas": e_end}, pack_outbox(outbox),
-                               role.documents_added)
-            return key, outbox, events
+            step = process_docs(shard, role, pages, msgs, {"docs": d_end, "deltas": e_end})
+            return step.commit(utc_now()), step.events
 
-        key, outbox, events = await self._cpu(work)
+        outbox, events = await self._cpu(work)
         if role.held:
             log.info("doc shard %d: %d deltas about pages not applied yet wait for them", s,
                      role.held)
         r.event_causes.extend(role.cause_times[ev["cause"]] for ev in events
                               if ev["cause"] in role.cause_times)
-        await self._queue_outbox(shard, key, outbox, r)
+        await self._queue_outbox(shard, outbox, r)
         r.offsets[TopicPartition(self.topics.docs, s)] = d_end
         r.offsets[TopicPartition(self.topics.deltas, s)] = e_end
 
-    async def _queue_outbox(self, shard: Shard, key: bytes | None,
-                            outbox: list[tuple[int, int, bytes]], r: _Round) -> None:
-        """Queue a committed outbox's records on the producer; the round deletes the
+    async def _queue_outbox(self, shard: Shard, outbox: Outbox | None, r: _Round) -> None:
+        """Queue a committed outbox's records on the producer; the round clears the
         outbox once they are all acknowledged. The record of what the events showed
-        (SHOWN_OUT) leaves only once the events are acknowledged: a new owner that reads
-        it can trust that consumers have them (engine.shards)."""
-        if key is None:
+        leaves only once the events are acknowledged (Outbox.after_events)."""
+        if outbox is None:
             return
         failpoints.hit("outbox-committed")  # tests: die with the outbox committed, unsent
         t = self.topics
-        events, shown = [], []
-        for code, part, value in outbox:
-            if code == SHOWN_OUT:
-                shown.append((part, value))
-                continue
+        events = []
+        for code, part, value in outbox.first():
             if code == EVENTS_OUT:
                 ev = json.loads(value)
                 self.metrics.events.labels(ev["event"]).inc()
@@ -465,10 +396,10 @@ class Worker:
                 topic = t.grams if code == GRAMS_OUT else t.deltas
                 fut = await self.producer.send(topic, value=value, partition=part)
             r.sends.append(fut)
-        for part, value in shown:
+        for _, part, value in outbox.after_events():
             r.sends.append(asyncio.ensure_future(self._send_after(events, t.deltas, part,
                                                                   value)))
-        r.after.append(functools.partial(shard.clear_outbox, key))
+        r.after.append(functools.partial(shard.clear, outbox))
 
     async def _send_after(self, first: list, topic: str, partition: int, value: bytes):
         """Send a record once the `first` sends are acknowledged."""
@@ -478,10 +409,10 @@ class Worker:
     async def _send_outboxes(self, shard: Shard) -> None:
         """Send again the outboxes a crash left between commit and acknowledgement."""
         r = _Round()
-        for key, outbox in await self._cpu(shard.outboxes):
+        for outbox in await self._cpu(shard.outboxes):
             log.info("%s shard %d: sending %d records of outbox %s again", shard.kind,
-                     shard.index, len(outbox), key.decode())
-            await self._queue_outbox(shard, key, outbox, r)
+                     shard.index, len(outbox.records), outbox.key.decode())
+            await self._queue_outbox(shard, outbox, r)
         await asyncio.gather(*r.sends)
         for fn in r.after:
             await self._cpu(fn)
@@ -584,9 +515,7 @@ class Worker:
             async for recs in read_all(self.broker, self.topics.grams, g, start, committed,
                                        max_records=REPLAY_CHUNK):
                 msgs = [m for _, m in self._decoded(GramsMsg.decode, recs)]
-                txn = shard.store.begin()
-                await self._cpu(gs.process, txn, msgs)
-                await self._cpu(shard.commit, txn, {"grams": recs[-1].offset + 1}, None)
+                await self._cpu(replay_grams, shard, gs, msgs, recs[-1].offset + 1)
                 self.metrics.replayed.inc(len(recs))
         self._seek(TopicPartition(self.topics.grams, g), shard.offset("grams"))
 
@@ -603,11 +532,8 @@ class Worker:
         async for recs in read_all(self.broker, t.docs, s, shard.offset("docs"), cd,
                                    max_records=REPLAY_CHUNK):
             pages = [(r.offset, m) for r, m in self._decoded(PageMsg.decode, recs)]
-            txn = shard.store.begin()
-            await self._cpu(ds.process, txn, pages, [], 0)
-            await self._cpu(shard.commit, txn, {"docs": recs[-1].offset + 1,
-                                                "deltas": shard.offset("deltas")},
-                            None, ds.documents_added)
+            await self._cpu(replay_docs, shard, ds, pages, [],
+                            {"docs": recs[-1].offset + 1, "deltas": shard.offset("deltas")})
             self.metrics.replayed.inc(len(recs))
         shown: list[bytes] = []  # the ShownMsg records among them (_read_shown)
         async for recs in read_all(self.broker, t.deltas, s, shard.offset("deltas"), ce,
@@ -615,10 +541,8 @@ class Worker:
             decoded = self._decoded(decode_doc_input, recs)
             msgs = [m for _, m in decoded]
             shown.extend(r.value for r, m in decoded if isinstance(m, ShownMsg))
-            txn = shard.store.begin()
-            await self._cpu(ds.process, txn, [], msgs, 0)
-            await self._cpu(shard.commit, txn, {"docs": shard.offset("docs"),
-                                                "deltas": recs[-1].offset + 1})
+            await self._cpu(replay_docs, shard, ds, [], msgs,
+                            {"docs": shard.offset("docs"), "deltas": recs[-1].offset + 1})
             self.metrics.replayed.inc(len(recs))
         if shard.taken_over:
             await self._read_shown(shard, shown)

@@ -195,8 +195,8 @@ _OUT = struct.Struct("<BII")
 
 def pack_outbox(messages: list[tuple[int, int, bytes]]) -> bytes:
     """A batch's outgoing messages, (topic code, partition, value) each, as one value: a
-    doc shard commits them with its state and sends them after, so nothing it committed
-    can be lost, and a crash between the two only sends them again."""
+    shard commits them with its state and sends them after (engine.shard_step), so
+    nothing it committed can be lost, and a crash between the two only sends them again."""
     return b"".join(_OUT.pack(t, p, len(v)) + v for t, p, v in messages)
 
 

@@ -7,7 +7,7 @@ change a consumer cares about becomes an event with the URL's next sequence numb
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 
 from ..state.schema import DocResult
 from .docs import Dirty, DocRole
@@ -15,7 +15,8 @@ from .events import change_kind, make_event, shown_change, shown_state
 
 
 def rescore(role: DocRole, txn, dirty: Dirty, before: dict[int, DocResult],
-            next_seq: Callable[[int], int], shown: dict[str, str] | None = None) -> list[dict]:
+            next_seq: Callable[[int], int],
+            shown: MutableMapping[str, str] | None = None) -> list[dict]:
     """Score every dirty document; return the events. `before` holds the last result of
     re-fetched URLs (by their new docno); `next_seq(seq)` gives an event's seq from the
     URL's last one (the embedded engine counts, doc shards use their input offsets).

@@ -10,8 +10,9 @@ shard has a state of its own and they talk through messages (engine.messages):
     DocShard: apply deltas (docs.DocRole), re-score once per batch -> events, and the
               record of what they showed (ShownMsg, `shown_record`) for a new owner
 
-Both are pure: a caller (the Kafka worker, or a test) feeds them batches in each input
-partition's order, writes their messages, and commits the transaction with its offsets.
+Both are pure: engine.shard_step feeds them batches in each input partition's order and
+commits each transaction with its offsets and the messages to send (its outbox), for the
+Kafka worker and the tests' simulation alike.
 Why the result is exact whatever the interleaving of partitions, crashes and changes of
 owner (one writer per gram, held early deltas, withdrawals of all of a version's grams,
 one live version per URL in a gram shard, what a new owner compares its events with,
@@ -20,7 +21,7 @@ seq) is written once, in docs/kafka-protocol.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
 from enum import StrEnum
 
 from ..state.schema import DocResult, DocState
@@ -77,7 +78,7 @@ class DocShard:
 
     def process(self, txn, pages: Iterable[tuple[int, PageMsg]],
                 deltas: Iterable[DeltasMsg | ShownMsg], seq: int,
-                shown: dict[str, str] | None = None
+                shown: MutableMapping[str, str] | None = None
                 ) -> tuple[list[tuple[int, bytes]], list[dict]]:
         """Apply pages (with their input offsets), then deltas (the shard's own ShownMsg
         records among them are skipped); re-score what changed, comparing with what

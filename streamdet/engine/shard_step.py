@@ -1,0 +1,199 @@
+"""A shard's step: process a batch, commit it with its outbox, then send; send again after
+a restart; rebuild from the input partitions.
+
+A shard (engine.shards: doc shard or gram shard) turns a batch of its input into state
+changes and outgoing records. The records are the batch's *outbox*: committed in the
+same write as the state changes and the input offsets, under a meta key of their own,
+and only then sent; cleared once every record is acknowledged. A shard opened with
+outboxes left (a crash between a commit and the acknowledgement of its records) sends
+them again, oldest first, before anything else. So whatever a crash interrupts, nothing
+the state holds is lost and nothing it does not hold was sent: at worst a batch is
+processed twice or a record sent twice, which the shards absorb (docs/kafka-protocol.md,
+"Outbox: commit, then send" and "At-least-once, idempotent").
+
+Pure: no sockets, files, clocks or threads. The Kafka worker (adapters.worker) and the
+tests' in-memory pipeline (tests/sharded.py) run their shards through this module and
+only do the sending, so the simulation checks the protocol the worker runs.
+
+    step = process_docs(state, role, pages, deltas, ends)  # or process_grams
+    outbox = step.commit(at)          # state, offsets and outbox in one write
+    send outbox.first(), then outbox.after_events() once the events are acknowledged
+    state.clear(outbox)               # once every record is acknowledged
+    on opening: state.outboxes()      # left by a crash: send them again, oldest first
+"""
+
+from __future__ import annotations
+
+import json
+from collections import ChainMap
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ..state.txn import Store, Txn
+from .messages import DeltasMsg, GramsMsg, PageMsg, ShownMsg, pack_outbox, unpack_outbox
+from .shards import DocShard, GramShard, shown_record
+
+Record = tuple[int, int, bytes]  # an outgoing record: (topic code, partition, value)
+GRAMS_OUT, EVENTS_OUT, DELTAS_OUT, SHOWN_OUT = 0, 1, 2, 3  # topic codes, stored in outboxes
+OUTBOX = b"outbox/"  # meta keys of the outboxes not cleared yet; they sort in commit order
+EPOCH_SHIFT = 40  # event seq = epoch << EPOCH_SHIFT + offsets consumed (< 2**40)
+
+
+@dataclass(frozen=True)
+class Outbox:
+    """The records one commit staged, under its meta key."""
+
+    key: bytes
+    records: list[Record]
+
+    def first(self) -> list[Record]:
+        """What may leave at once: every record but the one of what the events showed."""
+        return [r for r in self.records if r[0] != SHOWN_OUT]
+
+    def after_events(self) -> list[Record]:
+        """The record of what this outbox's events showed (ShownMsg), to send only once
+        the events are acknowledged: a new owner that reads it trusts that consumers
+        have them (engine.shards.shown_record)."""
+        return [r for r in self.records if r[0] == SHOWN_OUT]
+
+
+class ShardState:
+    """A shard's Store and what its step keeps beside it: the input offsets it has
+    applied, its live documents (doc shards), the epoch of the owner that wrote it, its
+    outboxes, and while a new owner catches up, what consumers were shown."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.offsets: dict[str, int] = store.positions()
+        self.documents = int(store.meta("documents") or 0)
+        self.epoch = int(store.meta("epoch") or 0)
+        # A doc shard's new owner compares its results with what consumers were shown
+        # (`shown`, URL -> events.shown_state) until its offsets reach `catch_up` (its
+        # partitions' ends when it took over): docs/kafka-protocol.md.
+        self.catch_up: dict[str, int] = {}
+        self.shown: dict[str, str] | None = None
+
+    def offset(self, name: str) -> int:
+        return self.offsets.get(name, 0)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.store.set_meta("epoch", str(epoch))
+        self.epoch = epoch
+
+    def is_empty(self) -> bool:
+        return not self.offsets and not self.outboxes()
+
+    def catching_up(self) -> dict[str, str] | None:
+        """What consumers were shown, while a new owner redoes its last owner's rounds."""
+        if self.shown is not None and all(self.offset(n) >= end
+                                          for n, end in self.catch_up.items()):
+            self.shown = None
+        return self.shown
+
+    def commit(self, txn: Txn, offsets: dict[str, int], records: Sequence[Record] = (),
+               new_documents: int = 0) -> Outbox | None:
+        """State, offsets and the records to send (the outbox) in one write; the outbox,
+        None when there is nothing to send. Its key is made of the offsets, which only
+        grow, so keys sort in commit order."""
+        outbox = None
+        if records:
+            outbox = Outbox(OUTBOX + b"%020d" % sum(offsets.values()), list(records))
+            txn.put_meta(outbox.key.decode(), pack_outbox(outbox.records))
+        if new_documents:
+            txn.put_meta("documents", str(self.documents + new_documents).encode())
+        txn.commit(offsets)
+        self.offsets = dict(offsets)
+        self.documents += new_documents
+        self.store.compact()
+        return outbox
+
+    def outboxes(self) -> list[Outbox]:
+        """Outboxes not cleared yet, oldest first."""
+        out = []
+        for key, raw in self.store.kv.items("meta", OUTBOX):
+            if not key.startswith(OUTBOX):
+                break
+            out.append(Outbox(key, unpack_outbox(raw)))
+        return out
+
+    def clear(self, outbox: Outbox) -> None:
+        """Forget an outbox whose records are all acknowledged."""
+        self.store.kv.write([("meta", outbox.key, None)])
+
+
+@dataclass
+class Step:
+    """A batch processed on a shard's transaction, not committed yet. Dropping it is a
+    crash before the commit: the state, its offsets and what consumers were shown stay
+    as they were, and the batch is processed again."""
+
+    state: ShardState
+    txn: Txn
+    ends: dict[str, int]  # the input offsets after the batch
+    records: list[Record]  # known once processed: a gram shard's deltas, withdrawals
+    events: list[dict] = field(default_factory=list)
+    shard: int = 0  # a doc shard's index: its ShownMsg goes to its own deltas partition
+    new_documents: int = 0
+    shown: dict[str, str] | None = None  # what consumers were shown that the batch changed
+
+    def commit(self, at: str | None = None) -> Outbox | None:
+        """State, offsets and outbox in one write; the outbox to send (None: nothing).
+        `at` stamps the events: the adapter's clock, the engine has none."""
+        outbox = self.state.commit(self.txn, self.ends, self.records + self._stamped(at),
+                                   self.new_documents)
+        if self.shown:
+            self.state.shown.update(self.shown)
+        return outbox
+
+    def _stamped(self, at: str | None) -> list[Record]:
+        """The events as records, then the record of what they showed (sent last)."""
+        out: list[Record] = []
+        for ev in self.events:
+            ev["at"] = at
+            out.append((EVENTS_OUT, 0, json.dumps(ev, ensure_ascii=False).encode()))
+        if (marker := shown_record(self.events)) is not None:
+            out.append((SHOWN_OUT, self.shard, marker))
+        return out
+
+
+def process_grams(state: ShardState, role: GramShard, msgs: list[GramsMsg],
+                  end: int) -> Step:
+    """A gram shard's batch, its grams partition read up to offset `end`: the deltas for
+    the doc shards to send."""
+    txn = state.store.begin()
+    records = [(DELTAS_OUT, s, raw) for s, raw in role.process(txn, msgs)]
+    return Step(state, txn, {"grams": end}, records)
+
+
+def process_docs(state: ShardState, role: DocShard, pages: Iterable[tuple[int, PageMsg]],
+                 deltas: Iterable[DeltasMsg | ShownMsg], ends: dict[str, int]) -> Step:
+    """A doc shard's batch, its pages (with their offsets) then its deltas, the partitions
+    read up to `ends`: withdrawals and events to send. The events' seq grows with the
+    offsets and ranks this owner's events above every earlier owner's (its epoch);
+    while a new owner catches up, events compare with what consumers were shown, and the
+    changes to that apply on commit."""
+    seq = (state.epoch << EPOCH_SHIFT) + sum(ends.values())
+    base = state.catching_up()
+    shown = None if base is None else ChainMap({}, base)  # writes go to a map of their own
+    txn = state.store.begin()
+    out, events = role.process(txn, pages, deltas, seq, shown)
+    return Step(state, txn, dict(ends), [(GRAMS_OUT, g, raw) for g, raw in out], events,
+                role.shard, role.documents_added, None if shown is None else shown.maps[0])
+
+
+def replay_grams(state: ShardState, role: GramShard, msgs: list[GramsMsg], end: int) -> None:
+    """Rebuilding a gram shard from its partition: a batch committed with no outbox, as
+    whoever committed the group's offsets up to here sent what it makes."""
+    txn = state.store.begin()
+    role.process(txn, msgs)
+    state.commit(txn, {"grams": end})
+
+
+def replay_docs(state: ShardState, role: DocShard, pages: Iterable[tuple[int, PageMsg]],
+                deltas: Iterable[DeltasMsg | ShownMsg], ends: dict[str, int]) -> None:
+    """Rebuilding a doc shard from its partitions: a batch committed with no outbox (its
+    events and withdrawals were sent by whoever committed the group's offsets), each
+    URL's seq counted on from its last one."""
+    txn = state.store.begin()
+    role.process(txn, pages, deltas, 0)
+    state.commit(txn, ends, new_documents=role.documents_added)

@@ -1,0 +1,136 @@
+"""The shard step (engine.shard_step): the outbox is committed with the state before
+anything can be sent, comes back after a crash until it is cleared, and a batch dropped
+before its commit leaves no trace. The Kafka worker and tests/sharded.py both run it."""
+
+from __future__ import annotations
+
+from streamdet.engine.messages import DeltasMsg, GramsMsg, PageMsg, ShownMsg, unpack
+from streamdet.engine.params import Params
+from streamdet.engine.routing import docno_for
+from streamdet.engine.shard_step import (
+    DELTAS_OUT,
+    EPOCH_SHIFT,
+    EVENTS_OUT,
+    SHOWN_OUT,
+    ShardState,
+    process_docs,
+    process_grams,
+    replay_docs,
+    replay_grams,
+)
+from streamdet.engine.shards import DocShard, GramShard, page_adds
+from streamdet.state.kv import MemoryKV
+from streamdet.state.txn import Store
+
+from .sharded import analysed
+
+PARAMS = Params(k=2, m=5, c=1, theta=0.0, foreign="domain")
+WORDS = "one two three four five six seven eight"
+
+
+def _pages() -> list[tuple[int, PageMsg]]:
+    """Three pages that copy one another (b and c copy a): all quilted."""
+    pages = analysed([{"url": f"http://{name}.example/", "text": WORDS + more}
+                      for name, more in (("a", ""), ("b", " nine"), ("c", " ten"))], PARAMS)
+    return [(o, PageMsg(p.url, p.server, p.grams, None)) for o, p in enumerate(pages)]
+
+
+def _adds() -> list[GramsMsg]:
+    return [GramsMsg.decode(raw) for o, m in _pages()
+            for _g, raw in page_adds(m, docno_for(o, 0, 1), 1)]
+
+
+def _deltas() -> list[DeltasMsg]:
+    """The deltas a gram shard sends for the two pages' adds."""
+    txn = Store(MemoryKV()).begin()
+    return [DeltasMsg.decode(raw) for _s, raw in GramShard(PARAMS, 0, 1).process(txn, _adds())]
+
+
+def _restarted(state: ShardState) -> ShardState:
+    """The same shard opened again on what its store holds (a restart after a crash)."""
+    return ShardState(Store(state.store.kv))
+
+
+def test_a_gram_step_commits_its_outbox_with_its_state_before_it_can_be_sent():
+    state = ShardState(Store(MemoryKV()))
+    step = process_grams(state, GramShard(PARAMS, 0, 1), _adds(), 3)
+    assert step.records and {code for code, _p, _v in step.records} == {DELTAS_OUT}
+    after_crash = _restarted(state)  # processed, not committed: nothing to send, nothing applied
+    assert after_crash.outboxes() == [] and after_crash.offsets == {}
+
+    outbox = step.commit()
+    assert outbox is not None and outbox.records == step.records
+    reopened = _restarted(state)  # a crash between the commit and the sends
+    assert reopened.outboxes() == [outbox]  # everything to send is in the store
+    assert reopened.offsets == {"grams": 3}
+    state.clear(outbox)  # acknowledged
+    assert _restarted(state).outboxes() == []
+
+
+def test_outboxes_left_by_a_crash_come_back_oldest_first_until_cleared():
+    """Pipelined rounds: several outboxes committed, none acknowledged yet."""
+    state = ShardState(Store(MemoryKV()))
+    adds = _adds()
+    role = GramShard(PARAMS, 0, 1)
+    first = process_grams(state, role, adds[:2], 2).commit()
+    second = process_grams(state, role, adds[2:], 3).commit()
+    assert first is not None and second is not None
+    reopened = _restarted(state)
+    assert reopened.outboxes() == [first, second]
+    reopened.clear(first)
+    assert _restarted(state).outboxes() == [second]
+    assert not reopened.is_empty()
+
+
+def test_a_batch_with_nothing_to_send_commits_no_outbox():
+    state = ShardState(Store(MemoryKV()))
+    lone = [m for m in _adds() if m.url == "http://a.example/"]  # a page alone: no deltas
+    assert process_grams(state, GramShard(PARAMS, 0, 1), lone, 1).commit() is None
+    assert state.outboxes() == [] and state.offsets == {"grams": 1}
+
+
+def test_a_doc_step_sends_its_events_then_what_they_showed():
+    state = ShardState(Store(MemoryKV()))
+    state.set_epoch(3)
+    ends = {"docs": 3, "deltas": 1}
+    step = process_docs(state, DocShard(PARAMS, 0, 1), _pages(), _deltas(), ends)
+    outbox = step.commit("2026-01-02T03:04:05Z")
+    assert outbox is not None and _restarted(state).outboxes() == [outbox]
+    assert {e["url"] for e in step.events if e["event"] == "quilt"} == {
+        f"http://{name}.example/" for name in "abc"}
+    assert all(e["at"] == "2026-01-02T03:04:05Z" for e in step.events)
+    assert all(e["seq"] == (3 << EPOCH_SHIFT) + 4 for e in step.events)  # epoch, offsets
+    assert {code for code, _p, _v in outbox.first()} == {EVENTS_OUT}
+    [(code, partition, raw)] = outbox.after_events()
+    assert (code, partition) == (SHOWN_OUT, 0) and outbox.records[-1] == (code, partition, raw)
+    shown = ShownMsg.from_parts(*unpack(raw)).shown
+    assert {url: seq for url, (seq, _digest) in shown.items()} == {
+        e["url"]: e["seq"] for e in step.events}
+    assert state.offsets == ends and state.documents == 3
+
+
+def test_what_consumers_were_shown_changes_only_when_the_batch_commits():
+    """A new owner catching up compares with what consumers were shown; a batch that
+    crashes before its commit must leave that as it was."""
+    state = ShardState(Store(MemoryKV()))
+    state.catch_up, state.shown = {"docs": 10, "deltas": 10}, {"http://x.example/": ""}
+    role = DocShard(PARAMS, 0, 1)
+    process_docs(state, role, _pages(), _deltas(), {"docs": 3, "deltas": 1})  # dropped
+    assert state.shown == {"http://x.example/": ""}
+    step = process_docs(state, role, _pages(), _deltas(), {"docs": 3, "deltas": 1})
+    step.commit("t")
+    assert set(state.shown) == {"http://x.example/"} | {e["url"] for e in step.events}
+
+
+def test_replays_commit_their_offsets_and_nothing_to_send():
+    """Rebuilding from the partitions sends nothing: whoever committed the group's
+    offsets sent it all."""
+    grams = ShardState(Store(MemoryKV()))
+    replay_grams(grams, GramShard(PARAMS, 0, 1), _adds(), 3)
+    assert grams.offsets == {"grams": 3} and grams.outboxes() == []
+    docs = ShardState(Store(MemoryKV()))
+    role = DocShard(PARAMS, 0, 1)
+    replay_docs(docs, role, _pages(), [], {"docs": 3, "deltas": 0})
+    replay_docs(docs, role, [], _deltas(), {"docs": 3, "deltas": 1})
+    assert docs.offsets == {"docs": 3, "deltas": 1} and docs.outboxes() == []
+    assert _restarted(docs).documents == 3
