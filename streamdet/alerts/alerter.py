@@ -19,8 +19,8 @@ from ..adapters.pacing import RateLimiter
 from .bodies import json_body, slack_body
 from .commit_order import Tracker
 from .config import AlertsConfig
-from .dead_letters import DeadLetterFile, request_headers
-from .delivery import Webhook
+from .dead_letters import DeadLetterFile
+from .delivery import Webhook, encode_json, request_headers
 from .grouping import Group, domain_of, page_of
 from .stats import Stats
 from .timing import Clock, LoopClock
@@ -226,7 +226,7 @@ class Alerter:
         """"sent", "dead" (dead-lettered), or None when stopped between attempts."""
         cfg = self.cfg
         body = (slack_body if cfg.slack else json_body)(g, cfg.window)
-        data = json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        data = encode_json(body)
         what = f"alert {g.domain} ({len(g.pages)} pages)"
         out = await self.webhook.deliver(data, request_headers(cfg, g.alert_id()), self.abort,
                                          what, self.stats)

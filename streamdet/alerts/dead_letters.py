@@ -12,21 +12,8 @@ import os
 
 from ..adapters.outputs import utc_now
 from .config import AlertsConfig, AlertsError, redact
-from .delivery import Webhook
+from .delivery import Webhook, encode_json, request_headers
 from .stats import Stats
-
-
-def _encode(obj: dict) -> bytes:
-    return json.dumps(obj, ensure_ascii=False).encode("utf-8", "surrogatepass")
-
-
-def request_headers(cfg: AlertsConfig, alert_id: str | None) -> dict[str, str]:
-    """The headers of an alert's POST: the user's, and the alert id as Idempotency-Key."""
-    headers = {"Content-Type": "application/json", "User-Agent": "streamdet-alerts",
-               **cfg.headers}
-    if alert_id:
-        headers["Idempotency-Key"] = alert_id
-    return headers
 
 
 class DeadLetterFile:
@@ -38,7 +25,7 @@ class DeadLetterFile:
         self._file = None
 
     def append(self, body: dict, error: str, attempts: int) -> None:
-        line = _encode({"alert": body, "webhook": redact(self.cfg.webhook), "error": error,
+        line = encode_json({"alert": body, "webhook": redact(self.cfg.webhook), "error": error,
                         "attempts": attempts, "at": utc_now()}) + b"\n"
         if self._file is None:
             os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
@@ -89,14 +76,14 @@ async def replay(cfg: AlertsConfig, path: str, stop: asyncio.Event) -> tuple[int
                 left.append(line)
                 continue
             alert_id = str(body["id"]) if isinstance(body, dict) and body.get("id") else None
-            out = await webhook.deliver(_encode(body), request_headers(cfg, alert_id), stop,
+            out = await webhook.deliver(encode_json(body), request_headers(cfg, alert_id), stop,
                                         f"dead-lettered alert {i + 1}", Stats())
             if out.delivered:
                 delivered += 1
             else:
                 entry.update(error=out.detail, attempts=entry.get("attempts", 0) + out.attempts,
                              at=utc_now())
-                left.append(_encode(entry))
+                left.append(encode_json(entry))
     finally:
         await webhook.aclose()
     _rewrite(path, left)

@@ -9,6 +9,7 @@ stop interrupts the wait between attempts, never a request in flight."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import time
@@ -53,6 +54,20 @@ class Outcome:
 
 class _Stopped(Exception):
     """Raised by the wait between attempts when the alerter stops."""
+
+
+def encode_json(obj: dict) -> bytes:
+    """A body as sent and dead-lettered: UTF-8, lone surrogates of crawled text kept."""
+    return json.dumps(obj, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+def request_headers(cfg: AlertsConfig, alert_id: str | None) -> dict[str, str]:
+    """The headers of an alert's POST: the user's, and the alert id as Idempotency-Key."""
+    headers = {"Content-Type": "application/json", "User-Agent": "streamdet-alerts",
+               **cfg.headers}
+    if alert_id:
+        headers["Idempotency-Key"] = alert_id
+    return headers
 
 
 def retry_after_s(value: str | None) -> float | None:
