@@ -13,20 +13,21 @@ sent again, oldest first, before anything else), and only the sending is done he
 schedule can also:
 - crash a shard before its commit (the batch is processed again), between its commit and
   its sends (the outbox goes on restart), or amid its sends (the records sent so far are
-  sent twice: at-least-once); it restarts on its committed state with its epoch and what
-  it compares with while catching up (a worker restarted on its disk claims a new epoch
-  and forgets that comparison);
+  sent twice: at-least-once); it restarts as the worker does: its committed state
+  reopened under a new epoch, its outboxes sent, and if it was catching up, what
+  consumers were shown read again from its deltas partition;
 - crash the pages stage (`dup_rate`): a random part of the queued adds is lost (each gram
   partition keeps what was sent in order before the crash) and the pages whose adds were
   lost are sent again, with the last few pages before them, as a new owner of a crawler
   partition sends again what its last owner sent after the last commit;
 - commit the group's offsets late (`lag_rate`: a round's offsets are left for a later
   commit, as the worker coalesces them), so that the group's offsets trail the state;
-- wipe a shard's state, outboxes included, and rebuild it by replaying its partitions up
-  to the group's committed offsets without sending anything (a worker that lost its
-  disk, or a new owner), then go on from there, as the Kafka worker does: a gram shard
-  then processes (and sends) again what it did after the commit, and a doc shard meets
-  the deltas after its commit possibly before the pages they are about.
+- wipe a shard's state, outboxes included, after any step or crash, and rebuild it by
+  replaying its partitions up to the group's committed offsets without sending anything
+  (a worker that lost its disk, or a new owner), then go on from there, as the Kafka
+  worker does: a gram shard then processes (and sends) again what it did after the
+  commit, and a doc shard sends again the events recorded after the commit and meets the
+  deltas after its commit possibly before the pages they are about.
 
 `sharded_pipeline(...)` has the harness's `records, params, batches -> rows` shape.
 """
@@ -58,8 +59,10 @@ from streamdet.engine.shard_step import (
     process_grams,
     replay_docs,
     replay_grams,
+    resume_catch_up,
+    take_over,
 )
-from streamdet.engine.shards import DocShard, GramShard, last_shown, page_adds
+from streamdet.engine.shards import DocShard, GramShard, page_adds
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
 
@@ -98,6 +101,10 @@ class Simulation:
         # adds queued per gram partition (index in `published`, bytes), not sent yet
         self.queued: list[list[tuple[int, bytes]]] = [[] for _ in range(shards)]
         self.crashes = self.wipes = 0
+        # events a new owner sent again that consumers did not have: their owner died
+        # between the record of what they show and the events
+        self.recovered = 0
+        self.resumed = 0  # restarts while catching up that read what was shown again
         self.resent: Counter[str] = Counter()  # outboxes sent again after a crash, per kind
         self.commits = 0  # the events' `at`: a commit's number, so only resends repeat one
 
@@ -146,6 +153,9 @@ class Simulation:
         sh = self.doc[s]
         if self._send_left(sh):
             return True
+        if sh.state.needs_shown():  # restarted while catching up, its outboxes sent
+            resume_catch_up(sh.state, enumerate(self.deltas_topic[s]))
+            self.resumed += 1
         d0, e0 = sh.state.offset("docs"), sh.state.offset("deltas")
         d1, e1 = self._take(self.docs_topic[s], d0), self._take(self.deltas_topic[s], e0)
         if (d1, e1) == (d0, e0):
@@ -169,25 +179,27 @@ class Simulation:
         self._finish(sh, process_grams(sh.state, GramShard(self.params, g, self.p), msgs, b))
         return True
 
-    def _crash(self) -> bool:
-        crashed = self.rng.random() < self.crash_rate
-        self.crashes += crashed
-        return crashed
+    def _crash(self, sh: _Shard) -> bool:
+        """Whether the shard crashes here; it then restarts as the worker does, on its
+        committed state under a new epoch, with nothing of its memory."""
+        if self.rng.random() >= self.crash_rate:
+            return False
+        self.crashes += 1
+        epoch = sh.state.epoch
+        sh.state = ShardState(Store(sh.state.store.kv))
+        sh.state.set_epoch(epoch + 1)
+        return True
 
     def _finish(self, sh: _Shard, step: Step) -> None:
         """Commit a processed batch with its outbox, then send it, as the worker does; a
         crash before the commit drops the batch (it runs again), one after it leaves the
-        outbox for the restart. Then the shard's disk may be lost, outbox and all; not
-        while events are out without the record of what they showed: a new owner would
-        compare with an older state than consumers hold, the one case of a takeover that
-        consumers can tell (docs/kafka-protocol.md, "A ShownMsg lost with its owner")."""
-        if self._crash():
-            return
-        self.commits += 1
-        outbox = step.commit(at=str(self.commits))
-        crashed = self._crash()  # between the commit and the sends
-        shown_complete = crashed or self._send(sh, [outbox] if outbox is not None else [])
-        if shown_complete and self.rng.random() < self.wipe_rate:
+        outbox for the restart. Then the shard's disk may be lost, outbox and all."""
+        if not self._crash(sh):
+            self.commits += 1
+            outbox = step.commit(at=str(self.commits))
+            if not self._crash(sh):  # between the commit and the sends
+                self._send(sh, [outbox] if outbox is not None else [])
+        if self.rng.random() < self.wipe_rate:
             (self.rebuild_doc if sh.kind == "doc" else self.rebuild_gram)(sh.index)
 
     def _send_left(self, sh: _Shard) -> bool:
@@ -199,24 +211,21 @@ class Simulation:
             self._send(sh, left)
         return bool(left)
 
-    def _send(self, sh: _Shard, outboxes: list[Outbox]) -> bool:
-        """Send each outbox (what the events showed last, once the events are out) and
-        clear it; a crash amid the records leaves it, and those after it, to be sent
-        again. Once all are out, the group's offsets are committed, or left for later.
-        False when a crash left events out without the record of what they showed."""
+    def _send(self, sh: _Shard, outboxes: list[Outbox]) -> None:
+        """Send each outbox (the events once the rest is out) and clear it; a crash amid
+        the records leaves it, and those after it, to be sent again. Once all are out,
+        the group's offsets are committed, or left for later."""
         for outbox in outboxes:
-            records = outbox.first() + outbox.after_events()
-            if self._crash():
-                out = records[: self.rng.randint(0, len(records))]
-                for record in out:
+            records = outbox.first() + outbox.events()
+            if self._crash(sh):
+                for record in records[: self.rng.randint(0, len(records))]:
                     self._deliver(record)
-                return len(out) == len(records) or all(r[0] != EVENTS_OUT for r in out)
+                return
             for record in records:
                 self._deliver(record)
             sh.state.clear(outbox)
         if self.rng.random() >= self.lag_rate:
             sh.group = {name: sh.state.offset(name) for name in sh.group}
-        return True
 
     def _deliver(self, record: Record) -> None:
         code, part, value = record
@@ -254,9 +263,14 @@ class Simulation:
                 replay_docs(state, role, [], msgs, {"docs": state.offset("docs"), "deltas": b})
 
         state = self._new_owner(sh, replay)
-        # what the last owner may have done (and shown) is at most what is there now
-        state.catch_up = {"docs": len(docs), "deltas": len(deltas)}
-        state.shown = last_shown(deltas)  # replayed from 0, read to the end
+        # what the last owner may have done (and shown) is at most what is there now; the
+        # outbox of the events to send again goes first at the next step
+        again = take_over(state, enumerate(deltas), sh.group["deltas"],
+                          {"docs": len(docs), "deltas": len(deltas)})
+        delivered = {(ev["url"], ev["seq"]) for ev in self.events}
+        for _c, _p, raw in again.events() if again is not None else []:
+            ev = json.loads(raw)
+            self.recovered += (ev["url"], ev["seq"]) not in delivered
 
     def rebuild_gram(self, g: int) -> None:
         sh = self.gram[g]
@@ -334,5 +348,6 @@ def sharded_pipeline(records: list[dict], params: Params, batches: Sequence[int]
     if events is not None:
         events.extend(sim.events)
     if stats is not None:  # what the schedule did: tests check that it crashed and wiped
-        stats.update(crashes=sim.crashes, wipes=sim.wipes, resent=dict(sim.resent))
+        stats.update(crashes=sim.crashes, wipes=sim.wipes, resent=dict(sim.resent),
+                     recovered=sim.recovered, resumed=sim.resumed)
     return sim.rows()

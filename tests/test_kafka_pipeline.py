@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -178,6 +179,19 @@ def _check_events_match(events: list[dict], expected: dict[str, dict]) -> None:
     assert not problems, "\n".join(problems)
 
 
+def _finish_and_check(pipeline: Pipeline, reference_dump: bytes, log_of: str = "w1") -> str:
+    """Once the pipeline is idle: the events and the shard states equal `streamdet run`'s
+    (normalized rows), the workers stopped; returns the log of worker `log_of`."""
+    pipeline.wait_idle()
+    want = _rows(reference_dump)
+    _check_events_match(pipeline.events(), want)
+    pipeline.stop()  # (dump opens the shard states)
+    got = _rows(pipeline.dump())
+    assert {u: normalize_row(r) for u, r in got.items()} == {
+        u: normalize_row(r) for u, r in want.items()}
+    return (pipeline.tmp / f"{log_of}.log").read_text()
+
+
 def test_two_workers_equal_streamdet_run(pipeline, crawl):
     path, reference_dump = crawl
     pipeline.start("w1")
@@ -221,14 +235,8 @@ def test_worker_killed_and_wiped_rejoins_without_double_counting(pipeline, crawl
     time.sleep(1)
     pipeline.start("w2")
     assert producer.wait(120) == 0
-    pipeline.wait_idle()
-    want = _rows(reference_dump)
-    _check_events_match(pipeline.events(), want)
-    pipeline.stop()
-    assert "replaying" in (pipeline.tmp / "w2.log").read_text()  # rebuilt from the topics
-    got = _rows(pipeline.dump())
-    assert {u: normalize_row(r) for u, r in got.items()} == {
-        u: normalize_row(r) for u, r in want.items()}
+    log = _finish_and_check(pipeline, reference_dump, "w2")
+    assert "replaying" in log  # rebuilt from the topics
 
 
 def test_a_restart_is_invisible_downstream(pipeline, crawl):
@@ -243,15 +251,49 @@ def test_a_restart_is_invisible_downstream(pipeline, crawl):
     assert victim.wait(90) == 137  # died at its third group commit, mid-stream
     shutil.rmtree(pipeline.tmp / "w1")
     pipeline.start("w1")
-    pipeline.wait_idle()
-    want = _rows(reference_dump)
-    _check_events_match(pipeline.events(), want)
-    pipeline.stop()
-    log = (pipeline.tmp / "w1.log").read_text()
-    assert "shown by the last owner after the group's commit" in log, log[-3000:]
-    got = _rows(pipeline.dump())
-    assert {u: normalize_row(r) for u, r in got.items()} == {
-        u: normalize_row(r) for u, r in want.items()}
+    log = _finish_and_check(pipeline, reference_dump)
+    assert "comparing with what was shown up to" in log, log[-3000:]
+
+
+def _sent_again(log: str) -> int:
+    """Events a new owner sent again, as its takeover lines count them."""
+    return sum(int(n) for n in re.findall(r"(\d+) events recorded after the group's commit "
+                                          r"sent again", log))
+
+
+def test_events_recorded_but_not_sent_go_out_from_the_new_owner(pipeline, crawl):
+    """The worker dies with a round's record of what its events show acknowledged and
+    the events not sent yet, and loses its disk: the new owner finds the record past the
+    group's commit and sends those events, so consumers miss none (and see no change
+    twice: without them, the new owner's own events would name their change from a
+    state consumers never got)."""
+    path, reference_dump = crawl
+    victim = pipeline.start("w1", extra_env={"STREAMDET_FAILPOINT": "events-held:4"})
+    time.sleep(3)
+    pipeline.produce(path)
+    assert victim.wait(90) == 137  # died between a ShownMsg and its events
+    shutil.rmtree(pipeline.tmp / "w1")
+    pipeline.start("w1")
+    log = _finish_and_check(pipeline, reference_dump)
+    assert _sent_again(log) > 0, log[-3000:]
+
+
+def test_a_restart_while_catching_up_reads_what_was_shown_again(pipeline, crawl):
+    """A new owner dies amid its catch-up (a round committed while it compares with what
+    consumers were shown, not sent) and restarts on its own disk: it sends that round,
+    reads what was shown again from the deltas partition and compares with it up to the
+    same ends, so its events still change what consumers hold, each exactly once."""
+    path, reference_dump = crawl
+    first = pipeline.start("w1", extra_env={"STREAMDET_FAILPOINT": "group-commit:3"})
+    time.sleep(3)
+    pipeline.produce(path)
+    assert first.wait(90) == 137  # rounds processed and sent, not committed
+    shutil.rmtree(pipeline.tmp / "w1")
+    second = pipeline.start("w1", extra_env={"STREAMDET_FAILPOINT": "catching-up:1"})
+    assert second.wait(90) == 137  # took over, died in its first catch-up round
+    pipeline.start("w1")  # the same disk
+    log = _finish_and_check(pipeline, reference_dump)
+    assert "restarted while catching up" in log, log[-3000:]
 
 
 def test_worker_dies_between_commit_and_send_and_sends_its_outboxes_again(pipeline, crawl):
@@ -271,14 +313,8 @@ def test_worker_dies_between_commit_and_send_and_sends_its_outboxes_again(pipeli
     assert producer.poll() is None
     pipeline.start("w1")  # same state directory, failpoint off
     assert producer.wait(120) == 0
-    pipeline.wait_idle()
-    want = _rows(reference_dump)
-    _check_events_match(pipeline.events(), want)
-    pipeline.stop()
-    assert "again" in (pipeline.tmp / "w1.log").read_text()  # outboxes re-sent on open
-    got = _rows(pipeline.dump())
-    assert {u: normalize_row(r) for u, r in got.items()} == {
-        u: normalize_row(r) for u, r in want.items()}
+    log = _finish_and_check(pipeline, reference_dump)
+    assert "again" in log  # outboxes re-sent on open
 
 
 def test_state_left_behind_by_a_takeover_is_rebuilt_not_trusted(pipeline, crawl):

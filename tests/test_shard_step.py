@@ -4,6 +4,8 @@ before its commit leaves no trace. The Kafka worker and tests/sharded.py both ru
 
 from __future__ import annotations
 
+import json
+
 from streamdet.engine.messages import DeltasMsg, GramsMsg, PageMsg, ShownMsg, unpack
 from streamdet.engine.params import Params
 from streamdet.engine.routing import docno_for
@@ -17,6 +19,8 @@ from streamdet.engine.shard_step import (
     process_grams,
     replay_docs,
     replay_grams,
+    resume_catch_up,
+    take_over,
 )
 from streamdet.engine.shards import DocShard, GramShard, page_adds
 from streamdet.state.kv import MemoryKV
@@ -89,7 +93,7 @@ def test_a_batch_with_nothing_to_send_commits_no_outbox():
     assert state.outboxes() == [] and state.offsets == {"grams": 1}
 
 
-def test_a_doc_step_sends_its_events_then_what_they_showed():
+def test_a_doc_step_sends_what_its_events_show_then_the_events():
     state = ShardState(Store(MemoryKV()))
     state.set_epoch(3)
     ends = {"docs": 3, "deltas": 1}
@@ -100,12 +104,16 @@ def test_a_doc_step_sends_its_events_then_what_they_showed():
         f"http://{name}.example/" for name in "abc"}
     assert all(e["at"] == "2026-01-02T03:04:05Z" for e in step.events)
     assert all(e["seq"] == (3 << EPOCH_SHIFT) + 4 for e in step.events)  # epoch, offsets
-    assert {code for code, _p, _v in outbox.first()} == {EVENTS_OUT}
-    [(code, partition, raw)] = outbox.after_events()
-    assert (code, partition) == (SHOWN_OUT, 0) and outbox.records[-1] == (code, partition, raw)
-    shown = ShownMsg.from_parts(*unpack(raw)).shown
-    assert {url: seq for url, (seq, _digest) in shown.items()} == {
+    [(code, partition, raw)] = outbox.first()
+    assert (code, partition) == (SHOWN_OUT, 0) and outbox.records[0] == (code, partition, raw)
+    events = outbox.events()
+    assert {c for c, _p, _v in events} == {EVENTS_OUT} and outbox.records[1:] == events
+    msg = ShownMsg.from_parts(*unpack(raw))
+    assert {url: seq for url, (seq, _digest) in msg.shown.items()} == {
         e["url"]: e["seq"] for e in step.events}
+    # the record carries the events byte for byte: a new owner can send them again
+    assert [text.encode() for text in msg.events] == [v for _c, _p, v in events]
+    assert [json.loads(v) for _c, _p, v in events] == step.events
     assert state.offsets == ends and state.documents == 3
 
 
@@ -113,7 +121,8 @@ def test_what_consumers_were_shown_changes_only_when_the_batch_commits():
     """A new owner catching up compares with what consumers were shown; a batch that
     crashes before its commit must leave that as it was."""
     state = ShardState(Store(MemoryKV()))
-    state.catch_up, state.shown = {"docs": 10, "deltas": 10}, {"http://x.example/": ""}
+    take_over(state, [], 0, {"docs": 10, "deltas": 10})
+    state.shown["http://x.example/"] = ""
     role = DocShard(PARAMS, 0, 1)
     process_docs(state, role, _pages(), _deltas(), {"docs": 3, "deltas": 1})  # dropped
     assert state.shown == {"http://x.example/": ""}
@@ -134,3 +143,48 @@ def test_replays_commit_their_offsets_and_nothing_to_send():
     replay_docs(docs, role, [], _deltas(), {"docs": 3, "deltas": 1})
     assert docs.offsets == {"docs": 3, "deltas": 1} and docs.outboxes() == []
     assert _restarted(docs).documents == 3
+
+
+def _shown_partition(state: ShardState, at: str) -> tuple[list[tuple[int, bytes]], list[dict]]:
+    """A doc shard's round committed and its ShownMsg on the deltas partition (after the
+    gram shard's one deltas record), its events never sent: the owner died in between."""
+    step = process_docs(state, DocShard(PARAMS, 0, 1), _pages(), _deltas(),
+                        {"docs": 3, "deltas": 1})
+    outbox = step.commit(at)
+    [(_c, _p, shown)] = outbox.first()
+    return [(0, _deltas()[0].encode()), (1, shown)], step.events
+
+
+def test_a_new_owner_sends_again_the_events_recorded_after_the_commit():
+    """The owner died with its ShownMsg acknowledged and its events not sent, its disk
+    lost: the new owner's takeover sends those events, byte for byte, before anything."""
+    lost = ShardState(Store(MemoryKV()))
+    partition, events = _shown_partition(lost, "2026-01-02T03:04:05Z")
+    new = ShardState(Store(MemoryKV()))
+    outbox = take_over(new, partition, 0, {"docs": 3, "deltas": 2})
+    assert outbox is not None and outbox.first() == []
+    assert [json.loads(v) for _c, _p, v in outbox.events()] == sorted(
+        events, key=lambda e: e["seq"])
+    assert _restarted(new).outboxes() == [outbox]  # committed: a crash sends it again
+    assert set(new.shown) == {e["url"] for e in events}
+    # past the group's commit only: a record the group's offsets cover was read by a
+    # committed round, which follows its events' acknowledgement
+    assert take_over(ShardState(Store(MemoryKV())), partition, 2,
+                     {"docs": 3, "deltas": 2}) is None
+
+
+def test_a_restart_on_its_own_disk_while_catching_up_reads_what_was_shown_again():
+    """The comparison a new owner makes lives in memory; the ends it compares up to are
+    in the state, so a restart knows it must read what was shown again before it goes
+    on, and forgets nothing once past them."""
+    partition, events = _shown_partition(ShardState(Store(MemoryKV())), "t")
+    state = ShardState(Store(MemoryKV()))
+    take_over(state, partition, 2, {"docs": 3, "deltas": 2})
+    assert state.catching_up() is not None and not state.needs_shown()
+    again = _restarted(state)
+    assert again.catch_up == {"docs": 3, "deltas": 2} and again.needs_shown()
+    resume_catch_up(again, partition)
+    assert again.catching_up() == state.shown and not again.needs_shown()
+    replay_docs(again, DocShard(PARAMS, 0, 1), _pages(), [], {"docs": 3, "deltas": 2})
+    assert again.catching_up() is None  # past the ends: compares with its own results
+    assert not _restarted(again).needs_shown()

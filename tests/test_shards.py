@@ -10,6 +10,7 @@ number of records (no gram can exceed m), and small m runs on corpora without re
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 
 import numpy as np
@@ -31,13 +32,20 @@ from streamdet.engine.messages import (
 )
 from streamdet.engine.params import Params
 from streamdet.engine.routing import docno_for, docno_shard, split_grams, url_shard
-from streamdet.engine.shards import DocShard, GramShard, last_shown, page_adds, shown_record
+from streamdet.engine.shards import (
+    DocShard,
+    GramShard,
+    last_shown,
+    page_adds,
+    shown_record,
+    unsent_events,
+)
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
 
 from .harness import assert_same_rows, check_events, without_repeats
 from .reference import reference
-from .sharded import analysed, sharded_pipeline
+from .sharded import Rows, analysed, sharded_pipeline
 from .strategies import any_corpus_st, large_corpus_st
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -102,12 +110,9 @@ def test_large_corpus_sharded(corpus, seed):
     _check(corpus, 4, seed, crash_rate=0.1, wipe_rate=0.05)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_the_schedules_crash_and_rebuild_and_still_equal_the_reference(seed):
-    """The hypothesis tests above draw crash and wipe rates; here, on a fixed corpus big
-    enough for them to happen, the schedule did crash shards, doc and gram shards left
-    committed outboxes that went again on restart, shards were rebuilt from their
-    partitions (all counted), and the rows and events still equal the reference."""
+def _fixed_schedule(seed: int) -> tuple[list[dict], Params, list[dict], dict, Rows]:
+    """A fixed corpus big enough for crashes and rebuilds to happen, run on a schedule
+    that crashes, wipes, lags and delivers pages twice."""
     rng = random.Random(seed)
     words = [f"w{i}" for i in range(24)]
     records = [{"url": f"http://s{i % 7}.example/p{i % 31}",
@@ -119,13 +124,38 @@ def test_the_schedules_crash_and_rebuild_and_still_equal_the_reference(seed):
     got = sharded_pipeline(records, params, [5] * 12, shards=3, seed=seed, events=events,
                            stats=stats, crash_rate=0.2, wipe_rate=0.2, lag_rate=0.5,
                            dup_rate=0.1)
-    assert stats["crashes"] > 0 and stats["wipes"] > 0, stats
-    assert stats["resent"].get("doc", 0) > 0 and stats["resent"].get("gram", 0) > 0, stats
+    return records, params, events, stats, got
+
+
+def _assert_exact(records: list[dict], params: Params, events: list[dict], got: Rows) -> None:
     expected = reference(records, params)
     assert sum(r["quilted"] for r in expected.values()) > 0  # quilts, to be got right
     assert_same_rows(expected, got)
     problems = check_events(without_repeats(events), expected)
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_schedules_crash_and_rebuild_and_still_equal_the_reference(seed):
+    """The hypothesis tests above draw crash and wipe rates; here the schedule did crash
+    shards, doc and gram shards left committed outboxes that went again on restart,
+    shards were rebuilt from their partitions, doc shards restarted while catching up
+    and read what was shown again (all counted), and the rows and events still equal
+    the reference."""
+    records, params, events, stats, got = _fixed_schedule(seed)
+    assert stats["crashes"] > 0 and stats["wipes"] > 0 and stats["resumed"] > 0, stats
+    assert stats["resent"].get("doc", 0) > 0 and stats["resent"].get("gram", 0) > 0, stats
+    _assert_exact(records, params, events, got)
+
+
+@pytest.mark.parametrize("seed", [3, 7])
+def test_a_new_owner_sends_the_events_its_last_owner_recorded_but_did_not_send(seed):
+    """Schedules where a doc shard died with the record of what its events show out and
+    the events not, then lost its disk: the new owner sent those events (counted as
+    events consumers did not have), and consumers see every change exactly once."""
+    records, params, events, stats, got = _fixed_schedule(seed)
+    assert stats["recovered"] > 0, stats
+    _assert_exact(records, params, events, got)
 
 
 def test_deltas_read_before_their_page_wait_for_it():
@@ -219,17 +249,23 @@ def test_what_was_shown_is_read_back_newest_first_whatever_the_order():
     (rounds overlap); the newest seq per URL wins, and deltas or foreign bytes beside them
     are passed over. A deltas reader never takes one for deltas."""
     deltas = DeltasMsg([Delta(5, LOSE, [9], None, "http://b/")]).encode()
-    old = shown_record([{"url": "http://a/", "seq": 3, "quilted": True, "n_patch_grams": 4,
-                         "n_grams": 9, "sources": [{"url": "http://s/", "grams": 4}]},
-                        {"url": "http://c/", "seq": 4, "quilted": True, "n_patch_grams": 1,
-                         "n_grams": 2, "sources": [{"url": "http://s/", "grams": 1}]}])
-    new = shown_record([{"url": "http://a/", "seq": 8, "quilted": False, "n_patch_grams": 1,
-                         "n_grams": 9, "sources": []}])
+    a3 = {"url": "http://a/", "seq": 3, "quilted": True, "n_patch_grams": 4, "n_grams": 9,
+          "sources": [{"url": "http://s/", "grams": 4}]}
+    c4 = {"url": "http://c/", "seq": 4, "quilted": True, "n_patch_grams": 1, "n_grams": 2,
+          "sources": [{"url": "http://s/", "grams": 1}]}
+    a8 = {"url": "http://a/", "seq": 8, "quilted": False, "n_patch_grams": 1, "n_grams": 9,
+          "sources": []}
+    old = shown_record([a3, c4], [json.dumps(a3).encode(), json.dumps(c4).encode()])
+    new = shown_record([a8], [json.dumps(a8).encode()])
     for order in ([old, deltas, new], [new, b"junk", old, deltas]):
-        shown = last_shown(order)
+        shown = last_shown(enumerate(order))
         assert shown["http://a/"] == "" and shown["http://c/"] not in ("", None)
         assert set(shown) == {"http://a/", "http://c/"}
-    assert shown_record([]) is None
+        # sent again past offset 1, in seq order, each event once
+        again = [json.loads(raw) for raw in unsent_events(enumerate(order + [new]), 1)]
+        past = [a3, c4, a8] if order[0] == new else [a8]
+        assert again == past
+    assert shown_record([], []) is None
     assert isinstance(decode_doc_input(old), ShownMsg)
     assert isinstance(decode_doc_input(deltas), DeltasMsg)
     with pytest.raises(MessageError):

@@ -38,16 +38,18 @@ from ..engine.params import Params
 from ..engine.records import DEFAULT_MAX_BODY
 from ..engine.routing import docno_for, url_shard
 from ..engine.shard_step import (
-    EVENTS_OUT,
     GRAMS_OUT,
+    SHOWN_OUT,
     Outbox,
     ShardState,
     process_docs,
     process_grams,
     replay_docs,
     replay_grams,
+    resume_catch_up,
+    take_over,
 )
-from ..engine.shards import DocShard, GramShard, last_shown, page_adds
+from ..engine.shards import DocShard, GramShard, page_adds
 from ..state.rocks import RocksKV, dir_bytes
 from ..state.txn import Store
 from . import failpoints
@@ -93,6 +95,9 @@ class Shard(ShardState):
             raise
         super().__init__(store)
         self.taken_over = False  # set by the worker: the last owner's history is not here
+        # resolved once the shard's last queued events are on the producer: the next
+        # round's events queue after them, so each URL's events leave in seq order
+        self.events_queued: asyncio.Future | None = None
 
     def close(self) -> None:
         self.store.close()
@@ -366,7 +371,10 @@ class Worker:
             step = process_docs(shard, role, pages, msgs, {"docs": d_end, "deltas": e_end})
             return step.commit(utc_now()), step.events
 
+        catching_up = shard.catching_up() is not None
         outbox, events = await self._cpu(work)
+        if catching_up:
+            failpoints.hit("catching-up")  # tests: die amid a takeover's catch-up
         if role.held:
             log.info("doc shard %d: %d deltas about pages not applied yet wait for them", s,
                      role.held)
@@ -378,40 +386,58 @@ class Worker:
 
     async def _queue_outbox(self, shard: Shard, outbox: Outbox | None, r: _Round) -> None:
         """Queue a committed outbox's records on the producer; the round clears the
-        outbox once they are all acknowledged. The record of what the events showed
-        leaves only once the events are acknowledged (Outbox.after_events)."""
+        outbox once they are all acknowledged. The events leave once the record of what
+        they show is acknowledged (Outbox.events), after the shard's earlier events."""
         if outbox is None:
             return
         failpoints.hit("outbox-committed")  # tests: die with the outbox committed, unsent
         t = self.topics
-        events = []
+        shown = []
         for code, part, value in outbox.first():
-            if code == EVENTS_OUT:
-                ev = json.loads(value)
-                self.metrics.events.labels(ev["event"]).inc()
-                fut = await self.producer.send(t.events, value=value,
-                                               key=ev["url"].encode("utf-8"))
-                events.append(fut)
-            else:
-                topic = t.grams if code == GRAMS_OUT else t.deltas
-                fut = await self.producer.send(topic, value=value, partition=part)
+            topic = t.grams if code == GRAMS_OUT else t.deltas
+            fut = await self.producer.send(topic, value=value, partition=part)
             r.sends.append(fut)
-        for _, part, value in outbox.after_events():
-            r.sends.append(asyncio.ensure_future(self._send_after(events, t.deltas, part,
-                                                                  value)))
+            if code == SHOWN_OUT:
+                shown.append(fut)
+        if events := [value for _, _, value in outbox.events()]:
+            previous = shard.events_queued
+            shard.events_queued = asyncio.get_running_loop().create_future()
+            r.sends.append(asyncio.ensure_future(
+                self._send_events(events, shown, previous, shard.events_queued)))
         r.after.append(functools.partial(shard.clear, outbox))
 
-    async def _send_after(self, first: list, topic: str, partition: int, value: bytes):
-        """Send a record once the `first` sends are acknowledged."""
-        await asyncio.gather(*first)
-        return await (await self.producer.send(topic, value=value, partition=partition))
+    async def _send_events(self, events: list[bytes], shown: list, previous: asyncio.Future
+                           | None, queued: asyncio.Future) -> None:
+        """Send events once `shown` (their ShownMsg) is acknowledged and the shard's
+        earlier events are queued (`previous`); `queued` resolves once these are."""
+        try:
+            await asyncio.gather(*shown)
+            failpoints.hit("events-held")  # tests: die with the record out, not the events
+            if previous is not None:
+                await previous
+            sent = []
+            for value in events:
+                ev = json.loads(value)
+                self.metrics.events.labels(ev["event"]).inc()
+                sent.append(await self.producer.send(self.topics.events, value=value,
+                                                     key=ev["url"].encode("utf-8")))
+        finally:
+            if not queued.done():
+                queued.set_result(None)
+        await asyncio.gather(*sent)
 
     async def _send_outboxes(self, shard: Shard) -> None:
         """Send again the outboxes a crash left between commit and acknowledgement."""
-        r = _Round()
-        for outbox in await self._cpu(shard.outboxes):
+        left = await self._cpu(shard.outboxes)
+        for outbox in left:
             log.info("%s shard %d: sending %d records of outbox %s again", shard.kind,
                      shard.index, len(outbox.records), outbox.key.decode())
+        await self._send_now(shard, left)
+
+    async def _send_now(self, shard: Shard, outboxes: list[Outbox]) -> None:
+        """Send outboxes, wait for every acknowledgement and clear them."""
+        r = _Round()
+        for outbox in outboxes:
             await self._queue_outbox(shard, outbox, r)
         await asyncio.gather(*r.sends)
         for fn in r.after:
@@ -535,40 +561,62 @@ class Worker:
             await self._cpu(replay_docs, shard, ds, pages, [],
                             {"docs": recs[-1].offset + 1, "deltas": shard.offset("deltas")})
             self.metrics.replayed.inc(len(recs))
-        shown: list[bytes] = []  # the ShownMsg records among them (_read_shown)
+        shown: list[tuple[int, bytes]] = []  # the ShownMsg records among them
         async for recs in read_all(self.broker, t.deltas, s, shard.offset("deltas"), ce,
                                    max_records=REPLAY_CHUNK):
             decoded = self._decoded(decode_doc_input, recs)
             msgs = [m for _, m in decoded]
-            shown.extend(r.value for r, m in decoded if isinstance(m, ShownMsg))
+            shown.extend((r.offset, r.value) for r, m in decoded if isinstance(m, ShownMsg))
             await self._cpu(replay_docs, shard, ds, [], msgs,
                             {"docs": shard.offset("docs"), "deltas": recs[-1].offset + 1})
             self.metrics.replayed.inc(len(recs))
         if shard.taken_over:
-            await self._read_shown(shard, shown)
+            await self._take_over(shard, shown, ce)
+        elif shard.needs_shown():
+            await self._resume_catch_up(shard)
         self._seek(TopicPartition(t.docs, s), shard.offset("docs"))
         self._seek(TopicPartition(t.deltas, s), shard.offset("deltas"))
 
-    async def _read_shown(self, shard: Shard, replayed: list[bytes]) -> None:
+    async def _take_over(self, shard: Shard, replayed: list[tuple[int, bytes]],
+                         committed: int) -> None:
         """The last owner may have processed records after the group's commit, up to at
-        most what the partitions hold now, and published events for them: until this owner
-        is past those ends, events compare with what consumers were shown, read from the
-        shard's ShownMsg records (`replayed`, then the rest of the partition:
-        engine.shards.last_shown)."""
+        most what the partitions hold now, and published events for them: until this
+        owner is past those ends, events compare with what consumers were shown, read
+        from the shard's ShownMsg records (`replayed` from the start, then the rest of
+        the partition), and the events recorded past the commit go out again
+        (engine.shard_step.take_over)."""
         t, s = self.topics, shard.index
         docs, deltas = TopicPartition(t.docs, s), TopicPartition(t.deltas, s)
         ends = await high_watermarks(self.broker, {docs: shard.offset("docs"),
                                                    deltas: shard.offset("deltas")})
-        raws = list(replayed)
-        async for recs in read_all(self.broker, t.deltas, s, shard.offset("deltas"),
-                                   ends[deltas], max_records=REPLAY_CHUNK):
-            raws.extend(r.value for r in recs if r.value is not None)
-        shard.catch_up = {"docs": ends[docs], "deltas": ends[deltas]}
-        shard.shown = await self._cpu(last_shown, raws)
+        records = replayed + await self._deltas_records(s, shard.offset("deltas"), ends[deltas])
+        outbox = await self._cpu(take_over, shard, records, committed,
+                                 {"docs": ends[docs], "deltas": ends[deltas]})
         if shard.catching_up() is not None:
-            log.info("doc shard %d: taken over; %d URLs shown by the last owner after the "
-                     "group's commit; comparing with them up to docs %d, deltas %d", s,
-                     len(shard.shown), ends[docs], ends[deltas])
+            log.info("doc shard %d: taken over; %d URLs shown, %d events recorded after the "
+                     "group's commit sent again; comparing with what was shown up to docs "
+                     "%d, deltas %d", s, len(shard.shown),
+                     len(outbox.records) if outbox else 0, ends[docs], ends[deltas])
+        await self._send_now(shard, [outbox] if outbox is not None else [])
+
+    async def _resume_catch_up(self, shard: Shard) -> None:
+        """Restarted on this disk while catching up: what consumers were shown, read again
+        from the whole deltas partition (engine.shard_step.resume_catch_up)."""
+        s = shard.index
+        tp = TopicPartition(self.topics.deltas, s)
+        end = (await high_watermarks(self.broker, {tp: 0}))[tp]
+        records = await self._deltas_records(s, 0, end)
+        await self._cpu(resume_catch_up, shard, records)
+        log.info("doc shard %d: restarted while catching up; %d URLs shown, comparing with "
+                 "them up to %s", s, len(shard.shown), shard.catch_up)
+
+    async def _deltas_records(self, s: int, start: int, end: int) -> list[tuple[int, bytes]]:
+        """(offset, value) of doc shard s's deltas partition from `start` to `end`."""
+        out = []
+        async for recs in read_all(self.broker, self.topics.deltas, s, start, end,
+                                   max_records=REPLAY_CHUNK):
+            out.extend((r.offset, r.value) for r in recs if r.value is not None)
+        return out
 
     def _seek(self, tp: TopicPartition, offset: int) -> None:
         self.consumer.seek(tp, offset)

@@ -10,8 +10,9 @@ objects). Nothing here is ever unpickled: internal topics are data, not code.
 - GramsMsg  (one per document and gram shard): a version's grams to add, or to withdraw.
 - DeltasMsg (one per gram-shard batch and doc shard): the deltas for that doc shard's
   documents, with the server and URL of every docno they mention.
-- ShownMsg  (a doc shard to its own deltas partition, after a round's events are out):
-  what those events showed, for a new owner of the shard (engine.shards).
+- ShownMsg  (a doc shard to its own deltas partition, before a round's events leave):
+  what those events show, and the events themselves, for a new owner of the shard
+  (engine.shards).
 """
 
 from __future__ import annotations
@@ -167,20 +168,27 @@ class DeltasMsg:
 
 @dataclass
 class ShownMsg:
-    """URL -> [seq, digest] of its newest event of one doc-shard round: the event's seq
-    and what it showed (events.shown_state). Rounds overlap, so these records may reach
-    the partition out of order; the seq tells which is newer."""
+    """URL -> [seq, digest] of its newest event of one doc-shard round (the event's seq
+    and what it shows: events.shown_state), and the round's events as sent (JSON text,
+    `at` included). The record leaves before the events: a new owner that reads it may
+    send them again, exact repeats, where their owner died before sending them. Rounds
+    of different owners may reach the partition out of order; the seq tells which is
+    newer. Records of an older format carry no events ("e" absent)."""
 
     shown: dict[str, list]
+    events: list[str] = field(default_factory=list)
 
     def encode(self) -> bytes:
-        return pack({"k": "shown", "s": self.shown}, [])
+        return pack({"k": "shown", "s": self.shown, "e": self.events}, [])
 
     @classmethod
     def from_parts(cls, h: dict, arrays: list[np.ndarray]) -> ShownMsg:
         if h.get("k") != "shown" or not isinstance(h.get("s"), dict):
             raise MessageError(f"not a shown message (kind {h.get('k')!r})")
-        return cls(h["s"])
+        events = h.get("e", [])
+        if not isinstance(events, list) or not all(isinstance(e, str) for e in events):
+            raise MessageError("a shown message's events are not a list of JSON texts")
+        return cls(h["s"], events)
 
 
 def decode_doc_input(raw: bytes) -> DeltasMsg | ShownMsg:

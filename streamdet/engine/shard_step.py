@@ -17,9 +17,14 @@ only do the sending, so the simulation checks the protocol the worker runs.
 
     step = process_docs(state, role, pages, deltas, ends)  # or process_grams
     outbox = step.commit(at)          # state, offsets and outbox in one write
-    send outbox.first(), then outbox.after_events() once the events are acknowledged
+    send outbox.first(), then outbox.events() once the first are acknowledged
     state.clear(outbox)               # once every record is acknowledged
     on opening: state.outboxes()      # left by a crash: send them again, oldest first
+
+A doc shard's new owner (`take_over`) compares its events with what consumers were shown
+until it has redone its last owner's rounds, and sends again the events that owner
+recorded but may not have sent; a restart on its own disk before that is done reads what
+was shown again (`resume_catch_up`): docs/kafka-protocol.md, "Taking over".
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from dataclasses import dataclass, field
 
 from ..state.txn import Store, Txn
 from .messages import DeltasMsg, GramsMsg, PageMsg, ShownMsg, pack_outbox, unpack_outbox
-from .shards import DocShard, GramShard, shown_record
+from .shards import DocShard, GramShard, last_shown, shown_record, unsent_events
 
 Record = tuple[int, int, bytes]  # an outgoing record: (topic code, partition, value)
 GRAMS_OUT, EVENTS_OUT, DELTAS_OUT, SHOWN_OUT = 0, 1, 2, 3  # topic codes, stored in outboxes
@@ -47,14 +52,15 @@ class Outbox:
     records: list[Record]
 
     def first(self) -> list[Record]:
-        """What may leave at once: every record but the one of what the events showed."""
-        return [r for r in self.records if r[0] != SHOWN_OUT]
+        """What may leave at once: every record but the events (a doc shard's withdrawals
+        and the record of what its events show)."""
+        return [r for r in self.records if r[0] != EVENTS_OUT]
 
-    def after_events(self) -> list[Record]:
-        """The record of what this outbox's events showed (ShownMsg), to send only once
-        the events are acknowledged: a new owner that reads it trusts that consumers
-        have them (engine.shards.shown_record)."""
-        return [r for r in self.records if r[0] == SHOWN_OUT]
+    def events(self) -> list[Record]:
+        """The events, to send only once the record of what they show (ShownMsg) is
+        acknowledged: whatever a crash interrupts, no event is out that a new owner
+        cannot know of (engine.shards.unsent_events)."""
+        return [r for r in self.records if r[0] == EVENTS_OUT]
 
 
 class ShardState:
@@ -69,8 +75,9 @@ class ShardState:
         self.epoch = int(store.meta("epoch") or 0)
         # A doc shard's new owner compares its results with what consumers were shown
         # (`shown`, URL -> events.shown_state) until its offsets reach `catch_up` (its
-        # partitions' ends when it took over): docs/kafka-protocol.md.
-        self.catch_up: dict[str, int] = {}
+        # partitions' ends when it took over; kept in the state, so that a restart on
+        # this disk before then reads `shown` again: resume_catch_up).
+        self.catch_up: dict[str, int] = json.loads(store.meta("catch_up") or "{}")
         self.shown: dict[str, str] | None = None
 
     def offset(self, name: str) -> int:
@@ -83,10 +90,18 @@ class ShardState:
     def is_empty(self) -> bool:
         return not self.offsets and not self.outboxes()
 
+    def caught_up(self) -> bool:
+        """Whether the offsets have reached the ends a new owner noted when it took over."""
+        return all(self.offset(n) >= end for n, end in self.catch_up.items())
+
+    def needs_shown(self) -> bool:
+        """Restarted on this disk while catching up: what consumers were shown must be
+        read again (resume_catch_up) before the next batch."""
+        return self.shown is None and not self.caught_up()
+
     def catching_up(self) -> dict[str, str] | None:
         """What consumers were shown, while a new owner redoes its last owner's rounds."""
-        if self.shown is not None and all(self.offset(n) >= end
-                                          for n, end in self.catch_up.items()):
+        if self.shown is not None and self.caught_up():
             self.shown = None
         return self.shown
 
@@ -146,14 +161,14 @@ class Step:
         return outbox
 
     def _stamped(self, at: str | None) -> list[Record]:
-        """The events as records, then the record of what they showed (sent last)."""
-        out: list[Record] = []
+        """The record of what the events show (sent first), then the events."""
+        sent = []
         for ev in self.events:
             ev["at"] = at
-            out.append((EVENTS_OUT, 0, json.dumps(ev, ensure_ascii=False).encode()))
-        if (marker := shown_record(self.events)) is not None:
-            out.append((SHOWN_OUT, self.shard, marker))
-        return out
+            sent.append(json.dumps(ev, ensure_ascii=False).encode())
+        if (marker := shown_record(self.events, sent)) is None:
+            return []
+        return [(SHOWN_OUT, self.shard, marker)] + [(EVENTS_OUT, 0, raw) for raw in sent]
 
 
 def process_grams(state: ShardState, role: GramShard, msgs: list[GramsMsg],
@@ -197,3 +212,29 @@ def replay_docs(state: ShardState, role: DocShard, pages: Iterable[tuple[int, Pa
     txn = state.store.begin()
     role.process(txn, pages, deltas, 0)
     state.commit(txn, ends, new_documents=role.documents_added)
+
+
+def take_over(state: ShardState, records: Iterable[tuple[int, bytes]], committed: int,
+              ends: dict[str, int]) -> Outbox | None:
+    """A doc shard's new owner, its state replayed up to the group's committed offsets:
+    `records` are its deltas partition's (offset, value) pairs from the start to `ends`
+    (where its partitions end now; the ShownMsg records among them count), `committed`
+    the group's deltas offset. Until the offsets reach `ends` events compare with what
+    consumers were shown; the events recorded past `committed` go out again, as their
+    owner may have died before sending them. Returns that outbox, committed with the
+    ends, so a restart sends it again and knows it is catching up."""
+    records = list(records)
+    state.shown = last_shown(records)
+    state.catch_up = dict(ends)
+    txn = state.store.begin()
+    txn.put_meta("catch_up", json.dumps(ends, sort_keys=True).encode())
+    again = [(EVENTS_OUT, 0, raw) for raw in unsent_events(records, committed)]
+    return state.commit(txn, state.offsets, again)
+
+
+def resume_catch_up(state: ShardState, records: Iterable[tuple[int, bytes]]) -> None:
+    """A doc shard restarted on its own disk before it had caught up (needs_shown), its
+    outboxes sent: what consumers were shown, read again from its deltas partition's
+    (offset, value) pairs from the start to the end. Its own events since the takeover
+    are there too, each recorded before it left."""
+    state.shown = last_shown(records)

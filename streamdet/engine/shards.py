@@ -8,7 +8,7 @@ shard has a state of its own and they talk through messages (engine.messages):
     PageMsg -> DocShard: URL table, document; a replaced version's grams --withdraw--> GramShard
     GramShard: postings (postings.add_document / withdraw_document) --DeltasMsg--> DocShard
     DocShard: apply deltas (docs.DocRole), re-score once per batch -> events, and the
-              record of what they showed (ShownMsg, `shown_record`) for a new owner
+              record of what they show (ShownMsg, `shown_record`) for a new owner
 
 Both are pure: engine.shard_step feeds them batches in each input partition's order and
 commits each transaction with its offsets and the messages to send (its outbox), for the
@@ -21,7 +21,8 @@ seq) is written once, in docs/kafka-protocol.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, MutableMapping
+import json
+from collections.abc import Iterable, Iterator, MutableMapping
 from enum import StrEnum
 
 from ..state.schema import DocResult, DocState
@@ -35,33 +36,57 @@ from .rescoring import rescore
 from .routing import docno_for, docno_shard, split_grams
 
 
-def shown_record(events: list[dict]) -> bytes | None:
+def shown_record(events: list[dict], sent: list[bytes]) -> bytes | None:
     """The ShownMsg for a round's events (None without events): what each URL's newest
-    event showed. The doc shard sends it to its own deltas partition once the events
-    are acknowledged."""
+    event shows, and the events as sent (`sent`, their bytes). The doc shard sends it to
+    its own deltas partition first, and the events once it is acknowledged."""
     if not events:
         return None
-    return ShownMsg({ev["url"]: [ev["seq"], shown_by(ev)] for ev in events}).encode()
+    shown = {ev["url"]: [ev["seq"], shown_by(ev)] for ev in events}
+    return ShownMsg(shown, [raw.decode("utf-8") for raw in sent]).encode()
 
 
-def last_shown(raws: Iterable[bytes]) -> dict[str, str]:
-    """What consumers were last shown per URL, from a doc shard's deltas partition read
-    from its start to its end (a new owner replays it from the start anyway). The whole
-    partition, not just what follows the group's commit: an owner that is replaced while
-    it catches up may have committed past records whose URLs it had not reached yet.
-    Records that are not ShownMsg (deltas, foreign bytes) are passed over."""
-    newest: dict[str, tuple[int, str]] = {}
-    for raw in raws:
+def _shown_msgs(records: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, ShownMsg]]:
+    """The ShownMsg records among a deltas partition's (offset, value) pairs; the others
+    (deltas, foreign bytes) are passed over."""
+    for offset, raw in records:
         try:
             header, arrays = unpack(raw)
-            if header.get("k") != "shown":
-                continue
-            for url, (seq, digest) in ShownMsg.from_parts(header, arrays).shown.items():
-                if url not in newest or seq > newest[url][0]:
-                    newest[url] = (seq, digest)
+            if header.get("k") == "shown":
+                yield offset, ShownMsg.from_parts(header, arrays)
         except (MessageError, TypeError, ValueError):
             continue
+
+
+def last_shown(records: Iterable[tuple[int, bytes]]) -> dict[str, str]:
+    """What consumers were last shown per URL, from a doc shard's deltas partition read
+    from its start to its end, as (offset, value) pairs (a new owner replays it from the
+    start anyway). The whole partition, not just what follows the group's commit: an
+    owner that is replaced while it catches up may have committed past records whose
+    URLs it had not reached yet."""
+    newest: dict[str, tuple[int, str]] = {}
+    for _, msg in _shown_msgs(records):
+        for url, (seq, digest) in msg.shown.items():
+            if url not in newest or seq > newest[url][0]:
+                newest[url] = (seq, digest)
     return {url: digest for url, (_, digest) in newest.items()}
+
+
+def unsent_events(records: Iterable[tuple[int, bytes]], committed: int) -> list[bytes]:
+    """The events of the ShownMsg records at or past `committed` (the group's committed
+    offset of the deltas partition), each once, in seq order: their owner may have died
+    after the record and before the events, which a new owner then sends again. Where
+    the events did leave, these are exact repeats (SPEC §9). Records before `committed`
+    were read by a round whose offsets were committed, which follows the acknowledgement
+    of every earlier round's events."""
+    out: dict[tuple[str, int], tuple[int, bytes]] = {}
+    for offset, msg in _shown_msgs(records):
+        if offset < committed:
+            continue
+        for text in msg.events:
+            ev = json.loads(text)
+            out.setdefault((ev["url"], ev["seq"]), (ev["seq"], text.encode("utf-8")))
+    return [raw for _, raw in sorted(out.values(), key=lambda x: x[0])]
 
 
 class DocShard:
