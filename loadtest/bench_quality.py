@@ -144,11 +144,11 @@ def apply_stream(store, params: Params, pages: list[Analyzed], batch: int,
     return counts
 
 
-def final_rows(store) -> dict[str, dict]:
+def final_rows(store, params: Params) -> dict[str, dict]:
     """The final state per document, as `streamdet dump` prints it, by URL."""
     from streamdet.adapters.views import dump_rows
 
-    return {row["url"]: row for row in dump_rows(store)}
+    return {row["url"]: row for row in dump_rows(store, params)}
 
 
 def run_memory(pages: list[Analyzed], params: Params, batch: int) -> tuple[dict, dict]:
@@ -160,7 +160,7 @@ def run_memory(pages: list[Analyzed], params: Params, batch: int) -> tuple[dict,
     t = time.perf_counter()
     events = apply_stream(store, params, pages, batch)
     seconds = time.perf_counter() - t
-    rows = final_rows(store)
+    rows = final_rows(store, params)
     check_rule(rows, params)
     return rows, {"seconds": seconds, "events": dict(events)}
 

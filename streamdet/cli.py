@@ -26,13 +26,14 @@ DEFAULT_STATE = "streamdet-state"
 
 
 def add_params(p: argparse.ArgumentParser, env_prefix: bool = False) -> None:
-    """-k -m -c --theta --foreign; with env_prefix, defaults from STREAMDET_K, _M, _C,
-    _THETA, _FOREIGN (the worker's configuration in a container)."""
+    """-k -m -c --theta --foreign --phi; with env_prefix, defaults from STREAMDET_K, _M,
+    _C, _THETA, _FOREIGN, _PHI (the worker's configuration in a container)."""
     d = Params()
-    k, m, c, theta, foreign = d.k, d.m, d.c, d.theta, d.foreign
+    k, m, c, theta, foreign, phi = d.k, d.m, d.c, d.theta, d.foreign, d.phi
     if env_prefix:
         k, m, c = int_env("K", k), int_env("M", m), int_env("C", c)
         theta, foreign = env_as("THETA", float, theta), env("FOREIGN", foreign)
+        phi = env_as("PHI", float, phi)
     p.add_argument("-k", type=int, default=k, help=f"gram length in tokens (default {k})")
     p.add_argument("-m", type=int, default=m, help=f"postings cap: grams on more documents "
                    f"are common, not patches (default {m})")
@@ -41,6 +42,9 @@ def add_params(p: argparse.ArgumentParser, env_prefix: bool = False) -> None:
                    help=f"minimum patch fraction (default {theta})")
     p.add_argument("--foreign", choices=FOREIGN_MODES, default=foreign,
                    help=f"what counts as another server (default {foreign})")
+    p.add_argument("--phi", type=float, default=phi,
+                   help="share of the patch grams a source must newly cover to count "
+                   f"toward -c (default {phi}: every source counts)")
 
 
 def port_number(text: str) -> int:
@@ -55,7 +59,8 @@ def port_number(text: str) -> int:
 
 
 def params_of(args: argparse.Namespace) -> Params:
-    return Params(k=args.k, m=args.m, c=args.c, theta=args.theta, foreign=args.foreign)
+    return Params(k=args.k, m=args.m, c=args.c, theta=args.theta, foreign=args.foreign,
+                  phi=args.phi)
 
 
 def open_store(path: str, must_exist: bool = False, read_only: bool = False):
@@ -235,24 +240,32 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_dump(args: argparse.Namespace) -> int:
-    from .adapters.outputs import _line
-    from .adapters.views import dump_rows, shard_dirs
+def _state_dirs(states: list[str] | None, partial: bool = True) -> list[str]:
+    """The directories to read: one `streamdet run` state, or the doc shards of worker
+    states (the newest copy of each); unless `partial`, every doc shard of the pipeline."""
+    from .adapters.views import shard_dirs
 
-    states = args.state or [DEFAULT_STATE]
+    states = states or [DEFAULT_STATE]
     found = shard_dirs(states)  # worker states: their doc shards, newest copy of each
     if found is None:
         if len(states) > 1:
             raise UsageError("several --state directories are only for worker states")
-        dirs = states
-    else:
-        dirs, missing = found
-        if missing and not args.partial:
-            raise UsageError(
-                f"these worker states hold {len(dirs)} of the pipeline's "
-                f"{len(dirs) + len(missing)} doc shards (missing: "
-                f"{', '.join(map(str, missing))}): give the --state of every worker, or "
-                "--partial for the documents of these shards only")
+        return states
+    dirs, missing = found
+    if missing and not partial:
+        raise UsageError(
+            f"these worker states hold {len(dirs)} of the pipeline's "
+            f"{len(dirs) + len(missing)} doc shards (missing: "
+            f"{', '.join(map(str, missing))}): give the --state of every worker, or "
+            "--partial for the documents of these shards only")
+    return dirs
+
+
+def cmd_dump(args: argparse.Namespace) -> int:
+    from .adapters.outputs import _line
+    from .adapters.views import dump_rows
+
+    dirs = _state_dirs(args.state, args.partial)
     rows: list[dict] = []
     for path in dirs:
         store = open_store(path, must_exist=True, read_only=True)
@@ -265,6 +278,24 @@ def cmd_dump(args: argparse.Namespace) -> int:
         out.write(_line(row))
     out.flush()
     return 0
+
+
+def _page(args: argparse.Namespace):
+    """The page of args.url in the given state(s) (for worker states, in whichever doc
+    shard holds it), or the message saying it is not there."""
+    from .adapters.explain import look_up
+
+    missed = None
+    for path in _state_dirs(args.state):
+        store = open_store(path, must_exist=True, read_only=True)
+        try:
+            found = look_up(store, args.url)
+        finally:
+            store.close()
+        if not isinstance(found, str):
+            return found
+        missed = missed if missed is not None and "Did you mean" not in found else found
+    return missed
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -331,16 +362,37 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from .adapters.views import explain
+    from .adapters.explain import explain_json, explain_text
+    from .adapters.outputs import _line
 
-    store = open_store(args.state, must_exist=True, read_only=True)
-    try:
-        text, found = explain(store, args.url)
-    finally:
-        store.close()
-    print(text)
+    page = _page(args)
+    if isinstance(page, str):
+        print(page)
+        return 1
+    if args.json:
+        sys.stdout.buffer.write(_line(explain_json(page)))
+    else:
+        colour = args.color == "always" or (
+            args.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
+        print(explain_text(page, colour))
     sys.stdout.flush()
-    return 0 if found else 1
+    return 0
+
+
+def cmd_text(args: argparse.Namespace) -> int:
+    page = _page(args)
+    if isinstance(page, str):
+        print(page, file=sys.stderr)
+        return 1
+    if page.text is None:
+        print(f"streamdet: the text of {page.url} was not kept (stored before texts were)",
+              file=sys.stderr)
+        return 1
+    sys.stdout.write(page.text)
+    if not page.text.endswith("\n"):
+        sys.stdout.write("\n")
+    sys.stdout.flush()
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -415,10 +467,21 @@ def build_parser() -> argparse.ArgumentParser:
                         help="topic name prefix: PREFIX-pages, PREFIX-events, ... (default "
                         "streamdet)")
 
-    exp = sub.add_parser("explain", help="say why a page is (not) quilted")
-    exp.add_argument("url")
-    exp.add_argument("--state", default=DEFAULT_STATE, metavar="DIR")
+    exp = sub.add_parser("explain", help="say why a page is (not) quilted, and show what "
+                         "each source's passages are")
+    txt = sub.add_parser("text", help="print a page's visible text as the state keeps it")
+    for sp in (exp, txt):
+        sp.add_argument("url")
+        sp.add_argument("--state", action="append", metavar="DIR",
+                        help=f"a `streamdet run` state, or worker states (repeat --state; "
+                        f"default {DEFAULT_STATE})")
+    exp.add_argument("--json", action="store_true",
+                     help="one JSON object: counts, sources with share and spans, the text")
+    exp.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                     help="mark passages with a colour per source (auto: on a terminal, "
+                     "unless NO_COLOR is set) or with [n> ... <n] markers")
     exp.set_defaults(func=cmd_explain)
+    txt.set_defaults(func=cmd_text)
     return parser
 
 

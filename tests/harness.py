@@ -82,7 +82,7 @@ def _run_on_store(open_store: Callable[[], Store], records: list[dict], params: 
                 store.close()
                 store = open_store()
                 engine = Engine(params)
-        return {row["url"]: row for row in dump_rows(store)}
+        return {row["url"]: row for row in dump_rows(store, params)}
     finally:
         store.close()
 
@@ -128,21 +128,27 @@ def rocks_reopen_pipeline(records: list[dict], params: Params, batches: Sequence
 
 
 def normalize_row(row: Mapping[str, Any]) -> dict:
-    """A row in one canonical shape: sources as a list of (url, grams) tuples."""
-    sources = []
+    """A row in one canonical shape: sources as a list of (url, grams) tuples, and where
+    the row carries SPEC §5's evidence, `evidence`: (share, spans) per source."""
+    sources, evidence = [], []
     for s in row["sources"]:
         if isinstance(s, Mapping):
             sources.append((s["url"], int(s["grams"])))
+            if "spans" in s:
+                evidence.append((float(s["share"]), s["spans"]))
         else:
             u, n = s
             sources.append((u, int(n)))
-    return {
+    out = {
         "n_grams": int(row["n_grams"]),
         "n_patch_grams": int(row["n_patch_grams"]),
         "patch_fraction": float(row["patch_fraction"]),
         "sources": sources,
         "quilted": bool(row["quilted"]),
     }
+    if evidence:
+        out["evidence"] = evidence
+    return out
 
 
 def diff_rows(expected: Mapping[str, Mapping], got: Mapping[str, Mapping]) -> list[str]:
@@ -157,8 +163,8 @@ def diff_rows(expected: Mapping[str, Mapping], got: Mapping[str, Mapping]) -> li
             continue
         e, g = normalize_row(expected[url]), normalize_row(got[url])
         for key in e:
-            if e[key] != g[key]:
-                out.append(f"{url}: {key}: expected {e[key]!r}, got {g[key]!r}")
+            if e[key] != g.get(key):
+                out.append(f"{url}: {key}: expected {e[key]!r}, got {g.get(key)!r}")
     return out
 
 

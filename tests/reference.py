@@ -15,7 +15,10 @@ from the list of records, in arrival order:
   sequential replay of counts, one record at a time, a re-fetch withdrawing the old
   version before adding the new one;
 - servers by `streamdet.engine.servers.server_of` (the brief allows it: the PSL lives there);
-- the greedy cover with Python sets.
+- the greedy cover with Python sets;
+- spans (SPEC §5) by windows of tokens with their offsets, located in the visible text
+  the engine keeps (for `html`, engine.text.visible_text: where block boundaries put
+  spaces is the engine's to choose, and offsets count them).
 
 `reference(records, params)` returns {url: row}, each row shaped like
 `streamdet.adapters.views.dump_rows`: {"url", "n_grams", "n_patch_grams",
@@ -32,48 +35,56 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from streamdet.engine.servers import server_of
+from streamdet.engine.text import visible_text
 from streamdet.engine.tokens import is_segmented_letter
 
 # ----------------------------------------------------------------------------- tokens
 
 
-def ref_tokenize(text: str) -> list[str]:
-    """SPEC §1 tokens, one character at a time.
+def ref_token_spans(text: str) -> list[tuple[str, int, int]]:
+    """SPEC §1 tokens, one character at a time, each with its [start, end) offsets in
+    code points of `text` (SPEC §5).
 
     A token is a maximal run of L*/N*/M* characters; a letter of a segmented script
     (Han, Hiragana, Katakana, Hangul syllables, Thai, Lao, Khmer, Myanmar) is a token of
     its own together with the marks that follow it; a mark with nothing before it in its
     run (start of a run) is dropped. Each token is casefolded once it is cut.
     """
-    tokens: list[str] = []
+    tokens: list[tuple[str, int, int]] = []
     cur: list[str] = []
+    begin = 0
     kind: str | None = None  # None (between tokens), "word" or "seg"
 
-    def flush() -> None:
+    def flush(at: int) -> None:
         nonlocal cur, kind
         if cur:
-            tokens.append("".join(cur).casefold())
+            tokens.append(("".join(cur).casefold(), begin, at))
         cur = []
         kind = None
 
-    for ch in text:
+    for i, ch in enumerate(text):
         major = unicodedata.category(ch)[0]
         if major == "L" and is_segmented_letter(ch):
-            flush()
-            cur, kind = [ch], "seg"
+            flush(i)
+            cur, kind, begin = [ch], "seg", i
         elif major in ("L", "N"):
             if kind != "word":
-                flush()
-                kind = "word"
+                flush(i)
+                kind, begin = "word", i
             cur.append(ch)
         elif major == "M":
             if kind is not None:
                 cur.append(ch)  # marks follow whatever token is open (word or seg letter)
             # else: a mark with no letter/number before it: dropped
         else:
-            flush()
-    flush()
+            flush(i)
+    flush(len(text))
     return tokens
+
+
+def ref_tokenize(text: str) -> list[str]:
+    """SPEC §1 tokens (ref_token_spans without the offsets)."""
+    return [t for t, _, _ in ref_token_spans(text)]
 
 
 # ----------------------------------------------------------------------------- html
@@ -135,6 +146,10 @@ class RefDoc:
     url: str
     text: str
     ip: str | None
+    # SPEC §5 counts offsets in the visible text the detector keeps and shows (`streamdet
+    # text`); which spaces stand for block boundaries is its own, so for `html` the spans
+    # are located in engine.text.visible_text (tokens and grams stay the reference's own)
+    shown: str = ""
 
 
 def ref_record(rec: Mapping[str, Any]) -> RefDoc | None:
@@ -157,7 +172,8 @@ def ref_record(rec: Mapping[str, Any]) -> RefDoc | None:
     else:
         return None
     ip = rec.get("ip")
-    return RefDoc(url, body, ip if isinstance(ip, str) and ip else None)
+    shown = visible_text(html) if isinstance(html, str) and html else body
+    return RefDoc(url, body, ip if isinstance(ip, str) and ip else None, shown)
 
 
 # ----------------------------------------------------------------------------- grams
@@ -172,21 +188,25 @@ def _param(params: Any, name: str) -> Any:
     return params[name] if isinstance(params, Mapping) else getattr(params, name)
 
 
+def _has(params: Any, name: str) -> bool:
+    return name in params if isinstance(params, Mapping) else hasattr(params, name)
+
+
 # ----------------------------------------------------------------------------- cover
 
 
-def ref_cover(
+def ref_cover_sets(
     patch: frozenset, candidates: Mapping[str, frozenset]
-) -> list[tuple[str, int]]:
+) -> list[tuple[str, frozenset]]:
     """Greedy cover of `patch` by candidate documents (url -> gram set).
 
     Repeatedly take the candidate holding most still-uncovered grams; ties: most grams of
     `patch` held overall, then the smallest URL (code-point order); stop when no candidate
-    covers anything new. Returns (url, newly covered) in pick order."""
+    covers anything new. Returns (url, the grams it newly covered) in pick order."""
     held = {u: patch & g for u, g in candidates.items()}
     held = {u: h for u, h in held.items() if h}
     uncovered = set(patch)
-    out: list[tuple[str, int]] = []
+    out: list[tuple[str, frozenset]] = []
     while uncovered and held:
         best = None
         best_key = None
@@ -199,8 +219,30 @@ def ref_cover(
                 best, best_key = u, key
         if best is None:
             break
-        out.append((best, -best_key[0]))
-        uncovered -= held.pop(best)
+        h = held.pop(best)
+        out.append((best, frozenset(h & uncovered)))
+        uncovered -= h
+    return out
+
+
+def ref_cover(patch: frozenset, candidates: Mapping[str, frozenset]) -> list[tuple[str, int]]:
+    """(url, newly covered count) in pick order."""
+    return [(u, len(new)) for u, new in ref_cover_sets(patch, candidates)]
+
+
+def ref_spans(text: str, k: int, covered: frozenset) -> list[list[int]]:
+    """SPEC §5: the union, over every occurrence in `text` of a window in `covered`, of
+    [start of its first token, end of its last token), merged where ranges overlap or
+    touch, sorted."""
+    toks = ref_token_spans(text)
+    ranges = sorted((toks[i][1], toks[i + k - 1][2]) for i in range(len(toks) - k + 1)
+                    if tuple(t for t, _, _ in toks[i : i + k]) in covered)
+    out: list[list[int]] = []
+    for a, b in ranges:
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
     return out
 
 
@@ -230,14 +272,17 @@ def reference(records: Iterable[Mapping[str, Any]], params: Any) -> dict[str, di
     """{url: row} for every live document after all records, per SPEC §1."""
     k, m = _param(params, "k"), _param(params, "m")
     c, theta, foreign = _param(params, "c"), _param(params, "theta"), _param(params, "foreign")
+    phi = _param(params, "phi") if _has(params, "phi") else 0.0  # SPEC §5: counted sources
 
     arrivals: list[tuple[str, frozenset]] = []
     latest: dict[str, tuple[frozenset, str]] = {}  # url -> (grams, server)
+    texts: dict[str, str] = {}  # url -> visible text of its latest version
     for rec in records:
         doc = ref_record(rec)
         if doc is None:
             continue
         grams = ref_grams(ref_tokenize(doc.text), k)
+        texts[doc.url] = doc.shown
         arrivals.append((doc.url, grams))
         latest[doc.url] = (grams, server_of(doc.url, doc.ip, foreign))
 
@@ -258,7 +303,7 @@ def reference(records: Iterable[Mapping[str, Any]], params: Any) -> dict[str, di
             for u in latest
             if u != url and (foreign == "none" or latest[u][1] != server)
         }
-        cover = ref_cover(patch, candidates)
+        cover = ref_cover_sets(patch, candidates)
         n, p = len(grams), len(patch)
         frac = p / n if n else 0.0
         rows[url] = {
@@ -266,7 +311,8 @@ def reference(records: Iterable[Mapping[str, Any]], params: Any) -> dict[str, di
             "n_grams": n,
             "n_patch_grams": p,
             "patch_fraction": frac,
-            "sources": [{"url": u, "grams": g} for u, g in cover],
-            "quilted": frac >= theta and len(cover) >= c,
+            "sources": [{"url": u, "grams": len(new), "share": len(new) / p,
+                         "spans": ref_spans(texts[url], k, new)} for u, new in cover],
+            "quilted": frac >= theta and sum(len(new) >= phi * p for _, new in cover) >= c,
         }
     return rows

@@ -22,8 +22,10 @@ WORDS = [
     "ภาษาไทย", "ที่",  # Thai: one token per letter, with its marks
     "한국어",  # Hangul syllables: one token per syllable
     "\u0301alpha",  # a leading combining mark (dropped) before a word
+    "\u05e9\u05dc\u05d5\u05dd", "\u0645\u0631\u062d\u0628\u0627",  # Hebrew, Arabic (RTL)
 ]
-SEPS = [" ", " ", " ", " ", "\n", ", ", ". ", "\t", " \u2014 ", "-", "", "\u3000", "!?"]
+SEPS = [" ", " ", " ", " ", "\n", ", ", ". ", "\t", " \u2014 ", "-", "", "\u3000", "!?",
+        " \U0001f600 ", "\u200f"]  # an emoji (a symbol, not a token), a right-to-left mark
 
 HOSTS = [
     "a.example.com", "b.example.com", "example.com", "A.Example.COM",
@@ -51,7 +53,9 @@ def params_st(draw, small: bool | None = None) -> Params:
     c = draw(st.integers(0, 4))
     theta = draw(st.one_of(st.sampled_from(THETAS), st.floats(0.0, 1.0)))
     foreign = draw(st.sampled_from(FOREIGN_MODES))
-    return Params(k=k, m=m, c=c, theta=theta, foreign=foreign)
+    # phi (SPEC §5): mostly 0 (SPEC §1 exactly), else a share that drops small sources
+    phi = draw(st.one_of(st.just(0.0), st.sampled_from([0.1, 0.25, 0.5]), st.floats(0.0, 1.0)))
+    return Params(k=k, m=m, c=c, theta=theta, foreign=foreign, phi=phi)
 
 
 words_st = st.lists(st.sampled_from(WORDS), min_size=1, max_size=8)

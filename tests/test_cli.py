@@ -90,6 +90,9 @@ def test_state_built_with_other_parameters(tmp_path, small):
     msg = _error("run", "--input", path, "--state", tmp_path / "s", "--foreign", "host",
                  "--events", "-")
     assert "foreign='domain'" in msg
+    msg = _error("run", "--input", path, "--state", tmp_path / "s", "--phi", "0.1",
+                 "--events", "-")
+    assert "phi=0.0 (asked 0.1)" in msg
     assert dump(tmp_path / "s") == before
 
 
@@ -125,7 +128,9 @@ def test_dump_rows_sorted_with_the_spec_keys(small):
         assert isinstance(r["n_grams"], int) and isinstance(r["n_patch_grams"], int)
         assert r["patch_fraction"] == (r["n_patch_grams"] / r["n_grams"] if r["n_grams"] else 0)
         for s in r["sources"]:
-            assert list(s) == ["url", "grams"] and s["grams"] > 0
+            assert list(s) == ["url", "grams", "share", "spans"] and s["grams"] > 0
+            assert s["share"] == s["grams"] / r["n_patch_grams"] and s["spans"]
+            assert all(a < b for a, b in s["spans"])
     assert any(r["quilted"] for r in rows) and not all(r["quilted"] for r in rows)
 
 
@@ -146,6 +151,29 @@ def test_explain_known_urls(small):
     plain = next(u for u, r in rows.items() if not r["quilted"] and r["n_grams"])
     proc = _explain(plain, d / "state")
     assert proc.returncode == 0 and "not quilted" in proc.stdout.decode()
+
+
+def test_explain_shows_each_sources_passages_and_text_prints_the_page(small):
+    """`explain` marks each source's passages in the page's text ([n> ... <n] off a
+    terminal, colours with --color always); `--json` gives spans into its `text`, which
+    is what `streamdet text` prints."""
+    d, _, _, _ = small
+    rows = {json.loads(x)["url"]: json.loads(x) for x in dump(d / "state").splitlines()}
+    quilt = next(u for u, r in rows.items() if r["quilted"])
+    out = _explain(quilt, d / "state").stdout.decode()
+    assert "[1>" in out and "<1]" in out and "\x1b[" not in out
+    coloured = streamdet("explain", quilt, "--state", d / "state", "--color", "always")
+    assert b"\x1b[1;31m" in coloured.stdout
+    got = json.loads(streamdet("explain", quilt, "--state", d / "state", "--json").stdout)
+    assert got["sources"] == rows[quilt]["sources"] and got["quilted"]
+    text = streamdet("text", quilt, "--state", d / "state").stdout.decode()
+    assert text.rstrip("\n") == got["text"].rstrip("\n")
+    for s in got["sources"]:  # each span starts and ends on a word of the page
+        for a, b in s["spans"]:
+            assert got["text"][a].isalnum() and got["text"][b - 1].isalnum()
+    missing = streamdet("text", "https://never-seen.example.com/", "--state", d / "state",
+                        check=False)
+    assert missing.returncode == 1 and b"is not in this state" in missing.stderr
 
 
 def test_explain_unknown_url(small):

@@ -236,8 +236,9 @@ def test_below_theta_the_cover_is_left_stale_and_computed_when_read():
     stored = _stored_result(store, d)
     assert stored.stale and stored.sources == () and not stored.quilted
     expected = reference(records, params)
-    assert expected[d]["sources"] == [{"url": a, "grams": 1}, {"url": b, "grams": 1}]
-    assert_same_rows(expected, {r["url"]: r for r in dump_rows(store)})
+    assert expected[d]["sources"] == [{"url": a, "grams": 1, "share": 0.5, "spans": [[0, 2]]},
+                                      {"url": b, "grams": 1, "share": 0.5, "spans": [[6, 8]]}]
+    assert_same_rows(expected, {r["url"]: r for r in dump_rows(store, params)})
 
 
 def test_a_stale_cover_is_computed_in_full_once_the_document_reaches_theta():
@@ -255,10 +256,13 @@ def test_a_stale_cover_is_computed_in_full_once_the_document_reaches_theta():
     store, events = _engine_run(records, params)
     expected = reference(records, params)
     assert expected[d]["quilted"]
-    assert expected[d]["sources"] == [{"url": a, "grams": 2}, {"url": b, "grams": 1}]
+    # k = 1: each occurrence is one token, and the space between two is no overlap
+    assert expected[d]["sources"] == [
+        {"url": a, "grams": 2, "share": 0.4, "spans": [[0, 2], [3, 5]]},
+        {"url": b, "grams": 1, "share": 0.2, "spans": [[6, 8]]}]
     assert [(e["event"], e["sources"]) for e in events if e["url"] == d] == [
         ("quilt", expected[d]["sources"])]
-    assert_same_rows(expected, {r["url"]: r for r in dump_rows(store)})
+    assert_same_rows(expected, {r["url"]: r for r in dump_rows(store, params)})
 
 
 def test_a_refetch_that_unquilts_shows_the_new_versions_exact_cover():
@@ -273,6 +277,8 @@ def test_a_refetch_that_unquilts_shows_the_new_versions_exact_cover():
     expected = reference(records, params)
     assert not expected[d]["quilted"]
     assert [(e["event"], e["sources"]) for e in events if e["url"] == d] == [
-        ("quilt", [{"url": a, "grams": 2}, {"url": b, "grams": 2}]),
+        ("quilt", [{"url": a, "grams": 2, "share": 0.5, "spans": [[0, 2], [3, 5]]},
+                   {"url": b, "grams": 2, "share": 0.5, "spans": [[6, 8], [9, 11]]}]),
         ("unquilt", expected[d]["sources"])]
-    assert expected[d]["sources"] == [{"url": a, "grams": 1}, {"url": b, "grams": 1}]
+    assert expected[d]["sources"] == [{"url": a, "grams": 1, "share": 0.5, "spans": [[0, 2]]},
+                                      {"url": b, "grams": 1, "share": 0.5, "spans": [[3, 5]]}]

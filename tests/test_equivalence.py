@@ -151,7 +151,10 @@ def test_classic_quilt_defaults(name):
     q = expected["http://quilt.com/"]
     # 4 x 6 shared grams + 3 x 4 grams across the joins = 36 grams, 24 patch grams
     assert (q["n_grams"], q["n_patch_grams"], q["quilted"]) == (36, 24, True)
-    assert q["sources"] == [{"url": f"http://s{i}.org/a", "grams": 6} for i in range(4)]
+    # SPEC §5: each source's share of the 24 patch grams, and the passage it covers (the
+    # sources are 49 characters each, joined by " . ")
+    assert q["sources"] == [{"url": f"http://s{i}.org/a", "grams": 6, "share": 0.25,
+                             "spans": [[52 * i, 52 * i + 49]]} for i in range(4)]
     assert not expected["http://s0.org/a"]["quilted"]  # a single source
     pipeline = PIPELINES[name][0]
     for batches in ([5], [1, 1, 1, 1, 1], [2, 3]):
@@ -173,7 +176,7 @@ def test_sticky_common_after_refetch():
     # without the overflow, the same final corpus has the gram as a patch gram
     direct = _docs(("http://a.org/", "p q"), ("http://b.org/", "p q"), ("http://c.org/", "r s"))
     assert reference(direct, params)["http://a.org/"]["sources"] == [
-        {"url": "http://b.org/", "grams": 1}]
+        {"url": "http://b.org/", "grams": 1, "share": 1.0, "spans": [[0, 3]]}]
     assert_same_rows(reference(direct, params), memory_pipeline(direct, params, [3]))
 
 
@@ -186,7 +189,8 @@ def test_refetch_same_batch_and_server_change_ip_mode():
         {"url": "http://b.org/1", "text": "x y z w", "ip": "10.0.0.2"},
     ]
     expected = reference(records, params)
-    assert expected["http://a.org/1"]["sources"] == [{"url": "http://b.org/1", "grams": 2}]
+    assert expected["http://a.org/1"]["sources"] == [
+        {"url": "http://b.org/1", "grams": 2, "share": 1.0, "spans": [[0, 5]]}]
     for batches in ([3], [1, 2], [2, 1], [1, 1, 1]):
         assert_same_rows(expected, memory_pipeline(records, params, batches))
 

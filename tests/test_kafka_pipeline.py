@@ -213,6 +213,31 @@ def test_two_workers_equal_streamdet_run(pipeline, crawl):
         u: normalize_row(r) for u, r in want.items()}
 
 
+def test_two_workers_with_phi_equal_streamdet_run(pipeline, crawl, tmp_path):
+    """SPEC §5 in both modes: with φ set, two workers give `streamdet run`'s verdicts,
+    shares and spans (each doc shard keeps the texts of its pages), and φ changes some
+    verdicts of this crawl (sources below φ of a page's patch grams stop counting)."""
+    path, plain_dump = crawl
+    plain = _rows(plain_dump)
+    # the median share of the quilts' 4th source (c = 4): about half the quilts keep 4
+    # sources at or above it
+    fourth = sorted(r["sources"][3]["share"] for r in plain.values() if r["quilted"])
+    phi = f"{fourth[len(fourth) // 2]:.6f}"
+    streamdet("run", "--input", path, "--state", tmp_path / "ref", "--phi", phi,
+              "--events", tmp_path / "ref-events.jsonl")
+    reference_dump = dump(tmp_path / "ref")
+    with_phi = _rows(reference_dump)
+    assert {u for u, r in with_phi.items() if r["quilted"]} < {
+        u for u, r in plain.items() if r["quilted"]}
+    pipeline.start("w1", "--phi", phi)
+    pipeline.start("w2", "--phi", phi)
+    pipeline.produce(path)
+    log = _finish_and_check(pipeline, reference_dump)
+    assert "worker stopped" in log
+    quilted = [r for r in _rows(pipeline.dump()).values() if r["quilted"]]
+    assert quilted and all(s["spans"] for r in quilted for s in r["sources"])
+
+
 def test_worker_killed_and_wiped_rejoins_without_double_counting(pipeline, crawl):
     path, reference_dump = crawl
     pipeline.start("w1")

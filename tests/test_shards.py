@@ -184,9 +184,9 @@ def test_deltas_read_before_their_page_wait_for_it():
         DocShard(params, 0, 1).process(txn, *batch, 3, shown={})
         txn.commit({})
     assert next(new_owner.kv.items("early"), None) is None  # nothing left waiting
-    expected = list(dump_rows(in_order))
+    expected = list(dump_rows(in_order, params))
     assert expected[1]["n_patch_grams"] == 7 and expected[1]["sources"]  # b copies a
-    assert list(dump_rows(new_owner)) == expected
+    assert list(dump_rows(new_owner, params)) == expected
 
 
 @given(split=st.integers(0, 3))

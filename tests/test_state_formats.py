@@ -29,17 +29,18 @@ def _store(fmt: str | None, params: Params | None = DEFAULTS, shards: int | None
 def test_a_new_embedded_state_gets_this_format():
     store = _store(None, None)
     check_state(store, EMBEDDED, Params(), "this state directory")
-    assert store.meta("format") == EMBEDDED.current == "6"
+    assert store.meta("format") == EMBEDDED.current == "7"
 
 
-@pytest.mark.parametrize("old", ["3", "4", "5"])
-def test_an_embedded_state_of_format_3_to_5_is_upgraded_in_place(old):
-    """Formats 3 to 5 have no stale covers, no packed segments or no split-block filters:
-    readable as they are, then marked 6 (an older reader would take a stale cover's flag
-    for 'quilted', could not decode a packed segment, would not find a split filter)."""
+@pytest.mark.parametrize("old", ["3", "4", "5", "6"])
+def test_an_embedded_state_of_format_3_to_6_is_upgraded_in_place(old):
+    """Formats 3 to 6 have no stale covers, no packed segments, no split-block filters or
+    no kept texts: readable as they are, then marked 7 (an older reader would take a stale
+    cover's flag for 'quilted', could not decode a packed segment, would not find a split
+    filter, could not open a state with a table of texts)."""
     store = _store(old)
     check_state(store, EMBEDDED, Params(), "this state directory")
-    assert store.meta("format") == "6"
+    assert store.meta("format") == "7"
 
 
 def test_an_embedded_state_of_an_unknown_format_is_refused_untouched():
@@ -56,11 +57,11 @@ def test_an_upgradable_state_with_other_parameters_is_refused_untouched():
     assert store.meta("format") == "3"
 
 
-@pytest.mark.parametrize("upgradable", ["shards-2", "shards-3", "shards-4"])
-def test_a_shard_state_of_shards_2_to_4_is_upgraded_and_shards_1_refused(upgradable):
+@pytest.mark.parametrize("upgradable", ["shards-2", "shards-3", "shards-4", "shards-5"])
+def test_a_shard_state_of_shards_2_to_5_is_upgraded_and_shards_1_refused(upgradable):
     old = _store(upgradable, shards=4)
     check_state(old, SHARD, Params(), "state X", 4)
-    assert old.meta("format") == SHARD.current == "shards-5"
+    assert old.meta("format") == SHARD.current == "shards-6"
     older = _store("shards-1", shards=4)
     with pytest.raises(StateError, match="format shards-1, which this version does not read"):
         check_state(older, SHARD, Params(), "state X", 4)

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamdet.engine.tokens import tokenize
+from streamdet.engine.tokens import token_spans, tokenize
 
-from .reference import ref_tokenize
+from .reference import ref_token_spans, ref_tokenize
 
 # Characters worth combining: marks of several kinds, letters of segmented and
 # non-segmented scripts, numbers, separators, casefold specials, astral letters and marks.
@@ -41,6 +41,32 @@ def test_tokenize_matches_reference(text):
 @given(st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=200))
 def test_tokenize_matches_reference_any_unicode(text):
     assert tokenize(text) == ref_tokenize(text)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(alphabet=char_st, max_size=40))
+def test_token_offsets_match_reference(text):
+    """SPEC §5: offsets in code points of the text; each token is its range, casefolded."""
+    tokens, starts, ends = token_spans(text)
+    assert list(zip(tokens, starts, ends, strict=True)) == ref_token_spans(text)
+    assert tokens == tokenize(text)
+    for tok, a, b in zip(tokens, starts, ends, strict=True):
+        assert 0 <= a < b <= len(text)
+        # a mark dropped at the start of a run is outside the range; the rest is the token
+        assert text[a:b].casefold() == tok
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Straße ﬁne", [("strasse", 0, 6), ("fine", 7, 10)]),  # folded tokens lengthen; offsets do not
+    ("中文 ภาษา", [("中", 0, 1), ("文", 1, 2), ("ภ", 3, 4), ("า", 4, 5), ("ษ", 5, 6),
+                 ("า", 6, 7)]),
+    ("e\u0301t\u00e9 \U0001f600 \u05e9\u05dc\u05d5\u05dd", [
+        ("e\u0301t\u00e9", 0, 4), ("\u05e9\u05dc\u05d5\u05dd", 7, 11)]),  # emoji; RTL
+    ("\u0301abc", [("abc", 1, 4)]),  # a leading mark is dropped, not counted in the token
+    ("\U0001d400\U0001d401 x", [("\U0001d400\U0001d401".casefold(), 0, 2), ("x", 3, 4)]),
+])
+def test_token_offsets_hand_cases(text, expected):
+    assert list(zip(*token_spans(text), strict=True)) == expected
 
 
 def _chars(limit: int) -> list[str]:

@@ -30,10 +30,11 @@ from aiokafka.errors import TopicAlreadyExistsError
 from ..engine.params import Params, ParamsError
 
 # How the shards of a pipeline talk. shards-2: grams adds leave from the pages stage and
-# gram shards keep a URL table (see engine.shards); a shards-1 pipeline is refused rather
-# than mixed with it. The doc shards' ShownMsg records on deltas partitions are within
-# shards-2: a reader that does not know them skips them as undecodable deltas.
-PIPELINE_FORMAT = "shards-2"
+# gram shards keep a URL table (see engine.shards). shards-3: a page's record carries its
+# packed visible text (SPEC §5 evidence), which a shards-2 doc shard would refuse as
+# trailing bytes and skip, losing the page; and a ShownMsg carries its round's events.
+# A pipeline of another format is refused rather than mixed with it.
+PIPELINE_FORMAT = "shards-3"
 PRODUCER_BATCH_BYTES = 1 << 20  # per partition and request (see producer())
 
 

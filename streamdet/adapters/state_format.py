@@ -23,10 +23,12 @@ class StateFormat:
     kind: str  # what a state of this format is, for messages
 
 
-# 4 may hold stale covers, 5 packs segment pairs, 6 gives new segments split-block filters
-EMBEDDED = StateFormat("6", ("3", "4", "5"), "a `streamdet run` state")
-# shards-3 to shards-5: the same three steps; shards-1 gram shards had no URL tables
-SHARD = StateFormat("shards-5", ("shards-2", "shards-3", "shards-4"), "a worker shard")
+# 4 may hold stale covers, 5 packs segment pairs, 6 gives new segments split-block filters,
+# 7 keeps documents' visible texts (table texts; documents from before have none)
+EMBEDDED = StateFormat("7", ("3", "4", "5", "6"), "a `streamdet run` state")
+# shards-3 to shards-6: the same four steps; shards-1 gram shards had no URL tables
+SHARD = StateFormat("shards-6", ("shards-2", "shards-3", "shards-4", "shards-5"),
+                    "a worker shard")
 
 
 def check_state(store: Store, fmt: StateFormat, params: Params, where: str,

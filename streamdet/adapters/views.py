@@ -1,17 +1,25 @@
-"""Read-only views of a state for people and scripts: `dump` and `explain`."""
+"""Read-only views of a state for scripts: `dump` rows, and the doc shards of worker
+states (`explain` and `text` are adapters/explain.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 from ..engine.docs import current
+from ..engine.evidence import evidence
 from ..engine.params import Params
 from ..state.schema import decode_url_entry
 from ..state.txn import Store
 
 
-def dump_rows(store: Store) -> Iterator[dict]:
-    """One row per live document, sorted by URL (code-point order = UTF-8 byte order)."""
+def dump_rows(store: Store, params: Params | None = None) -> Iterator[dict]:
+    """One row per live document, sorted by URL (code-point order = UTF-8 byte order);
+    `params` default to those the state records."""
+    if params is None:
+        recorded = store.meta("params")
+        if recorded is None:
+            raise ValueError("the state records no parameters: pass them")
+        params = Params.from_fingerprint(recorded)
     txn = store.begin()
     for key, raw in store.kv.items("urls"):
         docno, _seq = decode_url_entry(raw)
@@ -22,79 +30,9 @@ def dump_rows(store: Store) -> Iterator[dict]:
             "n_grams": doc.n_grams,
             "n_patch_grams": doc.n_patch,
             "patch_fraction": doc.patch_fraction,
-            "sources": [{"url": u, "grams": n} for u, n in r.sources],
+            "sources": evidence(r, doc, txn.text(docno), params.k),
             "quilted": r.quilted,
         }
-
-
-def _variants(url: str) -> list[str]:
-    """Spellings of a URL a person may have meant: trailing slash, scheme, www."""
-    out = []
-    out.append(url[:-1] if url.endswith("/") else url + "/")
-    if url.startswith("https://"):
-        out.append("http://" + url[8:])
-    elif url.startswith("http://"):
-        out.append("https://" + url[7:])
-    for scheme in ("https://", "http://"):
-        if url.startswith(scheme + "www."):
-            out.append(scheme + url[len(scheme) + 4:])
-        elif url.startswith(scheme):
-            out.append(scheme + "www." + url[len(scheme):])
-    return out
-
-
-def explain(store: Store, url: str) -> tuple[str, bool]:
-    """Why a page is or is not quilted, in plain words; and whether the URL is known."""
-    params = Params.from_fingerprint(store.meta("params"))
-    txn = store.begin()
-    url = url.strip()
-    try:
-        entry = txn.url_entry(url)
-    except UnicodeError:
-        entry = None
-    if entry is None:
-        near = []
-        for v in _variants(url):
-            try:
-                if txn.url_entry(v) is not None:
-                    near.append(v)
-            except UnicodeError:
-                pass
-        hint = f" Did you mean {' or '.join(near)}?" if near else ""
-        return (f"{url} is not in this state (never seen, or spelled differently).{hint}",
-                False)
-    docno, seq = entry
-    doc = txn.doc(docno)
-    server, _ = txn.name(docno)
-    r = current(txn, doc)
-    n_pg = doc.n_patch
-    frac = doc.patch_fraction
-    foreign_pg = doc.foreign_patch_grams()
-    lines = [
-        f"{url}",
-        f"  server ({params.foreign}): {server or '-'}",
-        f"  {doc.n_grams} distinct {params.k}-grams; {n_pg} are patch grams "
-        f"(shared by 2..{params.m} documents): patch fraction {frac:.3f} "
-        f"{'>=' if frac >= params.theta else '<'} theta {params.theta}",
-        f"  {foreign_pg} patch grams are also found on other servers; "
-        f"{n_pg - foreign_pg} only on this server",
-        f"  greedy cover: {len(r.sources)} source(s) "
-        f"{'>=' if len(r.sources) >= params.c else '<'} c {params.c}",
-    ]
-    covered = 0
-    for u, n in r.sources:
-        covered += n
-        lines.append(f"    {n:6d} new grams ({100 * n / max(n_pg, 1):5.1f}% of patch) from {u}")
-    if r.quilted:
-        verdict = "QUILTED: enough of the page is shared, and it takes many foreign sources"
-    elif frac < params.theta and len(r.sources) < params.c:
-        verdict = "not quilted: too little shared text and too few sources"
-    elif frac < params.theta:
-        verdict = "not quilted: too little of the page is shared text"
-    else:
-        verdict = "not quilted: the shared text comes from too few foreign sources"
-    lines.append(f"  {verdict} (events so far: {seq})")
-    return "\n".join(lines), True
 
 
 def shard_dirs(states: list[str]) -> tuple[list[str], list[int]] | None:

@@ -14,7 +14,7 @@ from .grams import gram_set
 from .params import Params
 from .records import Page
 from .servers import server_of
-from .text import visible_text
+from .text import pack_text, visible_text
 from .tokens import tokenize
 
 
@@ -25,13 +25,18 @@ class Analyzed:
     grams: np.ndarray  # sorted distinct uint64 gram hashes
     fetched_at: float | None = None
     implausible_time: bool = False  # a fetched_at was given but read as absent
+    text: bytes = b""  # the visible text, packed (engine.text.pack_text): SPEC §5 evidence
 
 
 def page_text(page: Page) -> str:
     return page.text if page.text is not None else visible_text(page.html or "")
 
 
-def analyze(page: Page, params: Params) -> Analyzed:
-    grams = gram_set(tokenize(page_text(page)), params.k)
+def analyze(page: Page, params: Params, keep_text: bool = True) -> Analyzed:
+    """Parse, tokenize, hash; and pack the visible text to keep (SPEC §5), unless
+    `keep_text` is false (the benchmarks' floor: the work no detector can avoid)."""
+    text = page_text(page)
+    grams = gram_set(tokenize(text), params.k)
     return Analyzed(page.url, server_of(page.url, page.ip, params.foreign), grams,
-                    page.fetched_at, page.implausible_time)
+                    page.fetched_at, page.implausible_time,
+                    pack_text(text) if keep_text else b"")

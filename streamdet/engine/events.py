@@ -54,8 +54,9 @@ def shown_change(last: str, now: str) -> str | None:
 
 
 def make_event(kind: str, url: str, seq: int, result: DocResult, cause: str,
-               params: Params) -> dict:
-    """The event object, without `at` (stamped by the adapter: the engine has no clock)."""
+               params: Params, sources: list[dict]) -> dict:
+    """The event object, without `at` (stamped by the adapter: the engine has no clock);
+    `sources` are the result's sources with their evidence (engine.evidence)."""
     return {
         "event": kind,
         "url": url,
@@ -64,7 +65,7 @@ def make_event(kind: str, url: str, seq: int, result: DocResult, cause: str,
         "patch_fraction": result.patch_fraction,
         "n_grams": result.n_grams,
         "n_patch_grams": result.n_patch,
-        "sources": [{"url": u, "grams": n} for u, n in result.sources],
+        "sources": sources,
         "cause": cause,
         "params": params.to_dict(),
     }

@@ -1,10 +1,11 @@
 """The messages shards exchange (Kafka values of the internal topics), as bytes.
 
-A message is a small JSON header and some arrays of uint64 (grams, docnos) appended raw:
-    4-byte header length | header JSON | array 0 | array 1 | ...
-with the arrays' lengths in the header. JSON keeps the format readable and versioned;
-raw arrays keep thousands of grams per message cheap to build and read (no per-gram
-objects). Nothing here is ever unpickled: internal topics are data, not code.
+A message is a small JSON header and some arrays of uint64 (grams, docnos) appended raw,
+then optionally a blob of bytes (a page's packed text):
+    4-byte header length | header JSON | array 0 | array 1 | ... | blob
+with the arrays' lengths (and the blob's, "b") in the header. JSON keeps the format
+readable and versioned; raw arrays keep thousands of grams per message cheap to build and
+read (no per-gram objects). Nothing here is ever unpickled: internal topics are data, not code.
 
 - PageMsg   (pages of one doc shard): a validated, analysed page.
 - GramsMsg  (one per document and gram shard): a version's grams to add, or to withdraw.
@@ -34,14 +35,22 @@ class MessageError(ValueError):
     """Bytes that are not a message of this version."""
 
 
-def pack(header: dict, arrays: list[np.ndarray]) -> bytes:
+def pack(header: dict, arrays: list[np.ndarray], blob: bytes = b"") -> bytes:
     header = {**header, "v": VERSION, "a": [len(a) for a in arrays]}
+    if blob:
+        header["b"] = len(blob)
     head = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     return b"".join([_LEN.pack(len(head)), head,
-                     *(np.asarray(a, dtype="<u8").tobytes() for a in arrays)])
+                     *(np.asarray(a, dtype="<u8").tobytes() for a in arrays), blob])
 
 
 def unpack(raw: bytes) -> tuple[dict, list[np.ndarray]]:
+    """Header and arrays (a blob, if any, is passed over: unpack_blob)."""
+    header, arrays, _ = unpack_blob(raw)
+    return header, arrays
+
+
+def unpack_blob(raw: bytes) -> tuple[dict, list[np.ndarray], bytes]:
     try:
         (n,) = _LEN.unpack_from(raw)
         header = json.loads(raw[4 : 4 + n])
@@ -58,9 +67,10 @@ def unpack(raw: bytes) -> tuple[dict, list[np.ndarray]]:
         if isinstance(exc, MessageError):
             raise
         raise MessageError(f"not a streamdet message: {exc}") from None
-    if off != len(raw):
+    blob_len = header.get("b", 0)
+    if not isinstance(blob_len, int) or off + blob_len != len(raw):
         raise MessageError("message has trailing bytes")
-    return header, arrays
+    return header, arrays, bytes(raw[off:])
 
 
 @dataclass
@@ -69,15 +79,16 @@ class PageMsg:
     server: str
     grams: np.ndarray
     fetched_at: float | None = None
+    text: bytes = b""  # the visible text, packed (engine.text): the doc shard keeps it
 
     def encode(self) -> bytes:
         return pack({"k": "page", "u": self.url, "s": self.server, "t": self.fetched_at},
-                    [self.grams])
+                    [self.grams], self.text)
 
     @classmethod
     def decode(cls, raw: bytes) -> PageMsg:
-        h, (grams,) = unpack(raw)
-        return cls(h["u"], h["s"], grams, h.get("t"))
+        h, (grams,), text = unpack_blob(raw)
+        return cls(h["u"], h["s"], grams, h.get("t"), text)
 
 
 @dataclass

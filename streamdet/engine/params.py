@@ -8,6 +8,7 @@ instead of silently mixing two definitions.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 FOREIGN_MODES = ("domain", "host", "ip", "none")
@@ -19,13 +20,16 @@ class ParamsError(ValueError):
 
 @dataclass(frozen=True)
 class Params:
-    """k: gram length; m: postings cap; c: minimum cover; theta: minimum patch fraction."""
+    """k: gram length; m: postings cap; c: minimum cover; theta: minimum patch fraction;
+    phi: the share of the patch grams a source must newly cover to count toward c
+    (SPEC §5; 0: every source counts, exactly SPEC §1)."""
 
     k: int = 5
     m: int = 50
     c: int = 4
     theta: float = 0.5
     foreign: str = "domain"
+    phi: float = 0.0
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -36,9 +40,21 @@ class Params:
             raise ParamsError(f"c must be >= 0, got {self.c}")
         if not 0.0 <= self.theta <= 1.0:
             raise ParamsError(f"theta must be within [0, 1], got {self.theta}")
+        if not 0.0 <= self.phi <= 1.0:
+            raise ParamsError(f"phi must be within [0, 1], got {self.phi}")
         if self.foreign not in FOREIGN_MODES:
             modes = ", ".join(FOREIGN_MODES)
             raise ParamsError(f"foreign must be one of {modes}, got {self.foreign!r}")
+
+    def counted(self, gains: Iterable[int], n_patch: int) -> int:
+        """How many cover sources count toward c: those whose newly covered grams are at
+        least phi of the patch grams (all of them when phi is 0)."""
+        return sum(1 for g in gains if g >= self.phi * n_patch)
+
+    def is_quilted(self, n_patch: int, n_grams: int, gains: Iterable[int]) -> bool:
+        """SPEC §1 and §5: patch fraction >= theta, and at least c sources count."""
+        fraction = n_patch / n_grams if n_grams else 0.0
+        return fraction >= self.theta and self.counted(gains, n_patch) >= self.c
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -12,6 +12,7 @@ from collections.abc import Callable, MutableMapping
 from ..state.schema import DocResult
 from .docs import Dirty, DocRole
 from .events import change_kind, make_event, shown_change, shown_state
+from .evidence import evidence
 
 
 def rescore(role: DocRole, txn, dirty: Dirty, before: dict[int, DocResult],
@@ -54,5 +55,6 @@ def rescore(role: DocRole, txn, dirty: Dirty, before: dict[int, DocResult],
         _, seq = txn.url_entry(url)
         seq = next_seq(seq)
         txn.put_url(url, docno, seq)
-        events.append(make_event(kind, url, seq, result, touch.cause, role.params))
+        sources = evidence(result, doc, txn.text(docno), role.params.k)
+        events.append(make_event(kind, url, seq, result, touch.cause, role.params, sources))
     return events

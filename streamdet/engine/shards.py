@@ -178,6 +178,7 @@ class DocShard:
                                         page.fetched_at).encode()))
             txn.put_doc(old, None)
             txn.put_doc_grams(old, None)
+            txn.put_text(old, None)
             dirty.pop(old, None)
         else:
             self.documents_added += 1
@@ -185,6 +186,7 @@ class DocShard:
         txn.put_name(docno, page.server, page.url)
         txn.put_doc(docno, DocState(n_grams=len(page.grams)))
         txn.put_doc_grams(docno, page.grams)
+        txn.put_text(docno, page.text)
         txn.put_url(page.url, docno, seq)
         dirty[docno] = Touch(page.url, None)
         return out

@@ -1,4 +1,4 @@
-"""Visible text of an HTML page (SPEC §1 "text").
+"""Visible text of an HTML page (SPEC §1 "text"), and its kept, compressed form (SPEC §5).
 
 Hidden elements (script, style, noscript, template, head) are dropped. Block elements and
 <br> separate words, inline elements do not ("<b>quil</b>ted" is one word): lexbor joins
@@ -8,6 +8,8 @@ twice as slow, and can be fooled by tags inside attribute values.)
 """
 
 from __future__ import annotations
+
+import zlib
 
 from selectolax.lexbor import LexborDocumentOptions, LexborHTMLParser
 
@@ -44,3 +46,21 @@ def visible_text(html: str) -> str:
         node.insert_before(" ")
         node.insert_after(" ")
     return root.text(deep=True, separator="", strip=False)
+
+
+# zlib level 3: on the real pages, 26.6 KB of visible text a page keeps as 7.1 KB in
+# 0.27 ms (level 6: 6.5 KB in 0.59 ms; 9: 6.5 KB in 1.5 ms). Done in the analysis step,
+# beside the engine; read back only to locate evidence or show a page.
+TEXT_LEVEL = 3
+
+
+def pack_text(text: str) -> bytes:
+    """A document's visible text as kept in the state and sent to its doc shard."""
+    return zlib.compress(text.encode("utf-8", "surrogatepass"), TEXT_LEVEL)
+
+
+def unpack_text(packed: bytes | None) -> str | None:
+    """The text `pack_text` kept (None: none was kept, a document from an older state)."""
+    if not packed:
+        return None
+    return zlib.decompress(packed).decode("utf-8", "surrogatepass")

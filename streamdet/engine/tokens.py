@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import sys
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import regex
 
@@ -136,3 +136,24 @@ def tokenize(text: str) -> list[str]:
         return [t.casefold() for t in _pattern_for(text).findall(text)]
     folded = text.casefold()
     return _pattern_for(folded).findall(folded)
+
+
+def iter_tokens(text: str) -> Iterator[tuple[str, int, int]]:
+    """The tokens of `text` (as tokenize gives them), each with its [start, end) offsets
+    in code points of `text` (SPEC §5). Cut first and folded per token: folding the
+    whole text first can change its length (ß -> ss), and cuts the same tokens only
+    because no character but FOLD_SHIFTS folds into another class."""
+    for m in _pattern_for(text).finditer(text):
+        yield m.group().casefold(), m.start(), m.end()
+
+
+def token_spans(text: str) -> tuple[list[str], list[int], list[int]]:
+    """iter_tokens as three lists: tokens, starts, ends."""
+    tokens: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    for tok, a, b in iter_tokens(text):
+        tokens.append(tok)
+        starts.append(a)
+        ends.append(b)
+    return tokens, starts, ends

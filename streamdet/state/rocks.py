@@ -104,7 +104,13 @@ class RocksKV(KV):
         cache = Cache(BLOCK_CACHE_BYTES)
         memtables = WriteBufferManager.new_write_buffer_manager_with_cache(
             MEMTABLES_BYTES, False, cache)
-        families = {t: _table_options(cache, memtables, t == "grams") for t in TABLES}
+        tables = TABLES
+        if read_only:  # a state written before a table existed has no column family for it
+            try:
+                tables = tuple(t for t in TABLES if t in set(Rdict.list_cf(path)))
+            except Exception as exc:  # noqa: BLE001 - rocksdict raises plain Exception
+                raise StateDirError(f"cannot open state in {path}: {exc}") from None
+        families = {t: _table_options(cache, memtables, t == "grams") for t in tables}
         try:
             self._db = Rdict(path, _table_options(cache, memtables, False),
                              column_families=families,
@@ -112,13 +118,14 @@ class RocksKV(KV):
                              AccessType.read_write())
         except Exception as exc:  # rocksdict raises plain Exception for IO / lock errors
             raise StateDirError(f"cannot open state in {path}: {exc}") from None
-        self._cf = {t: self._db.get_column_family(t) for t in TABLES}
-        self._handles = {t: self._db.get_column_family_handle(t) for t in TABLES}
+        self._cf = {t: self._db.get_column_family(t) for t in tables}
+        self._handles = {t: self._db.get_column_family_handle(t) for t in tables}
         self._write_opts = WriteOptions()
         self._closed = False
 
     def get(self, table: str, key: bytes) -> bytes | None:
-        return self._cf[table].get(key)
+        cf = self._cf.get(table)  # None: a table this (read-only) state does not have
+        return None if cf is None else cf.get(key)
 
     def get_many(self, table: str, keys: list[bytes]) -> list[bytes | None]:
         if not keys:
@@ -126,6 +133,8 @@ class RocksKV(KV):
         return self._cf[table][keys]
 
     def items(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        if table not in self._cf:
+            return
         it = self._cf[table].iter(ReadOptions())
         it.seek(start) if start else it.seek_to_first()
         while it.valid():

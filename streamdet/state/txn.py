@@ -140,6 +140,7 @@ class Txn:
         self.dirty_urls: set[str] = set()
         self.new_withdrawn: set[int] = set()
         self.doc_gram_sets: dict[int, np.ndarray | None] = {}
+        self.texts: dict[int, bytes | None] = {}  # packed visible texts written, per docno
         self.meta_puts: dict[str, bytes] = {}
         self.early: dict[int, bytes | None] = {}  # changed early deltas, per target docno
         self.fresh: list[tuple[np.ndarray, int]] = []
@@ -267,6 +268,17 @@ class Txn:
     def put_doc_grams(self, docno: int, grams: np.ndarray | None) -> None:
         self.doc_gram_sets[docno] = grams
 
+    def text(self, docno: int) -> bytes | None:
+        """A live document version's packed visible text (engine.text.pack_text); None
+        where none was kept (a state written before texts were)."""
+        t = self.texts.get(docno, _MISSING)
+        if t is _MISSING:
+            return self.kv.get("texts", u64key(docno))
+        return t
+
+    def put_text(self, docno: int, packed: bytes | None) -> None:
+        self.texts[docno] = packed or None
+
     def newest_version(self) -> int:
         """The greatest docno whose grams are kept (0: none). In a doc shard that is the
         last page applied: pages are applied in offset order, docnos grow with the offset,
@@ -385,6 +397,8 @@ class Txn:
         for docno, grams in self.doc_gram_sets.items():
             ops.append(("docgrams", u64key(docno),
                         None if grams is None else np.asarray(grams, dtype="<u8").tobytes()))
+        for docno, packed in self.texts.items():
+            ops.append(("texts", u64key(docno), packed))
         for docno, (server, url) in self.new_names.items():
             ops.append(("names", u64key(docno), encode_name(server, url)))
         for docno in self.new_withdrawn:

@@ -1,0 +1,182 @@
+"""`streamdet explain` and `streamdet text`: one page of a state, for a person or a script.
+
+`explain` says why the page is (not) quilted: its counts against θ and c, its sources
+with their share of the patch grams (and whether they count toward c under φ), then the
+page's visible text with each source's passages marked: a colour per source on a
+terminal, `[n>` ... `<n]` markers otherwise (SPEC §5). `--json` gives the same as one
+object, spans as code-point offsets into `text`. `text` prints the visible text as kept.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..engine.docs import current
+from ..engine.evidence import evidence
+from ..engine.params import Params
+from ..engine.text import unpack_text
+from ..state.schema import DocResult, DocState
+from ..state.txn import Store
+
+# ANSI colours for the sources, in cover order (then again from the first)
+COLOURS = ("\x1b[1;31m", "\x1b[1;32m", "\x1b[1;34m", "\x1b[1;35m", "\x1b[1;36m",
+           "\x1b[1;33m")
+RESET = "\x1b[0m"
+_SPACES = re.compile(r"\s+")
+
+
+@dataclass
+class Page:
+    """A live document of a state, as these views read it."""
+
+    url: str
+    server: str
+    seq: int
+    doc: DocState
+    result: DocResult
+    sources: list[dict]  # with their evidence (engine.evidence)
+    text: str | None  # None: not kept (a state written before texts were)
+    params: Params
+
+
+def _variants(url: str) -> list[str]:
+    """Spellings of a URL a person may have meant: trailing slash, scheme, www."""
+    out = []
+    out.append(url[:-1] if url.endswith("/") else url + "/")
+    if url.startswith("https://"):
+        out.append("http://" + url[8:])
+    elif url.startswith("http://"):
+        out.append("https://" + url[7:])
+    for scheme in ("https://", "http://"):
+        if url.startswith(scheme + "www."):
+            out.append(scheme + url[len(scheme) + 4:])
+        elif url.startswith(scheme):
+            out.append(scheme + "www." + url[len(scheme):])
+    return out
+
+
+def _known(txn, url: str) -> bool:
+    try:
+        return txn.url_entry(url) is not None
+    except UnicodeError:
+        return False
+
+
+def look_up(store: Store, url: str) -> Page | str:
+    """The page of `url`, or why there is none (with the spellings that are known)."""
+    txn = store.begin()
+    url = url.strip()
+    if not _known(txn, url):
+        near = [v for v in _variants(url) if _known(txn, v)]
+        hint = f" Did you mean {' or '.join(near)}?" if near else ""
+        return f"{url} is not in this state (never seen, or spelled differently).{hint}"
+    params = Params.from_fingerprint(store.meta("params"))
+    docno, seq = txn.url_entry(url)
+    doc = txn.doc(docno)
+    server, _ = txn.name(docno)
+    result = current(txn, doc)
+    packed = txn.text(docno)
+    return Page(url, server, seq, doc, result, evidence(result, doc, packed, params.k),
+                unpack_text(packed), params)
+
+
+def verdict(page: Page) -> str:
+    """Why the page is or is not quilted, in a sentence."""
+    p, doc = page.params, page.doc
+    counted = p.counted((s["grams"] for s in page.sources), doc.n_patch)
+    if page.result.quilted:
+        return "QUILTED: enough of the page is shared, and it takes many foreign sources"
+    low = doc.patch_fraction < p.theta
+    if low and counted < p.c:
+        return "not quilted: too little shared text and too few sources"
+    if low:
+        return "not quilted: too little of the page is shared text"
+    return "not quilted: the shared text comes from too few foreign sources"
+
+
+def summary(page: Page) -> list[str]:
+    """The counts against the parameters, and the sources with their shares."""
+    p, doc = page.params, page.doc
+    frac, n_pg = doc.patch_fraction, doc.n_patch
+    foreign_pg = doc.foreign_patch_grams()
+    counted = p.counted((s["grams"] for s in page.sources), n_pg)
+    phi = f", {counted} with a share >= phi {p.phi}" if p.phi else ""
+    lines = [
+        f"{page.url}",
+        f"  server ({p.foreign}): {page.server or '-'}",
+        f"  {doc.n_grams} distinct {p.k}-grams; {n_pg} are patch grams "
+        f"(shared by 2..{p.m} documents): patch fraction {frac:.3f} "
+        f"{'>=' if frac >= p.theta else '<'} theta {p.theta}",
+        f"  {foreign_pg} patch grams are also found on other servers; "
+        f"{n_pg - foreign_pg} only on this server",
+        f"  greedy cover: {len(page.sources)} source(s){phi} "
+        f"{'>=' if counted >= p.c else '<'} c {p.c}",
+    ]
+    for i, s in enumerate(page.sources, 1):
+        mark = "" if s["grams"] >= p.phi * n_pg else "  (below phi: does not count)"
+        lines.append(f"    [{i}] {s['grams']:6d} new grams ({100 * s['share']:5.1f}% of patch) "
+                     f"from {s['url']}{mark}")
+    lines.append(f"  {verdict(page)} (events so far: {page.seq})")
+    return lines
+
+
+def owners(text: str, sources: list[dict]) -> list[int]:
+    """Per code point of `text`: the first source (1-based, in cover order) whose spans
+    hold it, 0 for none. Sources' spans may overlap (windows of different grams share
+    tokens); the earlier source, which covered more, keeps the overlap."""
+    owner = [0] * len(text)
+    for i in range(len(sources), 0, -1):
+        for a, b in sources[i - 1]["spans"] or ():
+            owner[a:b] = [i] * (b - a)
+    return owner
+
+
+def marked(text: str, sources: list[dict], colour: bool) -> str:
+    """The text with each source's passages marked; runs of white space shown as one."""
+    owner = owners(text, sources)
+    out, i = [], 0
+    while i < len(text):
+        j = i
+        while j < len(text) and owner[j] == owner[i]:
+            j += 1
+        part = _SPACES.sub(" ", text[i:j])
+        n = owner[i]
+        if n == 0:
+            out.append(part)
+        elif colour:
+            out.append(f"{COLOURS[(n - 1) % len(COLOURS)]}{part}{RESET}")
+        else:
+            out.append(f"[{n}>{part}<{n}]")
+        i = j
+    return "".join(out).strip()
+
+
+def explain_text(page: Page, colour: bool) -> str:
+    lines = summary(page)
+    if page.text is None:
+        lines.append("  (the page's text was not kept: it was stored before texts were)")
+    else:
+        legend = "colours" if colour else "[n> ... <n]"
+        lines += ["", f"text, with each source's passages marked ({legend}):", "",
+                  marked(page.text, page.sources, colour)]
+    return "\n".join(lines)
+
+
+def explain_json(page: Page) -> dict:
+    p, doc = page.params, page.doc
+    return {
+        "url": page.url,
+        "server": page.server,
+        "n_grams": doc.n_grams,
+        "n_patch_grams": doc.n_patch,
+        "patch_fraction": doc.patch_fraction,
+        "foreign_patch_grams": doc.foreign_patch_grams(),
+        "sources": page.sources,
+        "counted": p.counted((s["grams"] for s in page.sources), doc.n_patch),
+        "quilted": page.result.quilted,
+        "verdict": verdict(page),
+        "seq": page.seq,
+        "params": p.to_dict(),
+        "text": page.text,
+    }

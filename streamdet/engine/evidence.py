@@ -1,0 +1,107 @@
+"""Evidence of a quilt (SPEC §5): per cover source, its share of the page's patch grams
+and the spans of the page's visible text that it newly covered.
+
+A source's spans are the ranges of every occurrence (window) in the page of a patch gram
+it newly covered, from its first token's start to its last token's end, merged where they
+overlap or touch. The newly covered grams are the greedy's own steps replayed on the
+document's slot masks (one AND per source); the occurrences come from the kept text,
+tokenized again with offsets and hashed as analysis hashed it, so the same text gives
+the same grams. Computed only where shown (events, dump, explain), never while scoring.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from ..state.schema import DocResult, DocState
+from .grams import token_hashes, window_hashes
+from .text import unpack_text
+from .tokens import iter_tokens
+
+Spans = list[list[int]]
+# Spans are located in a page's first EVIDENCE_MAX_CHARS code points: the scan costs about
+# 1 s and 24 bytes a token per 7 M characters (2 M tokens), and runs on the engine thread
+# for every event and dump row of the page. Real pages average 27 k characters of visible
+# text; a page past this (a 10 MB body) gets the spans of its first part, and its shares
+# stay exact (docs/evidence.md).
+EVIDENCE_MAX_CHARS = 1_000_000
+
+
+def newly_covered(doc: DocState, docnos: Sequence[int]) -> list[np.ndarray]:
+    """The patch grams each cover source newly covered, in cover order (SPEC §5's Cᵢ):
+    the greedy's steps replayed on the slot masks."""
+    uncovered = 0
+    for m in doc.masks.values():
+        uncovered |= m
+    slots = np.frombuffer(doc.slots, dtype=np.uint64)
+    width = (len(slots) + 7) // 8
+    out = []
+    for s in docnos:
+        m = doc.masks.get(s, 0) & uncovered
+        uncovered &= ~m
+        bits = np.unpackbits(np.frombuffer(m.to_bytes(width, "little"), dtype=np.uint8),
+                             bitorder="little")[: len(slots)]
+        out.append(np.sort(slots[np.flatnonzero(bits)]))
+    return out
+
+
+def merged(starts: np.ndarray, ends: np.ndarray) -> Spans:
+    """Ranges sorted by start with non-decreasing ends (windows in text order), merged
+    where they overlap or touch."""
+    if len(starts) == 0:
+        return []
+    cut = np.flatnonzero(starts[1:] > ends[:-1]) + 1
+    first = np.concatenate(([0], cut))
+    last = np.concatenate((cut - 1, [len(ends) - 1]))
+    return [[int(a), int(b)] for a, b in zip(starts[first], ends[last], strict=True)]
+
+
+def _windows(text: str, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each k-token window of `text`: its gram hash, its first token's start and its last
+    token's end. Tokens stream through (no list of strings), so the memory is 24 bytes a
+    token. A text cut at EVIDENCE_MAX_CHARS loses its last token, which the cut may
+    have shortened into another word."""
+    starts, ends = array("q"), array("q")
+
+    def tokens() -> Iterator[str]:
+        for tok, a, b in iter_tokens(text[:EVIDENCE_MAX_CHARS]):
+            starts.append(a)
+            ends.append(b)
+            yield tok
+
+    hashes = token_hashes(tokens())
+    n = len(hashes) - (len(text) > EVIDENCE_MAX_CHARS)
+    windows = window_hashes(hashes[: max(n, 0)], k)
+    first = np.frombuffer(starts, dtype=np.int64)[: len(windows)]
+    last = np.frombuffer(ends, dtype=np.int64)[k - 1 : k - 1 + len(windows)]
+    return windows, first, last
+
+
+def source_spans(text: str, k: int, covered: Sequence[np.ndarray]) -> list[Spans]:
+    """For each set of grams (sorted), the merged ranges of its occurrences in `text`
+    (in its first EVIDENCE_MAX_CHARS code points)."""
+    windows, first, last = _windows(text, k)
+    out = []
+    for grams in covered:
+        hit = np.flatnonzero(np.isin(windows, grams))
+        out.append(merged(first[hit], last[hit]))
+    return out
+
+
+def evidence(result: DocResult, doc: DocState, packed_text: bytes | None,
+             k: int) -> list[dict]:
+    """The sources of `result` as events, `dump` and `explain` show them: url, grams,
+    share of the patch grams, and spans (None where the page's text was not kept: a
+    document from a state written before texts were)."""
+    text = unpack_text(packed_text)
+    n_patch = doc.n_patch
+    spans: list[Spans | None]
+    if text is None or len(result.docnos) != len(result.sources):  # (or a legacy result)
+        spans = [None] * len(result.sources)
+    else:
+        spans = source_spans(text, k, newly_covered(doc, result.docnos))
+    return [{"url": u, "grams": n, "share": n / n_patch if n_patch else 0.0, "spans": sp}
+            for (u, n), sp in zip(result.sources, spans, strict=True)]
