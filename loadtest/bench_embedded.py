@@ -182,7 +182,7 @@ def floor(stream: Path) -> tuple[dict, list]:
     with open(stream, "rb") as f:
         for line in f:
             try:
-                a = analyze(page_from_object(json.loads(line)), params)
+                a = analyze(page_from_object(json.loads(line)), params, keep_text=False)
             except BadRecord:
                 bad += 1
                 continue
@@ -209,6 +209,7 @@ def child_floor(stream: str, state: str, count_keys: str) -> int:
     del grams
     if count_keys == "1":
         res["grams"].update(count_gram_keys(Path(state)))
+        res["texts"] = kept_texts(Path(state))
     print(json.dumps(res))
     return 0
 
@@ -257,6 +258,24 @@ def count_gram_keys(state: Path) -> dict:
         n = sum(1 for _ in cf.keys(read_opt=ro))
         return {"grams_cf_keys": n, "grams_cf_estimate": est,
                 "count_seconds": time.perf_counter() - t}
+    finally:
+        kv.close()
+
+
+def kept_texts(state: Path) -> dict:
+    """The documents' kept visible texts (SPEC §5): how many, their packed bytes (the
+    values of table `texts`) and the visible text they hold."""
+    from streamdet.engine.text import unpack_text
+    from streamdet.state.rocks import RocksKV
+
+    kv = RocksKV(str(state), read_only=True)
+    try:
+        n = packed = raw = 0
+        for _key, value in kv.items("texts"):
+            n += 1
+            packed += len(value)
+            raw += len(unpack_text(value).encode("utf-8"))
+        return {"documents": n, "packed_bytes": packed, "text_bytes": raw}
     finally:
         kv.close()
 
@@ -351,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         fres = run_floor(not args.no_count_keys)
         fl = min(floor_runs, key=lambda r: r["wall_seconds"])  # the fastest floor run
         gcount = fres["grams"]
+        texts = fres.get("texts")
         keys = {k: v for k, v in gcount.items() if k.startswith("grams_cf")}
     finally:
         if not args.keep and not args.workdir:
@@ -380,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         "floor_runs": floor_runs,
         "state_bytes": disk,
         "grams": gcount,
+        "kept_texts": texts,
         "figures": {
             "pages": n,
             "streamdet_pages_per_s": sd_pps,
@@ -390,6 +411,9 @@ def main(argv: list[str] | None = None) -> int:
             "state_mb": disk["total"] / 1e6,
             "distinct_grams": gcount["distinct_grams"],
             "bytes_per_distinct_gram": bpg,
+            # SPEC §5: the kept texts, packed, per document (also in the state on disk)
+            "text_bytes_per_page": texts["packed_bytes"] / texts["documents"]
+            if texts and texts["documents"] else None,
         },
         "targets": {"ratio": TARGET_RATIO, "bytes_per_distinct_gram": TARGET_BYTES_PER_GRAM},
     }
@@ -423,6 +447,11 @@ def main(argv: list[str] | None = None) -> int:
           f"(of {gcount['gram_occurrences']:,} per-page grams{gk})")
     print(f"bytes per distinct gram    {bpg:8.1f}   target <= {TARGET_BYTES_PER_GRAM:g}  "
           f"{mark(ok_bytes)}")
+    if texts and texts["documents"]:
+        print(f"kept texts                 {texts['packed_bytes'] / texts['documents']:8.0f} B "
+              f"a page packed ({texts['text_bytes'] / texts['documents']:,.0f} B of visible "
+              f"text; {texts['packed_bytes'] / 1e6:.1f} MB, "
+              f"{100 * texts['packed_bytes'] / disk['total']:.1f}% of the state)")
     print(f"events                     {sd['events'] or '-'}; dead letters "
           f"{sd['dead_letters'] or 0}")
     print(f"load average start/end     {load_start[0]:.2f} / {os.getloadavg()[0]:.2f} "

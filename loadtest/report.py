@@ -32,7 +32,7 @@ from loadtest.host import machine, pyplot  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"
 BENCHES = ("bench_embedded", "bench_lsh", "bench_growth", "bench_kafka", "bench_quality",
-           "bench_hostile")
+           "bench_hostile", "bench_evidence")
 COMMANDS = {
     "bench_embedded": "python loadtest/bench_embedded.py --pages 20000 --floor-runs 2",
     "bench_lsh": "python loadtest/bench_lsh.py --pages 5000",
@@ -41,6 +41,7 @@ COMMANDS = {
     "bench_quality": "python loadtest/bench_quality.py",
     "bench_hostile": "python loadtest/bench_hostile.py --pages 3000 --pairs 3 "
                      "--no-guard-timeout 30 --baseline CHECKOUT",
+    "bench_evidence": "python loadtest/bench_evidence.py --pages 2000",
 }
 
 
@@ -168,6 +169,8 @@ def headline(name: str, r: dict) -> list[str]:
                 f"({fp['rate']:.1%}) {fp['by_kind']}"]
     if name == "bench_hostile":
         return _hostile_headline(r)
+    if name == "bench_evidence":
+        return _evidence_headline(r)
     if name == "bench_growth" and r.get("figures", {}).get("stationary"):
         return _growth_headline(r)
     summary = r.get("summary") or r.get("figures")
@@ -175,6 +178,26 @@ def headline(name: str, r: dict) -> list[str]:
         return ["; ".join(f"{k} {_fmt(v)}" for k, v in summary.items()
                           if not isinstance(v, dict | list))]
     return []
+
+
+def _evidence_headline(r: dict) -> list[str]:
+    """What shares, spans and kept texts cost, and how well spans find copied passages."""
+    f, a, p = r["figures"], r["accuracy"], r["packing"]
+    worst = max(r["worst_case"], key=lambda w: w["seconds"])
+    return [f"{f['pages']:,} pages: packing the visible text {f['pack_ms_per_page']:.2f} ms a "
+            f"page; kept {f['kept_text_bytes_per_page']:,.0f} B a page (of "
+            f"{p['text_bytes_per_page']:,.0f} B of text), "
+            f"{100 * f['kept_text_share_of_state']:.1f}% of the state",
+            f"evidence {f['evidence_ms_per_event']:.2f} ms an event, "
+            f"{100 * f['evidence_share_of_engine']:.1f}% of the engine's time; dump "
+            f"{f['dump_ms_per_row']:.2f} ms a row",
+            f"spans on {a['quilts_flagged']} flagged planted quilts: overlap with the planted "
+            f"passages **{a['overlap']:.3f}** (precision {a['precision']:.3f}, recall "
+            f"{a['recall']:.3f}; target >= {r['targets']['span_overlap']})"
+            f"{_pass(r['pass']['span_overlap'])}",
+            f"worst case: a {worst['chars']:,}-character page located in "
+            f"{worst['seconds']:.2f} s, peak {worst['peak_mb']:.0f} MB (its first "
+            f"{worst['scanned_chars']:,} characters)"]
 
 
 def _hostile_headline(r: dict) -> list[str]:

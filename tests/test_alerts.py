@@ -106,7 +106,9 @@ def event(url: str, seq: int = 1, kind: str = "quilt", n_patch: int = 60,
                           ("http://src-c.example/3", 9), ("http://src-d.example/4", 6)]
     return {"event": kind, "url": url, "seq": seq, "quilted": kind != "unquilt",
             "patch_fraction": round(n_patch / 100, 4), "n_grams": 100, "n_patch_grams": n_patch,
-            "sources": [{"url": u, "grams": g} for u, g in sources], "cause": url,
+            "sources": [{"url": u, "grams": g, "share": g / n_patch,
+                         "spans": [[10 * i, 10 * i + 5]]} for i, (u, g) in enumerate(sources)],
+            "cause": url,
             "params": {"k": 5, "m": 50, "c": 4, "theta": 0.5, "foreign": "domain"},
             "at": "2026-11-22T10:00:00Z"}
 
@@ -219,10 +221,11 @@ def test_grouping_per_registered_domain(tmp_path: Path, webhook: Webhook) -> Non
     b = spam["pages"][1]
     assert b["patch_fraction"] == 0.8 and b["n_patch_grams"] == 80 and b["n_grams"] == 100
     assert b["event"] == "quilt" and b["at"] == "2026-11-22T10:00:00Z"
-    assert b["sources"] == [{"url": "http://src-a.example/1", "grams": 30, "share": 0.375},
-                            {"url": "http://src-b.example/2", "grams": 15, "share": 0.1875},
-                            {"url": "http://src-c.example/3", "grams": 9, "share": 0.1125},
-                            {"url": "http://src-d.example/4", "grams": 6, "share": 0.075}]
+    assert b["sources"] == [
+        {"url": "http://src-a.example/1", "grams": 30, "share": 0.375, "spans": [[0, 5]]},
+        {"url": "http://src-b.example/2", "grams": 15, "share": 0.1875, "spans": [[10, 15]]},
+        {"url": "http://src-c.example/3", "grams": 9, "share": 0.1125, "spans": [[20, 25]]},
+        {"url": "http://src-d.example/4", "grams": 6, "share": 0.075, "spans": [[30, 35]]}]
     assert spam["window"]["seconds"] == 30.0 and spam["window"]["start"] <= spam["window"]["end"]
     # A stable id, also the Idempotency-Key header.
     for p in webhook.posts:

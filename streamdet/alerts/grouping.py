@@ -52,7 +52,9 @@ class Group:
 
 
 def page_of(ev: dict) -> dict:
-    """The evidence of one event: the page, its patch fraction, its sources with shares."""
+    """The evidence of one event: the page, its patch fraction, its sources with shares
+    and the spans of the page's text each covered (SPEC §5; None from an older producer,
+    whose events had no spans)."""
     n_patch = ev.get("n_patch_grams")
     sources = []
     for s in ev.get("sources") or []:
@@ -61,7 +63,8 @@ def page_of(ev: dict) -> dict:
         grams = s.get("grams")
         share = (round(grams / n_patch, 4) if isinstance(grams, int | float)
                  and isinstance(n_patch, int | float) and n_patch > 0 else None)
-        sources.append({"url": s.get("url"), "grams": grams, "share": share})
+        sources.append({"url": s.get("url"), "grams": grams, "share": share,
+                        "spans": s.get("spans")})
     return {"url": ev["url"], "event": ev.get("event"), "seq": ev["seq"],
             "patch_fraction": ev.get("patch_fraction"), "n_grams": ev.get("n_grams"),
             "n_patch_grams": n_patch, "sources": sources, "cause": ev.get("cause"),
