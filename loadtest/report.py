@@ -41,7 +41,7 @@ COMMANDS = {
     "bench_quality": "python loadtest/bench_quality.py",
     "bench_hostile": "python loadtest/bench_hostile.py --pages 3000 --pairs 3 "
                      "--no-guard-timeout 30 --baseline CHECKOUT",
-    "bench_evidence": "python loadtest/bench_evidence.py --pages 2000",
+    "bench_evidence": "python loadtest/bench_evidence.py --pages 1800",
 }
 
 

@@ -49,7 +49,7 @@ def test_token_offsets_match_reference(text):
     """SPEC §5: offsets in code points of the text; each token is its range, casefolded."""
     tokens, starts, ends = token_spans(text)
     assert list(zip(tokens, starts, ends, strict=True)) == ref_token_spans(text)
-    assert tokens == tokenize(text)
+    assert tokens == tokenize(text)  # the fast path's tokens, one for one
     for tok, a, b in zip(tokens, starts, ends, strict=True):
         assert 0 <= a < b <= len(text)
         # a mark dropped at the start of a run is outside the range; the rest is the token

@@ -132,15 +132,21 @@ def owners(text: str, sources: list[dict]) -> list[int]:
     return owner
 
 
+def _one_space(run: re.Match) -> str:
+    """A run of white space as one: a line break where it holds one (a block boundary)."""
+    return "\n" if "\n" in run.group() else " "
+
+
 def marked(text: str, sources: list[dict], colour: bool) -> str:
-    """The text with each source's passages marked; runs of white space shown as one."""
+    """The text with each source's passages marked; a run of white space shown as one
+    space, or one line break where it holds one (the page's blocks stay lines)."""
     owner = owners(text, sources)
     out, i = [], 0
     while i < len(text):
         j = i
         while j < len(text) and owner[j] == owner[i]:
             j += 1
-        part = _SPACES.sub(" ", text[i:j])
+        part = _SPACES.sub(_one_space, text[i:j])
         n = owner[i]
         if n == 0:
             out.append(part)

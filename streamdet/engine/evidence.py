@@ -5,26 +5,26 @@ A source's spans are the ranges of every occurrence (window) in the page of a pa
 it newly covered, from its first token's start to its last token's end, merged where they
 overlap or touch. The newly covered grams are the greedy's own steps replayed on the
 document's slot masks (one AND per source); the occurrences come from the kept text,
-tokenized again with offsets and hashed as analysis hashed it, so the same text gives
-the same grams. Computed only where shown (events, dump, explain), never while scoring.
+tokenized and hashed again as analysis did it, so the same text gives the same grams,
+with the offsets of the tokens read from the unfolded text. Computed only where shown
+(events, dump, explain), never while scoring.
 """
 
 from __future__ import annotations
 
-from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..state.schema import DocResult, DocState
 from .grams import token_hashes, window_hashes
 from .text import unpack_text
-from .tokens import iter_tokens
+from .tokens import token_spans
 
 Spans = list[list[int]]
-# Spans are located in a page's first EVIDENCE_MAX_CHARS code points: the scan costs about
-# 1 s and 24 bytes a token per 7 M characters (2 M tokens), and runs on the engine thread
-# for every event and dump row of the page. Real pages average 27 k characters of visible
+# Spans are located in a page's first EVIDENCE_MAX_CHARS code points: the scan runs on the
+# engine thread for every event and dump row of the page, in time and memory linear in
+# the text. Real pages average 27 k characters of visible
 # text; a page past this (a 10 MB body) gets the spans of its first part, and its shares
 # stay exact (docs/evidence.md).
 EVIDENCE_MAX_CHARS = 1_000_000
@@ -59,35 +59,35 @@ def merged(starts: np.ndarray, ends: np.ndarray) -> Spans:
     return [[int(a), int(b)] for a, b in zip(starts[first], ends[last], strict=True)]
 
 
-def _windows(text: str, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each k-token window of `text`: its gram hash, its first token's start and its last
-    token's end. Tokens stream through (no list of strings), so the memory is 24 bytes a
-    token. A text cut at EVIDENCE_MAX_CHARS loses its last token, which the cut may
-    have shortened into another word."""
-    starts, ends = array("q"), array("q")
-
-    def tokens() -> Iterator[str]:
-        for tok, a, b in iter_tokens(text[:EVIDENCE_MAX_CHARS]):
-            starts.append(a)
-            ends.append(b)
-            yield tok
-
-    hashes = token_hashes(tokens())
-    n = len(hashes) - (len(text) > EVIDENCE_MAX_CHARS)
-    windows = window_hashes(hashes[: max(n, 0)], k)
-    first = np.frombuffer(starts, dtype=np.int64)[: len(windows)]
-    last = np.frombuffer(ends, dtype=np.int64)[k - 1 : k - 1 + len(windows)]
-    return windows, first, last
+def _owners(windows: np.ndarray, covered: Sequence[np.ndarray]) -> np.ndarray:
+    """Per window, the index of the gram set that holds its hash (-1: none). The sets are
+    disjoint (a gram is newly covered once), so one sorted lookup serves them all."""
+    if not covered or len(windows) == 0:
+        return np.full(len(windows), -1)
+    grams = np.concatenate([np.asarray(g, dtype=np.uint64) for g in covered])
+    labels = np.repeat(np.arange(len(covered)), [len(g) for g in covered])
+    if len(grams) == 0:
+        return np.full(len(windows), -1)
+    order = np.argsort(grams, kind="stable")
+    grams, labels = grams[order], labels[order]
+    at = np.minimum(np.searchsorted(grams, windows), len(grams) - 1)
+    return np.where(grams[at] == windows, labels[at], -1)
 
 
 def source_spans(text: str, k: int, covered: Sequence[np.ndarray]) -> list[Spans]:
-    """For each set of grams (sorted), the merged ranges of its occurrences in `text`
-    (in its first EVIDENCE_MAX_CHARS code points)."""
-    windows, first, last = _windows(text, k)
+    """For each set of grams, the merged ranges of its occurrences in `text` (in its
+    first EVIDENCE_MAX_CHARS code points). The windows are hashed from the tokens as
+    analysis hashed them. A text cut at EVIDENCE_MAX_CHARS loses its last token, which
+    the cut may have shortened into another word."""
+    tokens, starts, ends = token_spans(text[:EVIDENCE_MAX_CHARS])
+    if len(text) > EVIDENCE_MAX_CHARS and tokens:
+        tokens = tokens[:-1]
+    windows = window_hashes(token_hashes(tokens), k)
+    owner = _owners(windows, covered)
     out = []
-    for grams in covered:
-        hit = np.flatnonzero(np.isin(windows, grams))
-        out.append(merged(first[hit], last[hit]))
+    for i in range(len(covered)):
+        hit = np.flatnonzero(owner == i)
+        out.append(merged(starts[hit], ends[hit + k - 1]))
     return out
 
 

@@ -9,8 +9,6 @@ gram *set* of a document is exactly the set of distinct window hashes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import mmh3
 import numpy as np
 
@@ -20,15 +18,14 @@ _C2 = np.uint64(0x94D049BB133111EB)
 EMPTY = np.empty(0, dtype=np.uint64)
 
 
-def token_hashes(tokens: Iterable[str]) -> np.ndarray:
-    """uint64 hash of every token, hashing each distinct token once (a list, or any
-    iterable: a stream of tokens is never held as a list of strings)."""
+def token_hashes(tokens: list[str]) -> np.ndarray:
+    """uint64 hash of every token, hashing each distinct token once."""
     cache: dict[str, int] = {}
     return np.fromiter(
         (cache[t] if t in cache else cache.setdefault(t, mmh3.hash64(t, signed=False)[0])
          for t in tokens),
         dtype=np.uint64,
-        count=len(tokens) if isinstance(tokens, list) else -1,
+        count=len(tokens),
     )
 
 
