@@ -236,6 +236,13 @@ def test_two_workers_with_phi_equal_streamdet_run(pipeline, crawl, tmp_path):
     assert "worker stopped" in log
     quilted = [r for r in _rows(pipeline.dump()).values() if r["quilted"]]
     assert quilted and all(s["spans"] for r in quilted for s in r["sources"])
+    # a reviewer reads a page from the workers' states as from `streamdet run`'s
+    states = ["--state", pipeline.tmp / "w1", "--state", pipeline.tmp / "w2"]
+    url = quilted[0]["url"]
+    text = streamdet("text", url, *states).stdout
+    assert text and text == streamdet("text", url, "--state", tmp_path / "ref").stdout
+    explained = json.loads(streamdet("explain", url, *states, "--json").stdout)
+    assert explained["sources"] == with_phi[url]["sources"] and explained["quilted"]
 
 
 def test_worker_killed_and_wiped_rejoins_without_double_counting(pipeline, crawl):
