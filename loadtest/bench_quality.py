@@ -168,15 +168,16 @@ def run_memory(pages: list[Analyzed], params: Params, batch: int) -> tuple[dict,
 # -- scoring (pure) ------------------------------------------------------------------------
 
 
-def is_quilted(row: dict, c: int, theta: float) -> bool:
-    """SPEC §1: patch fraction >= θ and a cover of at least c sources."""
-    return row["patch_fraction"] >= theta and len(row["sources"]) >= c
+def is_quilted(row: dict, params: Params) -> bool:
+    """The engine's rule (Params.is_quilted: SPEC §1 and §5) applied to a dump row."""
+    return params.is_quilted(row["patch_fraction"], row["n_patch_grams"],
+                             (s["grams"] for s in row["sources"]))
 
 
 def check_rule(rows: dict[str, dict], params: Params) -> None:
     """The c/θ points re-apply is_quilted to a run's rows; that is only sound if it gives
     the engine's own flag at the run's parameters. Raise if it ever does not."""
-    bad = [u for u, r in rows.items() if is_quilted(r, params.c, params.theta) != r["quilted"]]
+    bad = [u for u, r in rows.items() if is_quilted(r, params) != r["quilted"]]
     if bad:
         raise RuntimeError(f"quilted rule disagrees with the engine on {len(bad)} pages, "
                            f"e.g. {bad[0]}")
@@ -189,7 +190,8 @@ def ratio(num: int, den: int) -> float | None:
 def score(rows: dict[str, dict], truth: Truth, c: int, theta: float) -> dict:
     """Recall of planted quilts, precision and recall of their named sources, and the
     flagged pages that were not planted, for one (c, θ) applied to a run's rows."""
-    flagged = {u for u, r in rows.items() if is_quilted(r, c, theta)}
+    at = Params(c=c, theta=theta)  # only c, θ and φ (0 here) take part in the rule
+    flagged = {u for u, r in rows.items() if is_quilted(r, at)}
     found = sorted(q for q in truth.quilts if q in flagged)
     src = source_counts(rows, truth, found)
     fp = false_positives(rows, truth, flagged)

@@ -282,20 +282,20 @@ def cmd_dump(args: argparse.Namespace) -> int:
 
 def _page(args: argparse.Namespace):
     """The page of args.url in the given state(s) (for worker states, in whichever doc
-    shard holds it), or the message saying it is not there."""
-    from .adapters.explain import look_up
+    shard holds it), or its absence with every spelling of it that one of them holds."""
+    from .adapters.explain import Missing, look_up
 
-    missed = None
+    near: list[str] = []
     for path in _state_dirs(args.state):
         store = open_store(path, must_exist=True, read_only=True)
         try:
             found = look_up(store, args.url)
         finally:
             store.close()
-        if not isinstance(found, str):
+        if not isinstance(found, Missing):
             return found
-        missed = missed if missed is not None and "Did you mean" not in found else found
-    return missed
+        near += found.near
+    return Missing(args.url.strip(), near)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -362,12 +362,12 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from .adapters.explain import explain_json, explain_text
+    from .adapters.explain import Missing, explain_json, explain_text
     from .adapters.outputs import _line
 
     page = _page(args)
-    if isinstance(page, str):
-        print(page)
+    if isinstance(page, Missing):
+        print(page.message)
         return 1
     if args.json:
         sys.stdout.buffer.write(_line(explain_json(page)))
@@ -380,9 +380,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_text(args: argparse.Namespace) -> int:
+    from .adapters.explain import Missing
+
     page = _page(args)
-    if isinstance(page, str):
-        print(page, file=sys.stderr)
+    if isinstance(page, Missing):
+        print(page.message, file=sys.stderr)
         return 1
     if page.text is None:
         print(f"streamdet: the text of {page.url} was not kept (stored before texts were)",

@@ -39,6 +39,24 @@ class Page:
     text: str | None  # None: not kept (a state written before texts were)
     params: Params
 
+    @property
+    def counted(self) -> int:
+        """The sources that count toward c (all of them unless phi is set)."""
+        return self.params.counted((s["grams"] for s in self.sources), self.doc.n_patch)
+
+
+@dataclass
+class Missing:
+    """A URL the state does not hold, and the spellings of it that it does."""
+
+    url: str
+    near: list[str]
+
+    @property
+    def message(self) -> str:
+        hint = f" Did you mean {' or '.join(self.near)}?" if self.near else ""
+        return f"{self.url} is not in this state (never seen, or spelled differently).{hint}"
+
 
 def _variants(url: str) -> list[str]:
     """Spellings of a URL a person may have meant: trailing slash, scheme, www."""
@@ -63,14 +81,12 @@ def _known(txn, url: str) -> bool:
         return False
 
 
-def look_up(store: Store, url: str) -> Page | str:
-    """The page of `url`, or why there is none (with the spellings that are known)."""
+def look_up(store: Store, url: str) -> Page | Missing:
+    """The page of `url`, or its absence (with the spellings that are known)."""
     txn = store.begin()
     url = url.strip()
     if not _known(txn, url):
-        near = [v for v in _variants(url) if _known(txn, v)]
-        hint = f" Did you mean {' or '.join(near)}?" if near else ""
-        return f"{url} is not in this state (never seen, or spelled differently).{hint}"
+        return Missing(url, [v for v in _variants(url) if _known(txn, v)])
     params = Params.from_fingerprint(store.meta("params"))
     docno, seq = txn.url_entry(url)
     doc = txn.doc(docno)
@@ -83,12 +99,10 @@ def look_up(store: Store, url: str) -> Page | str:
 
 def verdict(page: Page) -> str:
     """Why the page is or is not quilted, in a sentence."""
-    p, doc = page.params, page.doc
-    counted = p.counted((s["grams"] for s in page.sources), doc.n_patch)
     if page.result.quilted:
         return "QUILTED: enough of the page is shared, and it takes many foreign sources"
-    low = doc.patch_fraction < p.theta
-    if low and counted < p.c:
+    low = page.doc.patch_fraction < page.params.theta
+    if low and page.counted < page.params.c:
         return "not quilted: too little shared text and too few sources"
     if low:
         return "not quilted: too little of the page is shared text"
@@ -100,7 +114,7 @@ def summary(page: Page) -> list[str]:
     p, doc = page.params, page.doc
     frac, n_pg = doc.patch_fraction, doc.n_patch
     foreign_pg = doc.foreign_patch_grams()
-    counted = p.counted((s["grams"] for s in page.sources), n_pg)
+    counted = page.counted
     phi = f", {counted} with a share >= phi {p.phi}" if p.phi else ""
     lines = [
         f"{page.url}",
@@ -114,7 +128,7 @@ def summary(page: Page) -> list[str]:
         f"{'>=' if counted >= p.c else '<'} c {p.c}",
     ]
     for i, s in enumerate(page.sources, 1):
-        mark = "" if s["grams"] >= p.phi * n_pg else "  (below phi: does not count)"
+        mark = "" if p.counts(s["grams"], n_pg) else "  (below phi: does not count)"
         lines.append(f"    [{i}] {s['grams']:6d} new grams ({100 * s['share']:5.1f}% of patch) "
                      f"from {s['url']}{mark}")
     lines.append(f"  {verdict(page)} (events so far: {page.seq})")
@@ -179,7 +193,7 @@ def explain_json(page: Page) -> dict:
         "patch_fraction": doc.patch_fraction,
         "foreign_patch_grams": doc.foreign_patch_grams(),
         "sources": page.sources,
-        "counted": p.counted((s["grams"] for s in page.sources), doc.n_patch),
+        "counted": page.counted,
         "quilted": page.result.quilted,
         "verdict": verdict(page),
         "seq": page.seq,

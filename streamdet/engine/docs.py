@@ -142,7 +142,8 @@ class DocRole:
             cover = greedy_cover(doc.masks, txn.url_of, old[:kept] if kept else ())
             docnos = tuple(s for s, _ in cover)
             sources = prev.sources[:kept] + tuple((txn.url_of(s), n) for s, n in cover[kept:])
-        quilted = self.params.is_quilted(doc.n_patch, doc.n_grams, (n for _, n in sources))
+        quilted = self.params.is_quilted(doc.patch_fraction, doc.n_patch,
+                                         (n for _, n in sources))
         if not prev.stale and (quilted, doc.n_patch, doc.n_grams, docnos) == (
                 prev.quilted, prev.n_patch, prev.n_grams, prev.docnos) and sources == prev.sources:
             return prev  # unchanged: the same object, whose encoding can be reused

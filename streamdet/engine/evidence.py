@@ -24,15 +24,14 @@ from .tokens import token_spans
 Spans = list[list[int]]
 # Spans are located in a page's first EVIDENCE_MAX_CHARS code points: the scan runs on the
 # engine thread for every event and dump row of the page, in time and memory linear in
-# the text. Real pages average 27 k characters of visible
-# text; a page past this (a 10 MB body) gets the spans of its first part, and its shares
-# stay exact (docs/evidence.md).
+# the text. Real pages average 27 k characters of visible text; a page past this (a 10 MB
+# body) gets the spans of its first part, and its shares stay exact (docs/evidence.md).
 EVIDENCE_MAX_CHARS = 1_000_000
 
 
 def newly_covered(doc: DocState, docnos: Sequence[int]) -> list[np.ndarray]:
-    """The patch grams each cover source newly covered, in cover order (SPEC §5's Cᵢ):
-    the greedy's steps replayed on the slot masks."""
+    """The patch grams each cover source newly covered, in cover order (SPEC §5's Cᵢ),
+    in slot order: the greedy's steps replayed on the slot masks."""
     uncovered = 0
     for m in doc.masks.values():
         uncovered |= m
@@ -44,7 +43,7 @@ def newly_covered(doc: DocState, docnos: Sequence[int]) -> list[np.ndarray]:
         uncovered &= ~m
         bits = np.unpackbits(np.frombuffer(m.to_bytes(width, "little"), dtype=np.uint8),
                              bitorder="little")[: len(slots)]
-        out.append(np.sort(slots[np.flatnonzero(bits)]))
+        out.append(slots[np.flatnonzero(bits)])
     return out
 
 

@@ -46,15 +46,18 @@ class Params:
             modes = ", ".join(FOREIGN_MODES)
             raise ParamsError(f"foreign must be one of {modes}, got {self.foreign!r}")
 
-    def counted(self, gains: Iterable[int], n_patch: int) -> int:
-        """How many cover sources count toward c: those whose newly covered grams are at
-        least phi of the patch grams (all of them when phi is 0)."""
-        return sum(1 for g in gains if g >= self.phi * n_patch)
+    def counts(self, gain: int, n_patch: int) -> bool:
+        """Whether a cover source that newly covered `gain` of a page's `n_patch` patch
+        grams counts toward c: at least phi of them (always when phi is 0)."""
+        return gain >= self.phi * n_patch
 
-    def is_quilted(self, n_patch: int, n_grams: int, gains: Iterable[int]) -> bool:
+    def counted(self, gains: Iterable[int], n_patch: int) -> int:
+        """How many cover sources count toward c."""
+        return sum(1 for g in gains if self.counts(g, n_patch))
+
+    def is_quilted(self, patch_fraction: float, n_patch: int, gains: Iterable[int]) -> bool:
         """SPEC §1 and §5: patch fraction >= theta, and at least c sources count."""
-        fraction = n_patch / n_grams if n_grams else 0.0
-        return fraction >= self.theta and self.counted(gains, n_patch) >= self.c
+        return patch_fraction >= self.theta and self.counted(gains, n_patch) >= self.c
 
     def to_dict(self) -> dict:
         return asdict(self)
