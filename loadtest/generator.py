@@ -1,5 +1,6 @@
-"""The load-test stream: a replayed crawl with near-duplicate mirrors and farm-made quilts,
-with its ground truth, to a JSONL file or straight into Kafka at a controlled rate.
+"""The load-test stream: a replayed crawl with near-duplicate mirrors, farm-made quilts and
+single-source scrapes, with its ground truth, to a JSONL file or straight into Kafka at a
+controlled rate.
 
     python loadtest/generator.py --pages 20000 --out stream.jsonl.gz --truth truth.json
     python loadtest/generator.py --pages 5000 --broker 127.0.0.1:9092 --prefix streamdet \\
@@ -25,10 +26,21 @@ The model (each knob is a field of GeneratorConfig):
   donors are reused across many quilts of a farm, and passages now and then too;
   together a farm's quilts take at most corpus.DONOR_BUDGET of a donor's words, so donors
   do not look quilted themselves. A quilt is an html page: a title and one <p> per passage.
+- **Scrapers** (`scrape_rate` of the records): SCRAPER_HOSTS sites, each on a registered
+  domain of its own with a fixed boilerplate of its own (a header line, a menu, a footer
+  of several sentences), republish one article each time: a run of 4-12 consecutive
+  sentences (SCRAPE_SENTENCES; split as SPEC §7 splits them, at `. ! ? …` and the like
+  and at line breaks, every one of at least 5 tokens) of the visible text of one recent
+  crawled page with enough prose (corpus.MIN_DONOR_WORDS words), one <p> per sentence,
+  the words unchanged. One source, so never a quilt, but a partial duplicate (SPEC §7)
+  of its original. Whether a record is a scrape is drawn on a random stream of its own,
+  and so is what it copies: the other records are exactly the stream that
+  scrape_rate=0 gives, in the same order (quilt_rate and mirror_rate are shares of them).
 
 Deterministic: the same config gives the same records and truth, byte for byte, and any
 prefix of a longer stream equals the shorter stream. The truth (quilt -> farm and donor
-URLs; mirror -> original URL) is filled in as records are drawn.
+URLs; mirror -> original URL; scrape -> original URL and the passage as inserted) is
+filled in as records are drawn.
 """
 
 from __future__ import annotations
@@ -38,6 +50,7 @@ import asyncio
 import html as htmllib
 import json
 import random
+import re
 import sys
 import time
 from collections import deque
@@ -62,10 +75,26 @@ from streamdet.adapters.pacing import RateLimiter  # noqa: E402
 from streamdet.engine.analysis import page_text  # noqa: E402
 from streamdet.engine.records import Page  # noqa: E402
 from streamdet.engine.servers import host_of, registered_domain  # noqa: E402
+from streamdet.engine.tokens import tokenize  # noqa: E402
 
 RECENT = 500  # mirrors copy one of this many latest crawled pages
 FARM_HOSTS = 3  # registered domains each farm publishes on
 RESCRAPE = 0.02  # chance a crawled page replaces a donor in a full farm pool
+SCRAPER_HOSTS = 4  # scraper sites, each on a registered domain of its own
+SCRAPE_SENTENCES = (4, 12)  # consecutive sentences a scrape copies, inclusive
+SENTENCE_TOKENS = 5  # SPEC §7: shorter sentences are skipped; a scrape copies none
+SCRAPE_TRIES = 8  # recent pages a scrape looks at for one with a run of sentences
+
+# SPEC §7's sentence ends, and line breaks (what str.splitlines splits at; block
+# boundaries are line breaks in page_text)
+_ENDS, _BREAKS = ".!?…。！？؟।", "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+_SENTENCE = re.compile(f"[^{re.escape(_ENDS + _BREAKS)}]+[{re.escape(_ENDS)}]*")
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of a visible text, each with the marks that end it, stripped: split
+    at `. ! ? … 。 ！ ？ ؟ ।` and at line breaks (SPEC §7), short ones kept."""
+    return [s for s in (m.group().strip() for m in _SENTENCE.finditer(text)) if s]
 
 
 @dataclass(frozen=True)
@@ -76,6 +105,7 @@ class GeneratorConfig:
     quilt_rate: float = 0.02
     mirror_rate: float = 0.02
     mirror_vary: float = 0.2
+    scrape_rate: float = 0.02  # single-source scrapes (partial duplicates, SPEC §7)
     farms: int = 8
     farm_pool: int = 40  # donors a farm holds at a time
     donors: tuple[int, int] = (4, 12)  # per quilt, inclusive
@@ -84,8 +114,10 @@ class GeneratorConfig:
         lo, hi = self.donors
         if not 1 <= lo <= hi:
             raise ValueError(f"donors must be (lo, hi) with 1 <= lo <= hi, got {self.donors}")
-        if self.quilt_rate < 0 or self.mirror_rate < 0 or self.quilt_rate + self.mirror_rate > 1:
-            raise ValueError("quilt_rate and mirror_rate must be >= 0 and sum to at most 1")
+        rates = (self.quilt_rate, self.mirror_rate, self.scrape_rate)
+        if min(rates) < 0 or sum(rates) > 1:
+            raise ValueError("quilt_rate, mirror_rate and scrape_rate must be >= 0 and sum "
+                             "to at most 1")
         if self.farms < 1 or self.farm_pool < hi:
             raise ValueError(f"need farms >= 1 and farm_pool >= {hi} (the most donors)")
 
@@ -97,6 +129,9 @@ class Truth:
     quilts: dict[str, dict] = field(default_factory=dict)  # url -> {"farm", "donors"}
     mirrors: dict[str, str] = field(default_factory=dict)  # url -> original url
     crawled: int = 0
+    # url -> {"original": the crawled page copied, "passage": its sentences as inserted,
+    # one a line}
+    scrapes: dict[str, dict] = field(default_factory=dict)
 
     def donor_uses(self) -> dict[str, int]:
         """How many quilts each donor feeds (a farm's reuse is what its donors share)."""
@@ -112,18 +147,23 @@ class Truth:
         return sum(uses.values()) / len(uses) if uses else 0.0
 
     def summary(self) -> dict:
-        return {"records": self.crawled + len(self.quilts) + len(self.mirrors),
+        return {"records": self.crawled + len(self.quilts) + len(self.mirrors)
+                + len(self.scrapes),
                 "crawled": self.crawled, "quilts": len(self.quilts),
-                "mirrors": len(self.mirrors), "donors": len(self.donor_uses()),
+                "mirrors": len(self.mirrors), "scrapes": len(self.scrapes),
+                "donors": len(self.donor_uses()),
                 "donor_reuse": round(self.donor_reuse(), 2)}
 
     def to_json(self) -> dict:
-        return {"summary": self.summary(), "quilts": self.quilts, "mirrors": self.mirrors}
+        return {"summary": self.summary(), "quilts": self.quilts, "mirrors": self.mirrors,
+                "scrapes": self.scrapes}
 
     @classmethod
     def from_json(cls, obj: dict) -> Truth:
+        """A written truth; one written before scrapes existed reads with none."""
         s = obj.get("summary", {})
-        return cls(obj["quilts"], obj["mirrors"], s.get("crawled", 0))
+        return cls(obj["quilts"], obj["mirrors"], s.get("crawled", 0),
+                   obj.get("scrapes", {}))
 
 
 class _Farm:
@@ -135,6 +175,60 @@ class _Farm:
 
     def domains(self) -> int:
         return len({d["domain"] for d in self.pool})
+
+
+class _Scraper:
+    """A scraper site: one host on a registered domain of its own, and its boilerplate
+    (a header line, a menu, a footer of several sentences), the same on all its pages."""
+
+    def __init__(self, index: int, rng: random.Random, taken: set[str]) -> None:
+        self.index = index
+        self.host = host_of(quilt_url(rng, taken))
+        name = " ".join(synth_word(rng).capitalize() for _ in range(rng.randint(1, 2)))
+        tagline = _phrase(rng, 5, 9) + "."
+        self.sections = [synth_word(rng) for _ in range(rng.randint(4, 7))]
+        menu = "".join(f'<li><a href="/{s}/">{s.capitalize()}</a></li>'
+                       for s in self.sections)
+        footer = "".join(f"<p>{_phrase(rng, 6, 12)}.</p>" for _ in range(rng.randint(3, 5)))
+        self.name = name
+        self.header = f'<header><a href="/">{name}</a> | {tagline}</header>'
+        self.nav = f"<nav><ul>{menu}</ul></nav>"
+        self.footer = (f"<footer>{footer}<p>\u00a9 {name}. {_phrase(rng, 5, 8)}.</p>"
+                       "</footer>")
+
+
+def _phrase(rng: random.Random, lo: int, hi: int) -> str:
+    """lo-hi synthetic words, the first capitalized."""
+    return " ".join(synth_word(rng) for _ in range(rng.randint(lo, hi))).capitalize()
+
+
+def scrape_passage(rng: random.Random, text: str) -> list[str] | None:
+    """A run of SCRAPE_SENTENCES consecutive sentences of a visible text, each of at least
+    SENTENCE_TOKENS tokens (SPEC §1) and prose-like (None if the text has no such run of
+    the fewest)."""
+    sents = sentences(text)
+    ok = [len(tokenize(s)) >= SENTENCE_TOKENS
+          and sum(map(prose_word, s.split())) >= 0.85 * len(s.split()) for s in sents]
+    lo, hi = SCRAPE_SENTENCES
+    runs: list[tuple[int, int]] = []  # maximal runs of good sentences: (start, length)
+    i = 0
+    while i < len(ok):
+        if not ok[i]:
+            i += 1
+            continue
+        j = i
+        while j < len(ok) and ok[j]:
+            j += 1
+        if j - i >= lo:
+            runs.append((i, j - i))
+        i = j
+    if not runs:
+        return None
+    # the run of a good sentence drawn at random: long runs (articles) more often
+    start, length = rng.choices(runs, weights=[n for _, n in runs])[0]
+    n = rng.randint(lo, min(hi, length))
+    start += rng.randrange(length - n + 1)
+    return sents[start:start + n]
 
 
 class Generator:
@@ -149,11 +243,21 @@ class Generator:
         self._farms = [_Farm(f, [host_of(quilt_url(self._rng, taken))
                                  for _ in range(FARM_HOSTS)]) for f in range(config.farms)]
         self._recent: deque[dict] = deque(maxlen=RECENT)
+        # scrapes draw on streams of their own (which records, and what they are), so the
+        # other records are the same, in the same order, whatever scrape_rate is
+        self._scrape_slots = random.Random(f"scrape-slots:{config.seed}")
+        self._srng = random.Random(f"scrapers:{config.seed}")
+        self._scrapers = [_Scraper(i, self._srng, taken) for i in range(SCRAPER_HOSTS)]
 
     def __iter__(self) -> Iterator[dict]:
         cfg, rng = self.cfg, self._rng
         crawl = replay_stream(cfg.seed, cfg.pages, cfg.vary)
         for _ in range(cfg.pages):
+            if self._scrape_slots.random() < cfg.scrape_rate:
+                rec = self._scrape()
+                if rec is not None:
+                    yield rec
+                    continue
             u = rng.random()
             rec = None
             if u < cfg.quilt_rate:
@@ -213,6 +317,37 @@ class Generator:
         page = t.html(rng, self.cfg.mirror_vary)
         self.truth.mirrors[url] = orig["url"]
         return {"url": url, "html": page}
+
+    def _scrape(self) -> dict | None:
+        """One article of a recent crawled page republished by a scraper site (None when
+        none of the recent pages it looks at has a run of long enough sentences)."""
+        if not self._recent:
+            return None
+        rng = self._srng
+        site = self._scrapers[rng.randrange(len(self._scrapers))]
+        for _ in range(SCRAPE_TRIES):
+            orig = rng.choice(self._recent)
+            text = page_text(Page(url=orig["url"], html=orig["html"]))
+            words = text.split()
+            if len(words) < MIN_DONOR_WORDS or sum(map(prose_word, words)) < 0.6 * len(words):
+                continue
+            passage = scrape_passage(rng, text)
+            if passage is not None:
+                break
+        else:
+            return None
+        title = _phrase(rng, 4, 8)
+        slug = "-".join(synth_word(rng) for _ in range(rng.randint(3, 6)))
+        url = f"https://{site.host}/{rng.choice(site.sections)}/{slug}.html"
+        if url in self.truth.scrapes:
+            return None
+        body = "\n".join(f"<p>{htmllib.escape(s)}</p>" for s in passage)
+        t = htmllib.escape(title)
+        self.truth.scrapes[url] = {"original": orig["url"], "passage": "\n".join(passage)}
+        return {"url": url, "html": f"<html><head><title>{t} | {site.name}</title></head>"
+                                    f"<body>{site.header}\n{site.nav}\n<main><article>"
+                                    f"<h1>{t}</h1>\n{body}\n</article></main>\n"
+                                    f"{site.footer}</body></html>"}
 
 
 # -- pacing -------------------------------------------------------------------------------
@@ -285,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vary", type=float, default=d.vary)
     ap.add_argument("--quilt-rate", type=float, default=d.quilt_rate)
     ap.add_argument("--mirror-rate", type=float, default=d.mirror_rate)
+    ap.add_argument("--scrape-rate", type=float, default=d.scrape_rate)
     ap.add_argument("--farms", type=int, default=d.farms)
     ap.add_argument("--farm-pool", type=int, default=d.farm_pool)
     ap.add_argument("--out", help="JSONL file (.gz: gzipped)")
@@ -296,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     cfg = GeneratorConfig(seed=args.seed, pages=args.pages, vary=args.vary,
                           quilt_rate=args.quilt_rate, mirror_rate=args.mirror_rate,
-                          farms=args.farms, farm_pool=args.farm_pool)
+                          scrape_rate=args.scrape_rate, farms=args.farms, farm_pool=args.farm_pool)
     try:
         gen = Generator(cfg)
     except ValueError as exc:

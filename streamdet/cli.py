@@ -26,14 +26,15 @@ DEFAULT_STATE = "streamdet-state"
 
 
 def add_params(p: argparse.ArgumentParser, env_prefix: bool = False) -> None:
-    """-k -m -c --theta --foreign --phi; with env_prefix, defaults from STREAMDET_K, _M,
-    _C, _THETA, _FOREIGN, _PHI (the worker's configuration in a container)."""
+    """-k -m -c --theta --foreign --phi --gamma; with env_prefix, defaults from
+    STREAMDET_K, _M, _C, _THETA, _FOREIGN, _PHI, _GAMMA (the worker's configuration in a
+    container)."""
     d = Params()
-    k, m, c, theta, foreign, phi = d.k, d.m, d.c, d.theta, d.foreign, d.phi
+    k, m, c, theta, foreign, phi, gamma = d.k, d.m, d.c, d.theta, d.foreign, d.phi, d.gamma
     if env_prefix:
         k, m, c = int_env("K", k), int_env("M", m), int_env("C", c)
         theta, foreign = env_as("THETA", float, theta), env("FOREIGN", foreign)
-        phi = env_as("PHI", float, phi)
+        phi, gamma = env_as("PHI", float, phi), int_env("GAMMA", gamma)
     p.add_argument("-k", type=int, default=k, help=f"gram length in tokens (default {k})")
     p.add_argument("-m", type=int, default=m, help=f"postings cap: grams on more documents "
                    f"are common, not patches (default {m})")
@@ -45,6 +46,9 @@ def add_params(p: argparse.ArgumentParser, env_prefix: bool = False) -> None:
     p.add_argument("--phi", type=float, default=phi,
                    help="share of the patch grams a source must newly cover to count "
                    f"toward -c (default {phi}: every source counts)")
+    p.add_argument("--gamma", type=int, default=gamma,
+                   help="fewest consecutive equal sentences that make two pages on "
+                   f"different servers partial duplicates (default {gamma})")
 
 
 def port_number(text: str) -> int:
@@ -60,7 +64,7 @@ def port_number(text: str) -> int:
 
 def params_of(args: argparse.Namespace) -> Params:
     return Params(k=args.k, m=args.m, c=args.c, theta=args.theta, foreign=args.foreign,
-                  phi=args.phi)
+                  phi=args.phi, gamma=args.gamma)
 
 
 def open_store(path: str, must_exist: bool = False, read_only: bool = False):
@@ -263,18 +267,20 @@ def _state_dirs(states: list[str] | None, partial: bool = True) -> list[str]:
 
 def cmd_dump(args: argparse.Namespace) -> int:
     from .adapters.outputs import _line
-    from .adapters.views import dump_rows
+    from .adapters.views import dump_rows, partial_rows
 
     dirs = _state_dirs(args.state, args.partial)
     rows: list[dict] = []
     for path in dirs:
         store = open_store(path, must_exist=True, read_only=True)
         try:
-            rows.extend(dump_rows(store))
+            rows.extend(partial_rows(store) if args.partials else dump_rows(store))
         finally:
             store.close()
     out = sys.stdout.buffer
-    for row in sorted(rows, key=lambda r: r["url"].encode("utf-8")) if len(dirs) > 1 else rows:
+    order = ((lambda r: (r["url"].encode("utf-8"), r["other"].encode("utf-8")))
+             if args.partials else (lambda r: r["url"].encode("utf-8")))
+    for row in sorted(rows, key=order) if len(dirs) > 1 else rows:
         out.write(_line(row))
     out.flush()
     return 0
@@ -429,6 +435,9 @@ def build_parser() -> argparse.ArgumentParser:
     dump.add_argument("--partial", action="store_true",
                       help="worker states that lack some doc shards: print the documents "
                       "of those they hold (refused otherwise)")
+    dump.add_argument("--partials", action="store_true",
+                      help="print the partial-duplicate pairs (SPEC §7) instead: one line "
+                      "per pair, sorted by (url, other)")
     dump.set_defaults(func=cmd_dump)
 
     wk = sub.add_parser("worker", help="join the Kafka pipeline as a worker")

@@ -190,6 +190,37 @@ def without_repeats(events: Iterable[dict]) -> list[dict]:
     return out
 
 
+PAIR_EVENTS = ("partial", "partial_gone")
+
+
+def check_pair_events(events: Iterable[dict], expected: list[dict]) -> list[str]:
+    """SPEC §7 from a consumer's side: per URL, seq increases over all its events; each
+    pair event changes what the consumer holds of the pair; the newest event of every
+    pair tells the final pairs (`expected`: dump --partials rows)."""
+    problems = []
+    last_seq: dict[str, int] = {}
+    held: dict[tuple[str, str], list] = {}
+    for ev in events:
+        url = ev["url"]
+        if url in last_seq and ev["seq"] <= last_seq[url]:
+            problems.append(f"{url}: seq {ev['seq']} after {last_seq[url]}")
+        last_seq[url] = ev["seq"]
+        if ev["event"] not in PAIR_EVENTS:
+            continue
+        pair = (url, ev["other"])
+        now = ev["diagonals"] if ev["event"] == "partial" else None
+        if held.get(pair) == now:
+            problems.append(f"{pair}: {ev['event']} seq {ev['seq']} shows what the last "
+                            "event showed")
+        held[pair] = now
+    final = {(r["url"], r["other"]): r["diagonals"] for r in expected}
+    for pair in sorted(set(final) | {p for p, d in held.items() if d is not None}):
+        if held.get(pair) != final.get(pair):
+            problems.append(f"{pair}: newest event shows {held.get(pair)!r}, "
+                            f"dump {final.get(pair)!r}")
+    return problems
+
+
 def _shown(event: Mapping | None) -> tuple | None:
     """What a consumer holds of a URL after `event`: its cover when quilted, else None."""
     if event is None or not event["quilted"]:
@@ -206,6 +237,8 @@ def check_events(events: Iterable[dict], expected: Mapping[str, Mapping]) -> lis
     problems = []
     newest: dict[str, dict] = {}
     for ev in events:
+        if ev["event"] in PAIR_EVENTS:
+            continue  # check_pair_events
         url = ev["url"]
         if url in newest and ev["seq"] <= newest[url]["seq"]:
             problems.append(f"{url}: seq {ev['seq']} after {newest[url]['seq']}")

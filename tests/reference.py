@@ -23,6 +23,24 @@ from the list of records, in arrival order:
 `reference(records, params)` returns {url: row}, each row shaped like
 `streamdet.adapters.views.dump_rows`: {"url", "n_grams", "n_patch_grams",
 "patch_fraction", "sources": [{"url", "grams"}, ...] in greedy order, "quilted"}.
+
+SPEC §7 (partial duplicates located by sentences, Zhang et al. 2010), the same way:
+
+- sentences by a per-character loop that cuts the kept visible text (`RefDoc.shown`, where
+  the engine puts block boundaries as line breaks) at every terminator of TERMINATORS and
+  every line break of LINE_BREAKS (the characters `str.splitlines` splits at); each piece
+  is tokenized with `ref_token_spans`, and only pieces of 5 tokens or more are sentences
+  (the others do not count in positions);
+- a sentence's key is its exact token tuple; common keys are those on more than m live
+  documents, plus the same sticky exception as for grams (`ever_common` over a replay of
+  the documents' key sets in arrival order);
+- diagonals by a plain O(n·n′) match matrix per pair of live documents on different
+  servers, each maximal run of matching non-common keys of length >= γ reported with its
+  spans in both texts.
+
+`ref_partials(records, params)` returns the rows of `streamdet dump --partials`:
+[{"url", "other", "diagonals": [{"spans", "other_spans", "sentences"}, ...]}, ...] sorted by
+(url, other), url < other.
 """
 
 from __future__ import annotations
@@ -315,4 +333,108 @@ def reference(records: Iterable[Mapping[str, Any]], params: Any) -> dict[str, di
                          "spans": ref_spans(texts[url], k, new)} for u, new in cover],
             "quilted": frac >= theta and sum(len(new) >= phi * p for _, new in cover) >= c,
         }
+    return rows
+
+
+# ----------------------------------------------------------------------------- sentences
+
+# SPEC §7: sentence terminators, and the line breaks (those `str.splitlines` splits at;
+# "\r\n" is two of them in a row, which makes an empty piece between them, never a sentence)
+TERMINATORS = ".!?…。！？؟।"
+LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+
+MIN_SENTENCE_TOKENS = 5
+
+
+def ref_sentences(text: str) -> list[tuple[tuple[str, ...], int, int]]:
+    """SPEC §7 sentences of `text`: (token tuple, start of its first token, end of its last
+    token), offsets in code points of the whole `text`.
+
+    `text` is cut at every character of TERMINATORS or LINE_BREAKS, one character at a
+    time; each piece is tokenized (SPEC §1); pieces of fewer than 5 tokens are skipped and
+    take no position, so the index in the returned list is the sentence's position."""
+    pieces: list[tuple[int, int]] = []  # [begin, end) of each piece between cuts
+    begin = 0
+    for i, ch in enumerate(text):
+        if ch in TERMINATORS or ch in LINE_BREAKS:
+            pieces.append((begin, i))
+            begin = i + 1
+    pieces.append((begin, len(text)))
+
+    out: list[tuple[tuple[str, ...], int, int]] = []
+    for a, b in pieces:
+        toks = ref_token_spans(text[a:b])
+        if len(toks) < MIN_SENTENCE_TOKENS:
+            continue
+        out.append((tuple(t for t, _, _ in toks), a + toks[0][1], a + toks[-1][2]))
+    return out
+
+
+def ref_diagonals(
+    keys_u: list[tuple[str, ...]], keys_v: list[tuple[str, ...]], common: set, gamma: int
+) -> list[tuple[int, int, int]]:
+    """Maximal diagonals (i, j, n) of the match matrix M[i][j] = (keys_u[i] == keys_v[j]
+    and that key is not common) with n >= gamma, sorted by (i, j)."""
+    nu, nv = len(keys_u), len(keys_v)
+
+    def match(i: int, j: int) -> bool:
+        return 0 <= i < nu and 0 <= j < nv and keys_u[i] == keys_v[j] and keys_u[i] not in common
+
+    out: list[tuple[int, int, int]] = []
+    for i in range(nu):
+        for j in range(nv):
+            if not match(i, j) or match(i - 1, j - 1):
+                continue  # not a true cell, or not the first cell of its run
+            n = 1
+            while match(i + n, j + n):
+                n += 1
+            if n >= gamma:
+                out.append((i, j, n))
+    return out
+
+
+def ref_partials(records: Iterable[Mapping[str, Any]], params: Any) -> list[dict]:
+    """SPEC §7 partial duplicates among the live documents after all records: one row per
+    pair (url < other, code-point order) with at least one diagonal of >= γ sentences,
+    sorted by (url, other)."""
+    m, foreign = _param(params, "m"), _param(params, "foreign")
+    gamma = _param(params, "gamma") if _has(params, "gamma") else 3
+
+    arrivals: list[tuple[str, frozenset]] = []
+    latest: dict[str, tuple[list[tuple[tuple[str, ...], int, int]], str]] = {}
+    for rec in records:
+        doc = ref_record(rec)
+        if doc is None:
+            continue
+        sentences = ref_sentences(doc.shown)
+        arrivals.append((doc.url, frozenset(key for key, _, _ in sentences)))
+        latest[doc.url] = (sentences, server_of(doc.url, doc.ip, foreign))
+
+    docs_of: dict[tuple[str, ...], set[str]] = {}
+    for url, (sentences, _) in latest.items():
+        for key, _, _ in sentences:
+            docs_of.setdefault(key, set()).add(url)
+    common = {key for key, holders in docs_of.items() if len(holders) > m}
+    common |= ever_common(arrivals, m)
+
+    rows: list[dict] = []
+    urls = sorted(latest)
+    for a, u in enumerate(urls):
+        sent_u, server_u = latest[u]
+        for v in urls[a + 1 :]:
+            sent_v, server_v = latest[v]
+            if foreign != "none" and server_u == server_v:
+                continue
+            diagonals = [
+                {
+                    "spans": [sent_u[i][1], sent_u[i + n - 1][2]],
+                    "other_spans": [sent_v[j][1], sent_v[j + n - 1][2]],
+                    "sentences": n,
+                }
+                for i, j, n in ref_diagonals(
+                    [key for key, _, _ in sent_u], [key for key, _, _ in sent_v], common, gamma
+                )
+            ]
+            if diagonals:
+                rows.append({"url": u, "other": v, "diagonals": diagonals})
     return rows

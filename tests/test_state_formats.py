@@ -29,18 +29,19 @@ def _store(fmt: str | None, params: Params | None = DEFAULTS, shards: int | None
 def test_a_new_embedded_state_gets_this_format():
     store = _store(None, None)
     check_state(store, EMBEDDED, Params(), "this state directory")
-    assert store.meta("format") == EMBEDDED.current == "7"
+    assert store.meta("format") == EMBEDDED.current == "8"
 
 
-@pytest.mark.parametrize("old", ["3", "4", "5", "6"])
-def test_an_embedded_state_of_format_3_to_6_is_upgraded_in_place(old):
-    """Formats 3 to 6 have no stale covers, no packed segments, no split-block filters or
-    no kept texts: readable as they are, then marked 7 (an older reader would take a stale
-    cover's flag for 'quilted', could not decode a packed segment, would not find a split
-    filter, could not open a state with a table of texts)."""
+@pytest.mark.parametrize("old", ["3", "4", "5", "6", "7"])
+def test_an_embedded_state_of_format_3_to_7_is_upgraded_in_place(old):
+    """Formats 3 to 7 have no stale covers, no packed segments, no split-block filters,
+    no kept texts or no sentences: readable as they are, then marked 8 (an older reader
+    would take a stale cover's flag for 'quilted', could not decode a packed segment,
+    would not find a split filter, could not open a state with a table of texts or of
+    partials)."""
     store = _store(old)
     check_state(store, EMBEDDED, Params(), "this state directory")
-    assert store.meta("format") == "7"
+    assert store.meta("format") == "8"
 
 
 def test_an_embedded_state_of_an_unknown_format_is_refused_untouched():

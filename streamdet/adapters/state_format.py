@@ -24,8 +24,9 @@ class StateFormat:
 
 
 # 4 may hold stale covers, 5 packs segment pairs, 6 gives new segments split-block filters,
-# 7 keeps documents' visible texts (table texts; documents from before have none)
-EMBEDDED = StateFormat("7", ("3", "4", "5", "6"), "a `streamdet run` state")
+# 7 keeps documents' visible texts (table texts; documents from before have none), 8 their
+# sentences and partial-duplicate pairs (table partials; documents from before have none)
+EMBEDDED = StateFormat("8", ("3", "4", "5", "6", "7"), "a `streamdet run` state")
 # shards-3 to shards-6: the same four steps; shards-1 gram shards had no URL tables
 SHARD = StateFormat("shards-6", ("shards-2", "shards-3", "shards-4", "shards-5"),
                     "a worker shard")

@@ -1,5 +1,5 @@
-"""Read-only views of a state for scripts: `dump` rows, and the doc shards of worker
-states (`explain` and `text` are adapters/explain.py)."""
+"""Read-only views of a state for scripts: `dump` rows (documents, and partial-duplicate
+pairs), and the doc shards of worker states (`explain` and `text` are adapters/explain.py)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,24 @@ from collections.abc import Iterator
 from ..engine.docs import current
 from ..engine.evidence import evidence
 from ..engine.params import Params
-from ..state.schema import decode_url_entry
+from ..engine.partials import PartialRole, decode_partners
+from ..state.schema import decode_url_entry, key_u64
 from ..state.txn import Store
+
+
+def _params(store: Store, params: Params | None) -> Params:
+    if params is not None:
+        return params
+    recorded = store.meta("params")
+    if recorded is None:
+        raise ValueError("the state records no parameters: pass them")
+    return Params.from_fingerprint(recorded)
 
 
 def dump_rows(store: Store, params: Params | None = None) -> Iterator[dict]:
     """One row per live document, sorted by URL (code-point order = UTF-8 byte order);
     `params` default to those the state records."""
-    if params is None:
-        recorded = store.meta("params")
-        if recorded is None:
-            raise ValueError("the state records no parameters: pass them")
-        params = Params.from_fingerprint(recorded)
+    params = _params(store, params)
     txn = store.begin()
     for key, raw in store.kv.items("urls"):
         docno, _seq = decode_url_entry(raw)
@@ -33,6 +39,23 @@ def dump_rows(store: Store, params: Params | None = None) -> Iterator[dict]:
             "sources": evidence(r, doc, txn.text(docno), params.k),
             "quilted": r.quilted,
         }
+
+
+def partial_rows(store: Store, params: Params | None = None) -> list[dict]:
+    """SPEC §7: one row per partial-duplicate pair, sorted by (url, other), each kept by
+    the document with the smaller URL (engine.partials)."""
+    role = PartialRole(_params(store, params))
+    txn = store.begin()
+    rows = []
+    for key, raw in store.kv.items("partials", b"p"):
+        if not key.startswith(b"p"):
+            break
+        docno = key_u64(key[1:])
+        url = txn.url_of(docno)
+        for other, diags in role.pairs(txn, docno, decode_partners(raw)).items():
+            rows.append({"url": url, "other": other, "diagonals": diags})
+    rows.sort(key=lambda r: (r["url"].encode("utf-8"), r["other"].encode("utf-8")))
+    return rows
 
 
 def shard_dirs(states: list[str]) -> tuple[list[str], list[int]] | None:

@@ -10,12 +10,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .grams import gram_set
+from .grams import gram_set, sorted_unique, token_hashes, window_hashes
 from .params import Params
 from .records import Page
+from .sentences import NONE, Sentences, split_sentences
 from .servers import server_of
 from .text import pack_text, visible_text
-from .tokens import tokenize
+from .tokens import token_spans, tokenize
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class Analyzed:
     fetched_at: float | None = None
     implausible_time: bool = False  # a fetched_at was given but read as absent
     text: bytes = b""  # the visible text, packed (engine.text.pack_text): SPEC §5 evidence
+    sentences: Sentences = NONE  # SPEC §7: keys and spans of its sentences
 
 
 def page_text(page: Page) -> str:
@@ -33,10 +35,16 @@ def page_text(page: Page) -> str:
 
 
 def analyze(page: Page, params: Params, keep_text: bool = True) -> Analyzed:
-    """Parse, tokenize, hash; and pack the visible text to keep (SPEC §5), unless
-    `keep_text` is false (the benchmarks' floor: the work no detector can avoid)."""
+    """Parse, tokenize, hash; pack the visible text to keep (SPEC §5) and cut it into
+    sentences (SPEC §7), unless `keep_text` is false (the benchmarks' floor: the work no
+    detector can avoid)."""
     text = page_text(page)
-    grams = gram_set(tokenize(text), params.k)
-    return Analyzed(page.url, server_of(page.url, page.ip, params.foreign), grams,
-                    page.fetched_at, page.implausible_time,
-                    pack_text(text) if keep_text else b"")
+    server = server_of(page.url, page.ip, params.foreign)
+    if not keep_text:
+        return Analyzed(page.url, server, gram_set(tokenize(text), params.k),
+                        page.fetched_at, page.implausible_time)
+    tokens, starts, ends = token_spans(text)
+    hashes = token_hashes(tokens)
+    return Analyzed(page.url, server, sorted_unique(window_hashes(hashes, params.k)),
+                    page.fetched_at, page.implausible_time, pack_text(text),
+                    split_sentences(text, hashes, starts, ends))

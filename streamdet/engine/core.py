@@ -5,7 +5,9 @@ add its grams to the gram index and apply the resulting deltas to the documents 
 concern. Once the whole batch is in, every document whose patch set or sources changed is
 re-scored once and compared with its last result; changes become events. Documents are
 re-scored against the state after the batch, so the final state is the same however the
-stream is cut into batches.
+stream is cut into batches. Partial duplicates (SPEC §7) follow the same course: each
+arrival's sentence keys go into their postings, the links change documents' partners, and
+the documents whose partners changed report their pairs once the batch is in.
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from .analysis import Analyzed
 from .deltas import arrival_stats
 from .docs import Dirty, DocRole, Touch
 from .params import Params
+from .partials import PairDirty, PartialRole, Partners, sentences_key
 from .postings import PagePlan, add_document, plan_batch, withdraw_document
 from .rescoring import rescore
+from .sentence_postings import add_keys, rows_of, withdraw_keys
+from .sentences import Sentences
 
 
 @dataclass
@@ -36,6 +41,7 @@ class Engine:
     def __init__(self, params: Params) -> None:
         self.params = params
         self.docs = DocRole(params)
+        self.partials = PartialRole(params)
 
     def process(self, txn: Txn, pages: Iterable[Analyzed]) -> tuple[list[dict], BatchStats]:
         """Apply a batch of analysed pages; return the events and counters."""
@@ -44,18 +50,45 @@ class Engine:
         stats = BatchStats(fanout=[])
         pages = list(pages)
         plans = plan_batch(txn, [p.grams for p in pages])
+        partners, paired = Partners(txn), {}
         for page, plan in zip(pages, plans, strict=True):
             stats.pages += 1
-            stats.fanout.append(self._arrive(txn, page, plan, dirty, before, stats))
+            docno, old, fanout = self._arrive(txn, page, plan, dirty, before, stats)
+            stats.fanout.append(fanout)
+            self._pair(txn, page, docno, old, partners, paired)
         events = rescore(self.docs, txn, dirty, before, lambda last: last + 1)
+        events += self.partials.report(txn, partners, paired, lambda last: last + 1)
+        partners.flush()
         stats.rescored = len(dirty)
         return events, stats
 
+    def _sentence_rows(self, txn: Txn, docno: int):
+        return rows_of(Sentences.decode(txn.partial(sentences_key(docno))))
+
+    def _pair(self, txn: Txn, page: Analyzed, docno: int, old: int | None, partners: Partners,
+              paired: PairDirty) -> None:
+        """SPEC §7 for one arrival as version `docno` (replacing `old`): the replaced
+        version leaves its keys, the new one joins them, and the links change partners."""
+        if old is not None:
+            links = withdraw_keys(txn, old, self._sentence_rows(txn, old), page.url)
+            self.partials.apply(txn, partners, links, paired)
+            txn.put_partial(sentences_key(old), None)
+            partners.drop(old)
+            paired.pop(old, None)
+        paired[docno] = page.url
+        if not len(page.sentences):
+            return
+        txn.put_partial(sentences_key(docno), page.sentences.encode())
+        links = add_keys(txn, docno, rows_of(page.sentences), self.params.m,
+                         lambda y: self._sentence_rows(txn, y), page.url)
+        self.partials.apply(txn, partners, links, paired)
+
     def _arrive(self, txn: Txn, page: Analyzed, plan: PagePlan, dirty: Dirty,
-                before: dict[int, DocResult], stats: BatchStats) -> int:
-        """Apply one arrival; return how many earlier documents it changed."""
+                before: dict[int, DocResult], stats: BatchStats) -> tuple[int, int | None, int]:
+        """Apply one arrival; return its docno, the version it replaced (None: a new URL),
+        and how many earlier documents it changed."""
         entry = txn.url_entry(page.url)
-        seq = 0
+        seq, old = 0, None
         affected: set[int] = set()
         prev = DocResult()
         if entry is not None:
@@ -79,4 +112,4 @@ class Engine:
         stats.new_documents += entry is None
         affected |= self.docs.apply(txn, added, dirty)
         affected.discard(docno)
-        return len(affected)
+        return docno, old, len(affected)

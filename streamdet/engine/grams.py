@@ -29,7 +29,7 @@ def token_hashes(tokens: list[str]) -> np.ndarray:
     )
 
 
-def _mix(h: np.ndarray) -> np.ndarray:
+def mix(h: np.ndarray) -> np.ndarray:
     """splitmix64 finaliser, vectorised."""
     h = h ^ (h >> np.uint64(30))
     h = h * _C1
@@ -47,7 +47,7 @@ def window_hashes(th: np.ndarray, k: int) -> np.ndarray:
         acc = th[:n].copy()
         for i in range(1, k):
             acc = acc * _MULT + th[i : i + n]
-        return _mix(acc)
+        return mix(acc)
 
 
 def sorted_unique(a: np.ndarray) -> np.ndarray:

@@ -22,7 +22,8 @@ class ParamsError(ValueError):
 class Params:
     """k: gram length; m: postings cap; c: minimum cover; theta: minimum patch fraction;
     phi: the share of the patch grams a source must newly cover to count toward c
-    (SPEC §5; 0: every source counts, exactly SPEC §1)."""
+    (SPEC §5; 0: every source counts, exactly SPEC §1); gamma: the fewest consecutive
+    equal sentences that make two pages partial duplicates (SPEC §7)."""
 
     k: int = 5
     m: int = 50
@@ -30,6 +31,7 @@ class Params:
     theta: float = 0.5
     foreign: str = "domain"
     phi: float = 0.0
+    gamma: int = 3
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -42,6 +44,8 @@ class Params:
             raise ParamsError(f"theta must be within [0, 1], got {self.theta}")
         if not 0.0 <= self.phi <= 1.0:
             raise ParamsError(f"phi must be within [0, 1], got {self.phi}")
+        if self.gamma < 1:
+            raise ParamsError(f"gamma must be >= 1, got {self.gamma}")
         if self.foreign not in FOREIGN_MODES:
             modes = ", ".join(FOREIGN_MODES)
             raise ParamsError(f"foreign must be one of {modes}, got {self.foreign!r}")

@@ -141,6 +141,8 @@ class Txn:
         self.new_withdrawn: set[int] = set()
         self.doc_gram_sets: dict[int, np.ndarray | None] = {}
         self.texts: dict[int, bytes | None] = {}  # packed visible texts written, per docno
+        self.partials: dict[bytes, bytes | None] = {}  # table partials: read and written
+        self.dirty_partials: set[bytes] = set()
         self.meta_puts: dict[str, bytes] = {}
         self.early: dict[int, bytes | None] = {}  # changed early deltas, per target docno
         self.fresh: list[tuple[np.ndarray, int]] = []
@@ -279,6 +281,29 @@ class Txn:
     def put_text(self, docno: int, packed: bytes | None) -> None:
         self.texts[docno] = packed or None
 
+    # -- partial duplicates (SPEC §7) ---------------------------------------------------
+    # One table for the few records §7 keeps, told apart by a prefix byte
+    # (engine.partials): sentence-key postings, a document's sentences, its partners'
+    # matching sentences, and what a URL's pair events last showed.
+
+    def partial(self, key: bytes) -> bytes | None:
+        v = self.partials.get(key, _MISSING)
+        if v is _MISSING:
+            v = self.partials[key] = self.kv.get("partials", key)
+        return v
+
+    def partial_many(self, keys: list[bytes]) -> list[bytes | None]:
+        """Several records in one batched read (those not read or written before)."""
+        missing = [k for k in keys if k not in self.partials]
+        if missing:
+            self.partials.update(zip(missing, self.kv.get_many("partials", missing),
+                                     strict=True))
+        return [self.partials[k] for k in keys]
+
+    def put_partial(self, key: bytes, value: bytes | None) -> None:
+        self.partials[key] = value or None
+        self.dirty_partials.add(key)
+
     def newest_version(self) -> int:
         """The greatest docno whose grams are kept (0: none). In a doc shard that is the
         last page applied: pages are applied in offset order, docnos grow with the offset,
@@ -399,6 +424,7 @@ class Txn:
                         None if grams is None else np.asarray(grams, dtype="<u8").tobytes()))
         for docno, packed in self.texts.items():
             ops.append(("texts", u64key(docno), packed))
+        ops.extend(("partials", key, self.partials[key]) for key in sorted(self.dirty_partials))
         for docno, (server, url) in self.new_names.items():
             ops.append(("names", u64key(docno), encode_name(server, url)))
         for docno in self.new_withdrawn:

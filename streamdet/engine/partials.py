@@ -1,0 +1,185 @@
+"""The doc role of partial duplicates (SPEC §7): partners kept current by links, pairs
+found by diagonals, and the `partial` / `partial_gone` events.
+
+A pair belongs to the document with the smaller URL: it alone keeps the other's rows (the
+partner's sentences holding shared, non-common keys, from the sentence-key role's links),
+finds the pair's diagonals, and reports it. Each document's partners are one record; a
+batch decodes the records it touches once and writes them back once (`Partners`).
+
+Events compare a pair's diagonals with what the URL's last events showed of it (a digest
+per other URL, kept per URL so that a re-fetch compares with what consumers hold):
+`partial` when a pair appears or its diagonals change, `partial_gone` when it goes.
+Records (table `partials`, told apart by a prefix byte):
+    k<key>    sentence-key posting (engine.sentence_postings)
+    f<docno>  a shard's rows of a document's keys (Kafka gram shards)
+    s<docno>  a document's sentences (engine.sentences.Sentences)
+    p<docno>  its partners' rows
+    u<url>    what its pair events last showed (other URL -> digest of the diagonals)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from ..state.schema import u64key
+from .diagonals import Diagonal, diagonals
+from .params import Params
+from .sentence_postings import COMMON, LINK, Link, decode_rows, encode_rows
+from .sentences import Sentences
+
+PairDirty = dict[int, str]  # docno -> URL that last changed its partners
+
+
+def sentences_key(docno: int) -> bytes:
+    return b"s" + u64key(docno)
+
+
+def partners_key(docno: int) -> bytes:
+    return b"p" + u64key(docno)
+
+
+def shown_key(url: str) -> bytes:
+    return b"u" + url.encode("utf-8")
+
+
+def encode_partners(partners: dict[int, np.ndarray]) -> bytes | None:
+    """docnos, row counts, then all rows: three u64 arrays after a count."""
+    if not partners:
+        return None
+    ids = sorted(partners)
+    head = np.asarray([len(ids), *ids, *(len(partners[p]) for p in ids)], dtype="<u8")
+    return head.tobytes() + b"".join(encode_rows(partners[p]) for p in ids)
+
+
+def decode_partners(raw: bytes | None) -> dict[int, np.ndarray]:
+    if not raw:
+        return {}
+    n = int(np.frombuffer(raw, dtype="<u8", count=1)[0])
+    head = np.frombuffer(raw, dtype="<u8", count=1 + 2 * n).tolist()
+    ids, counts = head[1 : 1 + n], head[1 + n :]
+    rows = decode_rows(raw[8 * (1 + 2 * n) :])
+    out, at = {}, 0
+    for p, c in zip(ids, counts, strict=True):
+        out[p] = rows[at : at + c]
+        at += c
+    return out
+
+
+class Partners:
+    """The partner records a batch touches, decoded once and written back by `flush`."""
+
+    def __init__(self, txn) -> None:
+        self.txn = txn
+        self.cache: dict[int, dict[int, np.ndarray]] = {}
+
+    def of(self, docno: int) -> dict[int, np.ndarray]:
+        p = self.cache.get(docno)
+        if p is None:
+            p = self.cache[docno] = decode_partners(self.txn.partial(partners_key(docno)))
+        return p
+
+    def drop(self, docno: int) -> None:
+        self.cache[docno] = {}
+
+    def flush(self) -> None:
+        for docno, partners in self.cache.items():
+            self.txn.put_partial(partners_key(docno), encode_partners(partners))
+        self.cache = {}
+
+
+def _without(rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    return rows[~np.isin(rows[:, 0], keys)]
+
+
+def digest(diags: list[Diagonal]) -> str:
+    body = json.dumps(diags, separators=(",", ":")).encode()
+    return hashlib.blake2b(body, digest_size=8).hexdigest()
+
+
+class PartialRole:
+    def __init__(self, params: Params) -> None:
+        self.params = params
+        self._anywhere = params.foreign == "none"
+
+    def owns(self, txn, doc: int, partner: int) -> bool:
+        """Whether `doc` keeps the pair with `partner`: another server (or foreign=none),
+        and a smaller URL."""
+        mine, theirs = txn.name(doc), txn.name(partner)
+        if mine is None or theirs is None:
+            return False
+        return (self._anywhere or mine[0] != theirs[0]) and mine[1] < theirs[1]
+
+    def apply(self, txn, partners: Partners, links: Iterable[Link], dirty: PairDirty) -> None:
+        """Apply links in order; record each document whose partners changed."""
+        for t, op, p, rows, cause in links:
+            if txn.doc(t) is None:  # withdrawn meanwhile
+                continue
+            if op == LINK and not self.owns(txn, t, p):
+                continue
+            mine = partners.of(t)
+            if op == COMMON:
+                for q in list(mine):
+                    mine[q] = _without(mine[q], rows[:, 0])
+                    if not len(mine[q]):
+                        del mine[q]
+            elif p in mine or op == LINK:
+                kept = _without(mine.get(p, rows[:0]), rows[:, 0])
+                if op == LINK:
+                    kept = np.concatenate((kept, rows))
+                if len(kept):
+                    mine[p] = kept
+                else:
+                    mine.pop(p, None)
+            else:  # UNLINK of a partner this document does not keep
+                continue
+            dirty[t] = cause
+
+    def pairs(self, txn, docno: int, partners: dict[int, np.ndarray]) -> dict[str, list]:
+        """The document's pairs as other URL -> diagonals (only pairs with any)."""
+        if not partners:
+            return {}
+        own = Sentences.decode(txn.partial(sentences_key(docno)))
+        out = {}
+        for p, rows in partners.items():
+            diags = diagonals(own, rows, self.params.gamma)
+            if diags:
+                out[txn.url_of(p)] = diags
+        return out
+
+    def report(self, txn, partners: Partners, dirty: PairDirty,
+               next_seq: Callable[[int], int]) -> list[dict]:
+        """The pair events of the dirty documents, against what each URL's events last
+        showed (the URL's record). Their seq is the URL's, shared with its quilt events
+        (SPEC §3: seq increases per URL)."""
+        events = []
+        for docno, cause in dirty.items():
+            if txn.doc(docno) is None:
+                continue
+            url = txn.url_of(docno)
+            now = {o: (d, digest(d)) for o, d in self.pairs(txn, docno, partners.of(docno)).items()}
+            raw = txn.partial(shown_key(url))
+            last: dict[str, str] = json.loads(raw) if raw else {}
+            changed = [o for o in sorted(set(last) | set(now))
+                       if last.get(o, "") != (now[o][1] if o in now else "")]
+            for other in changed:
+                _, seq = txn.url_entry(url)
+                seq = next_seq(seq)
+                txn.put_url(url, docno, seq)
+                diags = now[other][0] if other in now else []
+                events.append(self.event("partial" if diags else "partial_gone", url, other,
+                                         seq, diags, cause))
+            if changed:
+                record = {o: mark for o, (_, mark) in sorted(now.items())}
+                txn.put_partial(shown_key(url), json.dumps(record).encode() if record else None)
+        return events
+
+    def event(self, kind: str, url: str, other: str, seq: int, diags: list[Diagonal],
+              cause: str) -> dict:
+        """A pair event, without `at` (stamped by the adapter)."""
+        return {"event": kind, "url": url, "other": other, "seq": seq, "diagonals": diags,
+                "cause": cause, "params": self.params.to_dict()}
+

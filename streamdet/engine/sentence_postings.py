@@ -1,0 +1,146 @@
+"""The sentence-key role (SPEC §7): postings of up to m documents per sentence key, and
+the links they imply between documents.
+
+It is the gram role's rule for sentence keys (engine.postings): a key on more than m live
+documents is common (a sticky marker, the same documented exception as for grams), and
+every other key shared by two documents links them. For an arriving document d and each
+of its keys with live holders L (|L| = n):
+  n = 0        -> posting (d,)
+  1 <= n < m   -> posting L + d; d and each holder are linked on the key
+  n = m        -> the key becomes common; each holder unlinks it from all its partners
+  common       -> nothing
+A withdrawn version leaves its keys' postings; the holders left unlink it on them.
+
+A link carries the partner's *rows* for the keys it concerns: (key, position, start, end)
+of each of the partner's sentences holding one. The doc role needs nothing else of the
+partner to find the diagonals (engine.diagonals), so a doc shard learns what it needs of
+a page on another shard from these messages, never by reading that shard's state. A role
+keeps the rows of its documents' keys (all of them in one process, the keys hashed to it
+in a shard).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import IntEnum
+from typing import NamedTuple
+
+import numpy as np
+
+from ..state.schema import u64key
+from .sentences import Sentences
+
+COMMON_MARK = b"c"
+
+
+class LinkOp(IntEnum):
+    LINK = 0  # the target shares these keys with the partner: rows are the partner's
+    UNLINK = 1  # the target no longer shares these keys (rows[:, 0]) with the partner
+    COMMON = 2  # these keys (rows[:, 0]) went common: unlink them from every partner
+
+
+LINK, UNLINK, COMMON = LinkOp
+
+
+class Link(NamedTuple):
+    target: int  # docno whose partners change
+    op: int  # a LinkOp
+    partner: int  # 0 for COMMON
+    rows: np.ndarray  # uint64 (n, 4): key, position, start, end
+    cause: str  # URL of the record whose arrival produced it
+
+
+def posting_key(key: int) -> bytes:
+    return b"k" + u64key(key)
+
+
+def rows_key(docno: int) -> bytes:
+    return b"f" + u64key(docno)
+
+
+def rows_of(s: Sentences) -> np.ndarray:
+    """A document's sentences as rows (key, position, start, end)."""
+    n = len(s)
+    return np.stack([s.keys, np.arange(n, dtype=np.uint64), s.starts.astype(np.uint64),
+                     s.ends.astype(np.uint64)], axis=1) if n else np.zeros((0, 4), np.uint64)
+
+
+def encode_rows(rows: np.ndarray) -> bytes:
+    return np.ascontiguousarray(rows, dtype="<u8").tobytes()
+
+
+def decode_rows(raw: bytes | None) -> np.ndarray:
+    if not raw:
+        return np.zeros((0, 4), dtype=np.uint64)
+    return np.frombuffer(raw, dtype="<u8").astype(np.uint64).reshape(-1, 4)
+
+
+def keys_rows(keys: list[int]) -> np.ndarray:
+    """Rows naming keys only (UNLINK, COMMON)."""
+    out = np.zeros((len(keys), 4), dtype=np.uint64)
+    out[:, 0] = keys
+    return out
+
+
+def _decode_posting(raw: bytes | None) -> tuple[int, ...] | None:
+    """None: no holder; () common; else the holders."""
+    if raw is None:
+        return None
+    if raw == COMMON_MARK:
+        return ()
+    return tuple(np.frombuffer(raw, dtype="<u8").tolist())
+
+
+def _encode_posting(holders: tuple[int, ...]) -> bytes | None:
+    return np.asarray(holders, dtype="<u8").tobytes() if holders else None
+
+
+def _select(rows: np.ndarray, keys: list[int]) -> np.ndarray:
+    return rows[np.isin(rows[:, 0], np.asarray(keys, dtype=np.uint64))]
+
+
+def add_keys(txn, docno: int, rows: np.ndarray, m: int,
+             rows_of_holder: Callable[[int], np.ndarray], cause: str) -> list[Link]:
+    """Record that `docno` holds the keys of `rows`; return the links for every document
+    concerned, d included. `rows_of_holder(y)` gives an earlier holder's rows."""
+    keys = np.unique(rows[:, 0]).tolist()
+    pairs: dict[int, list[int]] = {}  # holder -> keys it shares with docno
+    common: dict[int, list[int]] = {}  # holder -> keys that went common
+    raws = txn.partial_many([posting_key(k) for k in keys])
+    for key, raw in zip(keys, raws, strict=True):
+        holders = _decode_posting(raw)
+        if holders is None:
+            txn.put_partial(posting_key(key), _encode_posting((docno,)))
+        elif not holders:
+            continue
+        elif len(holders) < m:
+            txn.put_partial(posting_key(key), _encode_posting((*holders, docno)))
+            for y in holders:
+                pairs.setdefault(y, []).append(key)
+        else:
+            txn.put_partial(posting_key(key), COMMON_MARK)
+            for y in holders:
+                common.setdefault(y, []).append(key)
+    out = []
+    for y, ks in pairs.items():
+        out.append(Link(docno, LINK, y, _select(rows_of_holder(y), ks), cause))
+        out.append(Link(y, LINK, docno, _select(rows, ks), cause))
+    out.extend(Link(y, COMMON, 0, keys_rows(ks), cause) for y, ks in common.items())
+    return out
+
+
+def withdraw_keys(txn, docno: int, rows: np.ndarray, cause: str) -> list[Link]:
+    """Take version `docno` (its rows) out of its keys' postings; links for the holders
+    left."""
+    keys = np.unique(rows[:, 0]).tolist()
+    left: dict[int, list[int]] = {}
+    raws = txn.partial_many([posting_key(k) for k in keys])
+    for key, raw in zip(keys, raws, strict=True):
+        holders = _decode_posting(raw)
+        if not holders or docno not in holders:
+            continue
+        rest = tuple(y for y in holders if y != docno)
+        txn.put_partial(posting_key(key), _encode_posting(rest))
+        for y in rest:
+            left.setdefault(y, []).append(key)
+    return [Link(y, UNLINK, docno, keys_rows(ks), cause) for y, ks in left.items()]
