@@ -210,6 +210,7 @@ def child_floor(stream: str, state: str, count_keys: str) -> int:
     if count_keys == "1":
         res["grams"].update(count_gram_keys(Path(state)))
         res["texts"] = kept_texts(Path(state))
+        res["partials"] = partial_state(Path(state))
     print(json.dumps(res))
     return 0
 
@@ -276,6 +277,23 @@ def kept_texts(state: Path) -> dict:
             packed += len(value)
             raw += len(unpack_text(value).encode("utf-8"))
         return {"documents": n, "packed_bytes": packed, "text_bytes": raw}
+    finally:
+        kv.close()
+
+
+def partial_state(state: Path) -> dict:
+    """What SPEC §7 keeps (table `partials`): bytes of keys and values per kind of record
+    (engine.partials: k postings, s sentences, p partners, u what pair events showed)."""
+    from streamdet.state.rocks import RocksKV
+
+    kv = RocksKV(str(state), read_only=True)
+    try:
+        kinds: dict[str, dict] = {}
+        for key, value in kv.items("partials"):
+            k = kinds.setdefault(key[:1].decode(), {"records": 0, "bytes": 0})
+            k["records"] += 1
+            k["bytes"] += len(key) + len(value)
+        return {"bytes": sum(k["bytes"] for k in kinds.values()), "by_kind": kinds}
     finally:
         kv.close()
 
@@ -371,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         fl = min(floor_runs, key=lambda r: r["wall_seconds"])  # the fastest floor run
         gcount = fres["grams"]
         texts = fres.get("texts")
+        partials = fres.get("partials")
         keys = {k: v for k, v in gcount.items() if k.startswith("grams_cf")}
     finally:
         if not args.keep and not args.workdir:
@@ -401,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
         "state_bytes": disk,
         "grams": gcount,
         "kept_texts": texts,
+        "partials": partials,
         "figures": {
             "pages": n,
             "streamdet_pages_per_s": sd_pps,
@@ -414,6 +434,9 @@ def main(argv: list[str] | None = None) -> int:
             # SPEC §5: the kept texts, packed, per document (also in the state on disk)
             "text_bytes_per_page": texts["packed_bytes"] / texts["documents"]
             if texts and texts["documents"] else None,
+            # SPEC §7: sentences, sentence postings, partners, pair records, per document
+            "partial_bytes_per_page": partials["bytes"] / texts["documents"]
+            if partials and texts and texts["documents"] else None,
         },
         "targets": {"ratio": TARGET_RATIO, "bytes_per_distinct_gram": TARGET_BYTES_PER_GRAM},
     }
@@ -452,6 +475,12 @@ def main(argv: list[str] | None = None) -> int:
               f"a page packed ({texts['text_bytes'] / texts['documents']:,.0f} B of visible "
               f"text; {texts['packed_bytes'] / 1e6:.1f} MB, "
               f"{100 * texts['packed_bytes'] / disk['total']:.1f}% of the state)")
+    if partials and texts and texts["documents"]:
+        kinds = ", ".join(f"{k} {v['bytes'] / texts['documents']:,.0f}"
+                          for k, v in sorted(partials["by_kind"].items()))
+        print(f"partial-duplicate state    {partials['bytes'] / texts['documents']:8.0f} B "
+              f"a page ({kinds}; {100 * partials['bytes'] / disk['total']:.1f}% of the state "
+              "by logical bytes)")
     print(f"events                     {sd['events'] or '-'}; dead letters "
           f"{sd['dead_letters'] or 0}")
     print(f"load average start/end     {load_start[0]:.2f} / {os.getloadavg()[0]:.2f} "

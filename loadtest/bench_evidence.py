@@ -23,7 +23,6 @@ In one process, on the engine over a RocksDB state in a temporary directory:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -34,7 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from loadtest.host import machine  # noqa: E402
+from loadtest.host import machine, write_result  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"
 TARGET_OVERLAP = 0.95
@@ -220,10 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         "targets": {"span_overlap": TARGET_OVERLAP},
         "pass": {"span_overlap": acc["overlap"] >= TARGET_OVERLAP},
     }
-    out = Path(args.out) if args.out else OUT_DIR / (
-        f"bench_evidence-{n}p-{result['at'].replace(':', '').replace('-', '')}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    out = write_result(result, OUT_DIR, f"{n}p", args.out)
     f = result["figures"]
     print(f"pages                      {f['pages']:,} ({len(truth)} planted quilts)")
     print(f"packing the text           {f['pack_ms_per_page']:.3f} ms a page; "

@@ -1,6 +1,7 @@
-"""Detection quality on planted quilts: recall, source precision, and a sweep of k, m, c, θ.
+"""Detection quality on planted quilts and scrapes: recall, source precision, a sweep of k,
+m, c, θ, and SPEC §7 partial duplicates at the defaults.
 
-    python loadtest/bench_quality.py              # all real pages + 200 quilts
+    python loadtest/bench_quality.py              # all real pages + 200 quilts, 60 scrapes
     python loadtest/bench_quality.py --smoke      # ~130 records, for CI
 
 Why: throughput says nothing about whether the alerts are right. A stream with planted
@@ -22,9 +23,28 @@ What is measured, per parameter point (SPEC §1 for what k, m, c, θ mean):
   listed. Real pages can legitimately be quilted (syndicated articles, mirrors, shared
   press releases), so these are "flagged, not planted", not necessarily errors.
 
+Partial duplicates (SPEC §7), at the default parameters only (γ, m), from the pairs
+`dump --partials` would print (views.partial_rows):
+
+- recall: share of planted (scrape, original) pairs found, as unordered pairs;
+- precision: share of all pairs that a planted relation explains: scrape-original,
+  mirror-original, quilt-donor, or two planted copies of one crawled page (scrapes,
+  mirrors, quilts sharing a donor). The rest are counted by kind with a few examples;
+  "echoes" are planted copies inheriting text their original already shares with the
+  other page (the two are a found pair, or pages of one site: its template). Replayed
+  real pages can share text for real (cookie notices, forum boilerplate, syndication);
+- span accuracy: for each found scrape, |reported ∩ planted| / |reported ∪ planted| in
+  code points, the reported spans being the union of the pair's diagonals on the
+  scrape's side and the planted ones where its copied sentences are in its visible text
+  (each cut to its first token's start and last token's end, as §7 spans a sentence);
+  the mean (target ≥ 0.95) and the share of pairs ≥ 0.95;
+- pairs per kind (real, mirror, quilt, scrape), diagonals and sentences per pair.
+
 How: the stream is made once (`planted_stream`: loadtest/generator.py, whose quilts come
 from spam farms that reuse their donors) and parsed once; each page's gram sets for every k of
-the sweep are kept. The engine runs in-process on an in-memory KV (the same Store and
+the sweep are kept; at the default k each page is exactly analysis.analyze's (kept text
+and sentences, so the engine finds partial duplicates), at the other k its gram set
+only. The engine runs in-process on an in-memory KV (the same Store and
 Engine as `streamdet run`, batches of its default size), once per distinct (k, m). c and θ
 do not change patch sets or covers (the greedy cover stops when nothing more can be
 covered, whatever c and θ), so their points re-apply the quilted rule to the same final
@@ -41,7 +61,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -50,18 +70,17 @@ sys.path.insert(0, str(REPO))
 
 from loadtest.generator import Generator, GeneratorConfig  # noqa: E402
 from loadtest.host import machine  # noqa: E402
-from streamdet.engine.analysis import Analyzed, page_text  # noqa: E402
-from streamdet.engine.grams import gram_set  # noqa: E402
+from streamdet.engine.analysis import Analyzed, analyze, page_text  # noqa: E402
 from streamdet.engine.params import Params  # noqa: E402
 from streamdet.engine.records import page_from_object  # noqa: E402
 from streamdet.engine.servers import server_of  # noqa: E402
-from streamdet.engine.tokens import tokenize  # noqa: E402
+from streamdet.engine.tokens import token_spans, tokenize  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"
 FARM_QUILTS = 25  # planted quilts per spam farm
 MIRROR_VARY = 0.2  # mirrors: share of content text nodes reworded (~17% new grams)
-DEFAULT_SIZE = {"pages": 1866, "quilts": 200, "mirrors": 100}
-SMOKE_SIZE = {"pages": 100, "quilts": 15, "mirrors": 10}
+DEFAULT_SIZE = {"pages": 1866, "quilts": 200, "mirrors": 100, "scrapes": 60}
+SMOKE_SIZE = {"pages": 100, "quilts": 15, "mirrors": 10, "scrapes": 8}
 SWEEP: dict[str, tuple] = {
     "k": (3, 5, 8),
     "m": (2, 3, 5, 10, 20, 50, 100),
@@ -69,6 +88,7 @@ SWEEP: dict[str, tuple] = {
     "theta": (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
 }
 EXAMPLES = 5  # flagged pages that were not planted, listed in the report
+SPAN_GOOD = 0.95  # a scrape's reported spans are "right" at this overlap with the passage
 
 
 def log(msg: str) -> None:
@@ -80,40 +100,51 @@ def log(msg: str) -> None:
 
 @dataclass(frozen=True)
 class Truth:
-    """What was planted: quilt url -> its donor urls; mirror url -> the page it copies."""
+    """What was planted: quilt url -> its donor urls; mirror url -> the page it copies;
+    scrape url -> {"original": the page it copies, "passage": the copied sentences as
+    inserted, one a line}."""
 
     quilts: dict[str, list[str]]
     mirrors: dict[str, str]
+    scrapes: dict[str, dict] = field(default_factory=dict)
 
 
 def planted_stream(seed: int, pages: int, quilts: int, mirrors: int,
-                   mirror_vary: float = MIRROR_VARY) -> tuple[list[dict], Truth]:
+                   mirror_vary: float = MIRROR_VARY, scrapes: int = 0
+                   ) -> tuple[list[dict], Truth]:
     """The benchmark stream and its truth, from loadtest/generator.py; deterministic for a
     seed. `pages` crawled pages (replays of the real ones, varied as the generator does)
     with about `quilts` planted quilts (from one farm per FARM_QUILTS of them, donors
-    reused across a farm's quilts) and about `mirrors` near-duplicate mirrors (content
-    nodes reworded with probability mirror_vary) among them, at seeded positions."""
-    total = pages + quilts + mirrors
+    reused across a farm's quilts), about `mirrors` near-duplicate mirrors (content
+    nodes reworded with probability mirror_vary) and about `scrapes` single-source
+    scrapes (a run of sentences of one crawled page on a scraper site: SPEC §7 partial
+    duplicates) among them, at seeded positions. Scrapes are drawn on random streams of
+    their own, so the other records are the stream that scrapes=0 gives."""
+    total = pages + quilts + mirrors + scrapes
+    rest = total - scrapes  # quilt_rate and mirror_rate are shares of the non-scrapes
     gen = Generator(GeneratorConfig(
-        seed=seed, pages=total, quilt_rate=quilts / total, mirror_rate=mirrors / total,
-        mirror_vary=mirror_vary, farms=max(1, round(quilts / FARM_QUILTS))))
+        seed=seed, pages=total, quilt_rate=quilts / rest, mirror_rate=mirrors / rest,
+        scrape_rate=scrapes / total, mirror_vary=mirror_vary,
+        farms=max(1, round(quilts / FARM_QUILTS))))
     records = list(gen)
     return records, Truth({u: q["donors"] for u, q in gen.truth.quilts.items()},
-                          dict(gen.truth.mirrors))
+                          dict(gen.truth.mirrors), dict(gen.truth.scrapes))
 
 
-def analyse(records: list[dict], ks: Iterable[int], foreign: str = "domain"
-            ) -> dict[int, list[Analyzed]]:
-    """Each record's gram set for every k, parsing and tokenizing each page once (what
-    analysis.analyze does, for several k at a time)."""
+def analyse(records: list[dict], ks: Iterable[int], foreign: str = "domain",
+            full_k: int | None = None) -> dict[int, list[Analyzed]]:
+    """Each record's analysis for every k, parsing each page's html once: at `full_k`
+    (the default k) exactly analysis.analyze (gram set, kept text, SPEC §7 sentences, so
+    the engine finds partial duplicates and spans), at the other k its gram set only
+    (analyze with keep_text=False)."""
     ks = sorted(set(ks))
     out: dict[int, list[Analyzed]] = {k: [] for k in ks}
     for rec in records:
         page = page_from_object(rec)
-        tokens = tokenize(page_text(page))
-        server = server_of(page.url, page.ip, foreign)
+        # the visible text once; analyze reads page.text when it is set
+        page = replace(page, html=None, text=page_text(page))
         for k in ks:
-            out[k].append(Analyzed(page.url, server, gram_set(tokens, k), page.fetched_at))
+            out[k].append(analyze(page, Params(k=k, foreign=foreign), keep_text=k == full_k))
     return out
 
 
@@ -151,8 +182,11 @@ def final_rows(store, params: Params) -> dict[str, dict]:
     return {row["url"]: row for row in dump_rows(store, params)}
 
 
-def run_memory(pages: list[Analyzed], params: Params, batch: int) -> tuple[dict, dict]:
-    """Rows and counters of one in-process run on an in-memory KV."""
+def run_memory(pages: list[Analyzed], params: Params, batch: int
+               ) -> tuple[dict, dict, list[dict]]:
+    """Rows, counters and SPEC §7 partial-duplicate pairs (`dump --partials`: none unless
+    the pages carry their sentences) of one in-process run on an in-memory KV."""
+    from streamdet.adapters.views import partial_rows
     from streamdet.state.kv import MemoryKV
     from streamdet.state.txn import Store
 
@@ -162,7 +196,9 @@ def run_memory(pages: list[Analyzed], params: Params, batch: int) -> tuple[dict,
     seconds = time.perf_counter() - t
     rows = final_rows(store, params)
     check_rule(rows, params)
-    return rows, {"seconds": seconds, "events": dict(events)}
+    pairs = partial_rows(store, params)
+    return rows, {"seconds": seconds, "events": dict(events),
+                  "partial_pairs": len(pairs)}, pairs
 
 
 # -- scoring (pure) ------------------------------------------------------------------------
@@ -261,6 +297,223 @@ def example(row: dict) -> dict:
             "top_sources": [s["url"] for s in row["sources"][:3]]}
 
 
+# -- partial duplicates (SPEC §7; pure) -----------------------------------------------------
+
+
+def page_kind(url: str, truth: Truth) -> str:
+    """scrape, mirror, quilt or real (a crawled page: a replay of a real one)."""
+    return ("scrape" if url in truth.scrapes else "mirror" if url in truth.mirrors
+            else "quilt" if url in truth.quilts else "real")
+
+
+def origins(url: str, truth: Truth) -> set[str]:
+    """The crawled pages whose text a page holds by construction: a scrape's or a
+    mirror's original, a quilt's donors, a crawled page itself."""
+    if url in truth.scrapes:
+        return {truth.scrapes[url]["original"]}
+    if url in truth.mirrors:
+        return {truth.mirrors[url]}
+    if url in truth.quilts:
+        return set(truth.quilts[url])
+    return {url}
+
+
+def relation(a: str, b: str, truth: Truth) -> str | None:
+    """The planted relation that explains a pair of pages sharing sentences, or None: a
+    copy and what it copies (scrape-original, mirror-original, quilt-donor), or two
+    planted copies of one crawled page ("same original (scrape/scrape)", and so on:
+    scrapes, mirrors and quilts sharing a donor)."""
+    for x, y in ((a, b), (b, a)):
+        if x in truth.scrapes and truth.scrapes[x]["original"] == y:
+            return "scrape-original"
+        if truth.mirrors.get(x) == y:
+            return "mirror-original"
+        if y in truth.quilts.get(x, ()):
+            return "quilt-donor"
+    if origins(a, truth) & origins(b, truth):
+        kinds = sorted((page_kind(a, truth), page_kind(b, truth)))
+        return f"same original ({'/'.join(kinds)})"
+    return None
+
+
+def merge_spans(spans: Iterable[Iterable[int]]) -> list[list[int]]:
+    """Half-open ranges, sorted and merged where they overlap or touch."""
+    out: list[list[int]] = []
+    for start, end in sorted((int(a), int(b)) for a, b in spans):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        elif end > start:
+            out.append([start, end])
+    return out
+
+
+def span_length(spans: list[list[int]]) -> int:
+    return sum(e - s for s, e in spans)
+
+
+def overlap_length(a: list[list[int]], b: list[list[int]]) -> int:
+    """Code points in both of two merged span lists."""
+    i = j = total = 0
+    while i < len(a) and j < len(b):
+        total += max(0, min(a[i][1], b[j][1]) - max(a[i][0], b[j][0]))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def passage_location(text: str, passage: list[str]) -> tuple[list[list[int]], int]:
+    """Where a scrape's copied sentences are in its visible text: each found in order
+    (exactly, else with any run of white space for a space), cut to its first token's
+    start and its last token's end (as SPEC §7 spans a sentence), neighbours joined when
+    no token lies between them (a passage is one run of sentences). Returns the merged
+    spans and the number of sentences not found."""
+    import re
+
+    pos, spans, missing = 0, [], 0
+    for sent in passage:
+        at = text.find(sent, pos)
+        end = at + len(sent)
+        if at < 0:
+            m = re.compile(r"\s+".join(map(re.escape, sent.split()))).search(text, pos)
+            if m is None:
+                missing += 1
+                continue
+            at, end = m.span()
+        _tokens, starts, ends = token_spans(text[at:end])
+        if len(starts):
+            spans.append([at + int(starts[0]), at + int(ends[-1])])
+        pos = end
+    joined: list[list[int]] = []
+    for start, end in spans:
+        if joined and not tokenize(text[joined[-1][1]:start]):
+            joined[-1][1] = max(joined[-1][1], end)
+        else:
+            joined.append([start, end])
+    return merge_spans(joined), missing
+
+
+def span_accuracy(row: dict, scrape: str, passage: str, text: str) -> dict:
+    """A found (scrape, original) pair's spans on the scrape's side against where the
+    planted passage is: |reported ∩ planted| / |reported ∪ planted| in code points, and
+    the share of each that the other covers."""
+    side = "spans" if row["url"] == scrape else "other_spans"
+    reported = merge_spans(d[side] for d in row["diagonals"])
+    planted, missing = passage_location(text, passage.split("\n"))
+    both = overlap_length(reported, planted)
+    union = span_length(reported) + span_length(planted) - both
+    return {"url": scrape, "accuracy": ratio(both, union) or 0.0,
+            "precision": ratio(both, span_length(reported)),
+            "recall": ratio(both, span_length(planted)),
+            "reported": reported, "planted": planted, "sentences_not_found": missing}
+
+
+def shorten(text: str, width: int = 100) -> str:
+    """White space collapsed, the middle cut out past `width` characters."""
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    half = (width - 5) // 2
+    return f"{text[:half]} ... {text[-half:]}"
+
+
+def score_partials(pairs: list[dict], truth: Truth, text_of) -> dict:
+    """SPEC §7 pairs against the planted truth: recall of (scrape, original) pairs,
+    precision (pairs a planted relation explains), the unexplained pairs with examples,
+    pairs per kind, diagonals per pair, and span accuracy on the scrapes found.
+    `text_of(url)` gives a page's visible text."""
+    from loadtest.corpus import replay_original
+
+    found = {frozenset((r["url"], r["other"])): r for r in pairs}
+    planted = {u: t["original"] for u, t in truth.scrapes.items()}
+    hit = [u for u, o in planted.items() if frozenset((u, o)) in found]
+
+    def kind(r: dict) -> str:
+        return "/".join(sorted((page_kind(r["url"], truth), page_kind(r["other"], truth))))
+
+    def sentences(r: dict) -> int:
+        return sum(d["sentences"] for d in r["diagonals"])
+
+    def echo(r: dict) -> bool:
+        """A planted copy paired with a page (or a copy of one) that its original shares
+        text with already: the two originals are a found pair themselves, or pages of one
+        site (its template; never a pair, being on one server)."""
+        if "real" == page_kind(r["url"], truth) == page_kind(r["other"], truth):
+            return False
+        return any(x != y and (frozenset((x, y)) in found
+                               or server_of(x, None, "domain") == server_of(y, None, "domain"))
+                   for x in origins(r["url"], truth) for y in origins(r["other"], truth))
+
+    kinds: Counter = Counter()
+    diagonals_by_kind: Counter = Counter()
+    relations: Counter = Counter()
+    unexplained = []
+    for r in pairs:
+        kinds[kind(r)] += 1
+        diagonals_by_kind[kind(r)] += len(r["diagonals"])
+        rel = relation(r["url"], r["other"], truth)
+        relations[rel or "unexplained"] += 1
+        if rel is None:
+            unexplained.append(r)
+    examples, shown = [], set()
+    # the largest first, one per distinct copied text
+    for r in sorted(unexplained, key=lambda r: (-sentences(r), r["url"], r["other"])):
+        d = r["diagonals"][0]
+        text = shorten(text_of(r["url"])[slice(*d["spans"])])
+        if text in shown or len(examples) >= EXAMPLES:
+            continue
+        shown.add(text)
+        examples.append({
+            "url": r["url"], "other": r["other"],
+            "kinds": [page_kind(r["url"], truth), page_kind(r["other"], truth)],
+            "real_pages": [replay_original(r["url"]), replay_original(r["other"])],
+            "diagonals": len(r["diagonals"]), "sentences": sentences(r),
+            "first_diagonal": {"sentences": d["sentences"], "spans": d["spans"],
+                               "other_spans": d["other_spans"],
+                               "text": text,
+                               "other_text": shorten(
+                                   text_of(r["other"])[slice(*d["other_spans"])])}})
+    acc = [span_accuracy(found[frozenset((u, planted[u]))], u, truth.scrapes[u]["passage"],
+                         text_of(u)) for u in hit]
+    values = [a["accuracy"] for a in acc]
+    n_diag = [len(r["diagonals"]) for r in pairs]
+    return {
+        "planted_scrapes": len(planted),
+        "scrapes_found": len(hit),
+        "recall": ratio(len(hit), len(planted)),
+        "scrapes_missed": [{"url": u, "original": planted[u]}
+                           for u in planted if u not in set(hit)][:EXAMPLES],
+        "pairs": len(pairs),
+        "explained": len(pairs) - len(unexplained),
+        "precision": ratio(len(pairs) - len(unexplained), len(pairs)),
+        "unexplained": len(unexplained),
+        "by_relation": dict(sorted(relations.items())),
+        "by_kind": dict(sorted(kinds.items())),
+        "unexplained_by_kind": dict(sorted(Counter(map(kind, unexplained)).items())),
+        # of the unexplained: planted copies that inherited text their original already
+        # shares with the other page (a found real pair, or the original's own site)
+        "unexplained_echoes": sum(map(echo, unexplained)),
+        "unexplained_examples": examples,
+        "diagonals_per_pair": ratio(sum(n_diag), len(n_diag)),
+        "diagonals_per_pair_by_kind": {k: round(diagonals_by_kind[k] / n, 2)
+                                       for k, n in sorted(kinds.items())},
+        "max_diagonals": max(n_diag, default=0),
+        "sentences_per_pair": ratio(sum(map(sentences, pairs)), len(pairs)),
+        "span_accuracy": {
+            "pairs": len(acc),
+            "mean": ratio(sum(values), len(values)),
+            "min": min(values, default=None),
+            "share_at_least": SPAN_GOOD,
+            "share_good": ratio(sum(v >= SPAN_GOOD for v in values), len(values)),
+            "mean_precision": ratio(sum(a["precision"] or 0 for a in acc), len(acc)),
+            "mean_recall": ratio(sum(a["recall"] or 0 for a in acc), len(acc)),
+            "sentences_not_found": sum(a["sentences_not_found"] for a in acc),
+            "worst": sorted(acc, key=lambda a: a["accuracy"])[:3],
+        },
+    }
+
+
 # -- the sweep -----------------------------------------------------------------------------
 
 
@@ -274,10 +527,12 @@ def sweep_points(base: Params, sweep: dict[str, tuple]) -> list[tuple[str, Param
 
 
 def run_sweep(analysed: dict[int, list[Analyzed]], truth: Truth,
-              points: list[tuple[str, Params]], batch: int) -> tuple[list[dict], list[dict]]:
-    """Score every point, running the engine once per distinct (k, m) at the base c, θ."""
+              points: list[tuple[str, Params]], batch: int
+              ) -> tuple[list[dict], list[dict], list[dict]]:
+    """Score every point, running the engine once per distinct (k, m) at the base c, θ.
+    Also returns the partial-duplicate pairs of the first point's run (the defaults)."""
     base = points[0][1]
-    runs: dict[tuple[int, int], tuple[dict, dict]] = {}
+    runs: dict[tuple[int, int], tuple[dict, dict, list[dict]]] = {}
     results = []
     for group, p in points:
         key = (p.k, p.m)
@@ -288,8 +543,8 @@ def run_sweep(analysed: dict[int, list[Analyzed]], truth: Truth,
         results.append({"group": group, "params": p.to_dict(),
                         "engine_run": {"k": p.k, "m": p.m},
                         **score(runs[key][0], truth, p.c, p.theta)})
-    run_info = [{"k": k, "m": m, **info} for (k, m), (_rows, info) in runs.items()]
-    return results, run_info
+    run_info = [{"k": k, "m": m, **info} for (k, m), (_rows, info, _pairs) in runs.items()]
+    return results, run_info, runs[(base.k, base.m)][2]
 
 
 # -- report --------------------------------------------------------------------------------
@@ -364,12 +619,50 @@ def print_default_details(res: dict) -> None:
               f"e.g. {', '.join(ex['top_sources'])}")
 
 
+def print_partials(p: dict, params: Params) -> None:
+    """The quality of SPEC §7 partial-duplicate pairs at the defaults."""
+    acc = p["span_accuracy"]
+    print(f"partial duplicates (SPEC §7, γ={params.gamma}, m={params.m}): {p['pairs']} pairs, "
+          f"{fmt(p['diagonals_per_pair'], '.2f')} diagonals a pair (at most "
+          f"{p['max_diagonals']}), {fmt(p['sentences_per_pair'], '.1f')} sentences a pair")
+    print(f"  planted scrapes found: {p['scrapes_found']}/{p['planted_scrapes']}, recall "
+          f"{fmt(p['recall'])}")
+    for m in p["scrapes_missed"]:
+        print(f"    missed {m['url']} (copies {m['original']})")
+    print(f"  precision (pairs a planted relation explains): {p['explained']}/{p['pairs']} = "
+          f"{fmt(p['precision'])}; by relation {p['by_relation']}")
+    print(f"  pairs by kind {p['by_kind']}; diagonals a pair by kind "
+          f"{p['diagonals_per_pair_by_kind']}")
+    print(f"  spans on the scrape's side against the planted passage ({acc['pairs']} pairs): "
+          f"mean overlap {fmt(acc['mean'])} (target >= {SPAN_GOOD}), "
+          f"{fmt(acc['share_good'], '.1%')} of pairs >= {SPAN_GOOD}, min {fmt(acc['min'])}; "
+          f"precision {fmt(acc['mean_precision'])}, recall {fmt(acc['mean_recall'])}"
+          + (f"; {acc['sentences_not_found']} planted sentences not found in the scrapes"
+             if acc["sentences_not_found"] else ""))
+    print(f"  unexplained pairs: {p['unexplained']} {p['unexplained_by_kind']}, of which "
+          f"{p['unexplained_echoes']} are planted copies inheriting text their original shares "
+          "with the other page (a pair of real pages, or its own site's template) — the "
+          "crawl replays real pages, which can share text for real (syndication, quotes, "
+          "cookie and forum notices): copies the truth does not know of, not necessarily "
+          "errors")
+    for ex in p["unexplained_examples"]:
+        d = ex["first_diagonal"]
+        print(f"    {ex['url']} ~ {ex['other']} ({'/'.join(ex['kinds'])}): "
+              f"{ex['diagonals']} diagonals, {ex['sentences']} sentences; first "
+              f"{d['sentences']} at {d['spans']} / {d['other_spans']}")
+        print(f"      {d['text']!r}")
+        if d["other_text"] != d["text"]:
+            print(f"      other: {d['other_text']!r}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pages", type=int, default=DEFAULT_SIZE["pages"],
                     help="crawled pages (replays of the real ones)")
     ap.add_argument("--quilts", type=int, default=DEFAULT_SIZE["quilts"])
     ap.add_argument("--mirrors", type=int, default=DEFAULT_SIZE["mirrors"])
+    ap.add_argument("--scrapes", type=int, default=DEFAULT_SIZE["scrapes"],
+                    help="single-source scrapes (SPEC §7 partial duplicates)")
     ap.add_argument("--mirror-vary", type=float, default=MIRROR_VARY)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--batch", type=int, default=None, help="records per engine batch "
@@ -379,7 +672,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="result JSON (default loadtest/out/bench_quality-*.json)")
     args = ap.parse_args(argv)
     size = dict(SMOKE_SIZE) if args.smoke else {"pages": args.pages, "quilts": args.quilts,
-                                                "mirrors": args.mirrors}
+                                                "mirrors": args.mirrors,
+                                                "scrapes": args.scrapes}
     from streamdet.adapters.inputs import DEFAULT_BATCH
 
     batch = args.batch or DEFAULT_BATCH
@@ -387,12 +681,23 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     log(f"stream: {size} (seed {args.seed})")
     records, truth = planted_stream(args.seed, size["pages"], size["quilts"], size["mirrors"],
-                                    args.mirror_vary)
+                                    args.mirror_vary, size["scrapes"])
     t1 = time.perf_counter()
-    log(f"{len(records):,} records in {t1 - t0:.1f} s; parsing, grams for k in {SWEEP['k']}")
-    analysed = analyse(records, set(SWEEP["k"]) | {Params().k})
+    base = Params()
+    log(f"{len(records):,} records in {t1 - t0:.1f} s; parsing, grams for k in {SWEEP['k']}, "
+        f"sentences at k={base.k}")
+    analysed = analyse(records, set(SWEEP["k"]) | {base.k}, base.foreign, full_k=base.k)
     log(f"parsed in {time.perf_counter() - t1:.1f} s")
-    results, runs = run_sweep(analysed, truth, sweep_points(Params(), SWEEP), batch)
+    results, runs, pairs = run_sweep(analysed, truth, sweep_points(base, SWEEP), batch)
+    by_url = {r["url"]: r for r in records}
+    texts: dict[str, str] = {}
+
+    def text_of(url: str) -> str:
+        if url not in texts:
+            texts[url] = page_text(page_from_object(by_url[url]))
+        return texts[url]
+
+    partials = score_partials(pairs, truth, text_of)
 
     at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     json_path = Path(args.out) if args.out else out_path("bench_quality", f"{len(records)}p",
@@ -400,7 +705,8 @@ def main(argv: list[str] | None = None) -> int:
     png_path = json_path.with_suffix(".png")
     json_path.parent.mkdir(parents=True, exist_ok=True)
     plot(results, png_path, f"planted: {len(truth.quilts)} quilts, {len(truth.mirrors)} "
-         f"mirrors among {len(records):,} records (seed {args.seed})")
+         f"mirrors, {len(truth.scrapes)} scrapes among {len(records):,} records "
+         f"(seed {args.seed})")
     from loadtest.bench_embedded import git_revision
 
     report = {
@@ -410,13 +716,18 @@ def main(argv: list[str] | None = None) -> int:
                    "mirror_vary": args.mirror_vary, "batch": batch, "sweep": SWEEP,
                    "kv": "memory", "stream": "loadtest/generator.py"},
         "truth": {"quilts": len(truth.quilts), "mirrors": len(truth.mirrors),
+                  "scrapes": len(truth.scrapes),
                   "donors": len({d for ds in truth.quilts.values() for d in ds})},
-        "engine_runs": runs, "results": results, "plot": str(png_path),
+        "engine_runs": runs, "results": results,
+        "partials": {"params": {"k": base.k, "m": base.m, "gamma": base.gamma,
+                                "foreign": base.foreign}, **partials},
+        "plot": str(png_path),
         "seconds": time.perf_counter() - t0,
     }
     json_path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     print_table(results)
     print_default_details(results[0])
+    print_partials(partials, base)
     print(f"wrote {json_path}\nwrote {png_path}")
     return 0
 

@@ -4,9 +4,11 @@ report (which reads their results) import it without importing each other."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import time
+from pathlib import Path
 
 
 def vm_speed(loops: int = 2_000_000) -> float:
@@ -48,3 +50,12 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def write_result(result: dict, out_dir: Path, size: str, out: str | None = None) -> Path:
+    """A benchmark's result as `out`, or OUT_DIR/<benchmark>-<size>-<UTC stamp>.json."""
+    path = Path(out) if out else out_dir / (
+        f"{result['benchmark']}-{size}-{result['at'].replace(':', '').replace('-', '')}.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return path

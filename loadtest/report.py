@@ -32,7 +32,7 @@ from loadtest.host import machine, pyplot  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"
 BENCHES = ("bench_embedded", "bench_lsh", "bench_growth", "bench_kafka", "bench_quality",
-           "bench_hostile", "bench_evidence")
+           "bench_hostile", "bench_evidence", "bench_partials")
 COMMANDS = {
     "bench_embedded": "python loadtest/bench_embedded.py --pages 20000 --floor-runs 2",
     "bench_lsh": "python loadtest/bench_lsh.py --pages 5000",
@@ -42,6 +42,7 @@ COMMANDS = {
     "bench_hostile": "python loadtest/bench_hostile.py --pages 3000 --pairs 3 "
                      "--no-guard-timeout 30 --baseline CHECKOUT",
     "bench_evidence": "python loadtest/bench_evidence.py --pages 1800",
+    "bench_partials": "python loadtest/bench_partials.py --pages 2000",
 }
 
 
@@ -166,11 +167,13 @@ def headline(name: str, r: dict) -> list[str]:
                 f"{d.get('source_precision_text_aware', 0):.3f}), donors named "
                 f"{d['donor_recall']:.3f}",
                 f"flagged but not planted: {fp['count']} of {fp['pages_not_planted']:,} pages "
-                f"({fp['rate']:.1%}) {fp['by_kind']}"]
+                f"({fp['rate']:.1%}) {fp['by_kind']}", *_partials_quality(r.get("partials"))]
     if name == "bench_hostile":
         return _hostile_headline(r)
     if name == "bench_evidence":
         return _evidence_headline(r)
+    if name == "bench_partials":
+        return _partials_headline(r)
     if name == "bench_growth" and r.get("figures", {}).get("stationary"):
         return _growth_headline(r)
     summary = r.get("summary") or r.get("figures")
@@ -198,6 +201,28 @@ def _evidence_headline(r: dict) -> list[str]:
             f"worst case: a {worst['chars']:,}-character page located in "
             f"{worst['seconds']:.2f} s, peak {worst['peak_mb']:.0f} MB (its first "
             f"{worst['scanned_chars']:,} characters)"]
+
+
+def _partials_quality(p: dict | None) -> list[str]:
+    """bench_quality's SPEC §7 line: planted scrapes found, pairs explained, spans."""
+    if not p:
+        return []
+    return [f"partial duplicates: recall of planted scrapes **{p['recall']:.3f}**, precision "
+            f"of pairs {p['precision']:.3f} ({p['pairs']} pairs), span accuracy "
+            f"**{p['span_accuracy']['mean']:.3f}** (target >= 0.95)"]
+
+
+def _partials_headline(r: dict) -> list[str]:
+    """What SPEC §7 costs: cutting, the engine's share, the state, the worst case."""
+    f = r["figures"]
+    return [f"{f['pages']:,} pages: cutting into sentences {f['cut_ms_per_page']:.2f} ms a page "
+            f"({100 * f['cut_share_of_analysis']:.1f}% of the analysis); partial duplicates "
+            f"**{100 * f['partials_share_of_engine']:.1f}%** of the engine's time "
+            f"({f['engine_pages_per_s_with']:.0f} against {f['engine_pages_per_s_without']:.0f} "
+            "pages/s, same batches)",
+            f"state {f['state_bytes_per_page']:,.0f} B a page; {f['pairs']:,} pairs; dump "
+            f"--partials {f['dump_ms_per_pair']:.2f} ms a pair; worst case "
+            f"{f['worst_case_seconds']:.2f} s, peak {f['worst_case_peak_mb']:.0f} MB"]
 
 
 def _hostile_headline(r: dict) -> list[str]:

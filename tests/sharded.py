@@ -40,7 +40,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from streamdet.adapters.views import dump_rows
+from streamdet.adapters.views import dump_rows, partial_rows
 from streamdet.engine.analysis import analyze
 from streamdet.engine.messages import GramsMsg, PageMsg, decode_doc_input
 from streamdet.engine.params import Params
@@ -128,7 +128,8 @@ class Simulation:
 
     def _send_page(self, i: int) -> None:
         page = self.published[i]
-        msg = PageMsg(page.url, page.server, page.grams, page.fetched_at, page.text)
+        msg = PageMsg(page.url, page.server, page.grams, page.fetched_at, page.text,
+                      page.sentences)
         s = url_shard(page.url, self.p)
         docno = docno_for(len(self.docs_topic[s]), s, self.p)
         self.docs_topic[s].append(msg.encode())
@@ -313,6 +314,11 @@ class Simulation:
                 out[row["url"]] = row
         return out
 
+    def partial_rows(self) -> list[dict]:
+        """dump --partials over every doc shard (SPEC §7)."""
+        rows = [r for sh in self.doc for r in partial_rows(sh.state.store, self.params)]
+        return sorted(rows, key=lambda r: (r["url"].encode("utf-8"), r["other"].encode("utf-8")))
+
 
 def analysed(records: Sequence[dict], params: Params) -> list:
     pages = []
@@ -327,7 +333,8 @@ def analysed(records: Sequence[dict], params: Params) -> list:
 def sharded_pipeline(records: list[dict], params: Params, batches: Sequence[int], *,
                      shards: int = 3, seed: int = 0, crash_rate: float = 0.0,
                      wipe_rate: float = 0.0, lag_rate: float = 0.0, dup_rate: float = 0.0,
-                     events: list[dict] | None = None, stats: dict | None = None) -> Rows:
+                     events: list[dict] | None = None, stats: dict | None = None,
+                     partials: list[dict] | None = None) -> Rows:
     """Records published in `batches` (the stream cut as it arrives), shards running
     in between on a random schedule, then run until idle."""
     sim = Simulation(params, shards, seed, crash_rate, wipe_rate, lag_rate)
@@ -350,4 +357,6 @@ def sharded_pipeline(records: list[dict], params: Params, batches: Sequence[int]
     if stats is not None:  # what the schedule did: tests check that it crashed and wiped
         stats.update(crashes=sim.crashes, wipes=sim.wipes, resent=dict(sim.resent),
                      recovered=sim.recovered, resumed=sim.resumed)
+    if partials is not None:
+        partials.extend(sim.partial_rows())
     return sim.rows()

@@ -21,7 +21,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .cli_helpers import bad_lines, build_crawl, dump, popen, streamdet, with_bad
-from .harness import check_events, normalize_row, without_repeats
+from .harness import check_events, check_pair_events, normalize_row, without_repeats
 from .kafka_broker import (  # noqa: F401 - fixtures
     KafkaBroker,
     kafka_broker_fixture,
@@ -123,8 +123,8 @@ class Pipeline:
                 await c.stop()
         return run_sync(read())
 
-    def dump(self) -> bytes:
-        args = []
+    def dump(self, *extra) -> bytes:
+        args = list(extra)
         for name in self.workers:
             args += ["--state", self.tmp / name]
         return dump_states(args)
@@ -155,16 +155,18 @@ def pipeline(kafka_broker: KafkaBroker, tmp_path: Path, monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def crawl(tmp_path_factory) -> tuple[Path, bytes]:
+def crawl(tmp_path_factory) -> tuple[Path, bytes, bytes]:
     """Real pages, planted quilts, re-fetches and bad records in a random order, and the
-    dump `streamdet run` gives for them."""
+    dump and the partial-duplicate pairs (`dump --partials`) `streamdet run` gives for them."""
     tmp = tmp_path_factory.mktemp("crawl")
     rng = random.Random(11)
     records = build_crawl(seed=11, n_pages=120, n_quilts=14)
     rng.shuffle(records)
     path = _write_lines(tmp / "crawl.jsonl", with_bad(records, rng))
     streamdet("run", "--input", path, "--state", tmp / "ref", "--events", tmp / "ref-events.jsonl")
-    return path, dump(tmp / "ref")
+    pairs = streamdet("dump", "--partials", "--state", tmp / "ref").stdout
+    assert len(pairs.splitlines()) >= 5  # pairs to get right: quilts hold donors' passages
+    return path, dump(tmp / "ref"), pairs
 
 
 def _rows(raw: bytes) -> dict[str, dict]:
@@ -179,21 +181,28 @@ def _check_events_match(events: list[dict], expected: dict[str, dict]) -> None:
     assert not problems, "\n".join(problems)
 
 
-def _finish_and_check(pipeline: Pipeline, reference_dump: bytes, log_of: str = "w1") -> str:
+def _finish_and_check(pipeline: Pipeline, reference_dump: bytes, reference_pairs: bytes,
+                      log_of: str = "w1") -> str:
     """Once the pipeline is idle: the events and the shard states equal `streamdet run`'s
-    (normalized rows), the workers stopped; returns the log of worker `log_of`."""
+    (normalized rows; the partial-duplicate pairs byte for byte, and the pair events tell
+    them), the workers stopped; returns the log of worker `log_of`."""
     pipeline.wait_idle()
     want = _rows(reference_dump)
-    _check_events_match(pipeline.events(), want)
+    events = pipeline.events()
+    _check_events_match(events, want)
     pipeline.stop()  # (dump opens the shard states)
     got = _rows(pipeline.dump())
     assert {u: normalize_row(r) for u, r in got.items()} == {
         u: normalize_row(r) for u, r in want.items()}
+    assert pipeline.dump("--partials") == reference_pairs
+    pairs = [json.loads(line) for line in reference_pairs.splitlines()]
+    problems = check_pair_events(without_repeats(events), pairs)
+    assert not problems, "\n".join(problems)
     return (pipeline.tmp / f"{log_of}.log").read_text()
 
 
 def test_two_workers_equal_streamdet_run(pipeline, crawl):
-    path, reference_dump = crawl
+    path, reference_dump, reference_pairs = crawl
     pipeline.start("w1")
     pipeline.start("w2")
     pipeline.produce(path)
@@ -205,19 +214,24 @@ def test_two_workers_equal_streamdet_run(pipeline, crawl):
     assert reasons == {"not_json", "not_object", "no_url", "bad_url", "not_utf8", "no_body"}
     assert all(p.poll() is None for p in pipeline.workers.values())  # still running
     want = _rows(reference_dump)
-    _check_events_match(pipeline.events(), want)
+    events = pipeline.events()
+    _check_events_match(events, want)
     pipeline.stop()  # (dump opens the shard states)
     got = pipeline.dump()
     assert sum(r["quilted"] for r in want.values()) >= 4  # the corpus has quilts to find
     assert {u: normalize_row(r) for u, r in _rows(got).items()} == {
         u: normalize_row(r) for u, r in want.items()}
+    # SPEC §7 in both modes: the same pairs, told by the pair events
+    assert pipeline.dump("--partials") == reference_pairs
+    pairs = [json.loads(line) for line in reference_pairs.splitlines()]
+    assert not check_pair_events(without_repeats(events), pairs)
 
 
 def test_two_workers_with_phi_equal_streamdet_run(pipeline, crawl, tmp_path):
     """SPEC §5 in both modes: with φ set, two workers give `streamdet run`'s verdicts,
     shares and spans (each doc shard keeps the texts of its pages), and φ changes some
     verdicts of this crawl (sources below φ of a page's patch grams stop counting)."""
-    path, plain_dump = crawl
+    path, plain_dump, reference_pairs = crawl
     plain = _rows(plain_dump)
     # the median share of the quilts' 4th source (c = 4): about half the quilts keep 4
     # sources at or above it
@@ -232,7 +246,7 @@ def test_two_workers_with_phi_equal_streamdet_run(pipeline, crawl, tmp_path):
     pipeline.start("w1", "--phi", phi)
     pipeline.start("w2", "--phi", phi)
     pipeline.produce(path)
-    log = _finish_and_check(pipeline, reference_dump)
+    log = _finish_and_check(pipeline, reference_dump, reference_pairs)
     assert "worker stopped" in log
     quilted = [r for r in _rows(pipeline.dump()).values() if r["quilted"]]
     assert quilted and all(s["spans"] for r in quilted for s in r["sources"])
@@ -246,7 +260,7 @@ def test_two_workers_with_phi_equal_streamdet_run(pipeline, crawl, tmp_path):
 
 
 def test_worker_killed_and_wiped_rejoins_without_double_counting(pipeline, crawl):
-    path, reference_dump = crawl
+    path, reference_dump, reference_pairs = crawl
     pipeline.start("w1")
     pipeline.start("w2")
     time.sleep(3)
@@ -267,7 +281,7 @@ def test_worker_killed_and_wiped_rejoins_without_double_counting(pipeline, crawl
     time.sleep(1)
     pipeline.start("w2")
     assert producer.wait(120) == 0
-    log = _finish_and_check(pipeline, reference_dump, "w2")
+    log = _finish_and_check(pipeline, reference_dump, reference_pairs, "w2")
     assert "replaying" in log  # rebuilt from the topics
 
 
@@ -276,14 +290,14 @@ def test_a_restart_is_invisible_downstream(pipeline, crawl):
     not committed, and loses its disk: the new owner redoes those rounds, batching
     differently, and must emit nothing that repeats what consumers were already shown
     (SPEC §9) - not an `unquilt` for every page it touches that was never quilted."""
-    path, reference_dump = crawl
+    path, reference_dump, reference_pairs = crawl
     victim = pipeline.start("w1", extra_env={"STREAMDET_FAILPOINT": "group-commit:3"})
     time.sleep(3)
     pipeline.produce(path)
     assert victim.wait(90) == 137  # died at its third group commit, mid-stream
     shutil.rmtree(pipeline.tmp / "w1")
     pipeline.start("w1")
-    log = _finish_and_check(pipeline, reference_dump)
+    log = _finish_and_check(pipeline, reference_dump, reference_pairs)
     assert "comparing with what was shown up to" in log, log[-3000:]
 
 
@@ -299,14 +313,14 @@ def test_events_recorded_but_not_sent_go_out_from_the_new_owner(pipeline, crawl)
     group's commit and sends those events, so consumers miss none (and see no change
     twice: without them, the new owner's own events would name their change from a
     state consumers never got)."""
-    path, reference_dump = crawl
+    path, reference_dump, reference_pairs = crawl
     victim = pipeline.start("w1", extra_env={"STREAMDET_FAILPOINT": "events-held:4"})
     time.sleep(3)
     pipeline.produce(path)
     assert victim.wait(90) == 137  # died between a ShownMsg and its events
     shutil.rmtree(pipeline.tmp / "w1")
     pipeline.start("w1")
-    log = _finish_and_check(pipeline, reference_dump)
+    log = _finish_and_check(pipeline, reference_dump, reference_pairs)
     assert _sent_again(log) > 0, log[-3000:]
 
 
@@ -315,7 +329,7 @@ def test_a_restart_while_catching_up_reads_what_was_shown_again(pipeline, crawl)
     consumers were shown, not sent) and restarts on its own disk: it sends that round,
     reads what was shown again from the deltas partition and compares with it up to the
     same ends, so its events still change what consumers hold, each exactly once."""
-    path, reference_dump = crawl
+    path, reference_dump, reference_pairs = crawl
     first = pipeline.start("w1", extra_env={"STREAMDET_FAILPOINT": "group-commit:3"})
     time.sleep(3)
     pipeline.produce(path)
@@ -324,7 +338,7 @@ def test_a_restart_while_catching_up_reads_what_was_shown_again(pipeline, crawl)
     second = pipeline.start("w1", extra_env={"STREAMDET_FAILPOINT": "catching-up:1"})
     assert second.wait(90) == 137  # took over, died in its first catch-up round
     pipeline.start("w1")  # the same disk
-    log = _finish_and_check(pipeline, reference_dump)
+    log = _finish_and_check(pipeline, reference_dump, reference_pairs)
     assert "restarted while catching up" in log, log[-3000:]
 
 
@@ -336,7 +350,7 @@ def test_worker_dies_between_commit_and_send_and_sends_its_outboxes_again(pipeli
     One worker, so that it owns every shard before and after the crash: with a second
     worker the group may hand the shard holding the outbox to the other one on restart
     (which then redoes the round from the group's offsets, and nothing is sent "again")."""
-    path, reference_dump = crawl
+    path, reference_dump, reference_pairs = crawl
     victim = pipeline.start("w1", extra_env={"STREAMDET_FAILPOINT": "outbox-committed:6"})
     time.sleep(3)
     producer = popen("produce", *pipeline.args(), "--shards", SHARDS, "--rate", "30", path,
@@ -345,7 +359,7 @@ def test_worker_dies_between_commit_and_send_and_sends_its_outboxes_again(pipeli
     assert producer.poll() is None
     pipeline.start("w1")  # same state directory, failpoint off
     assert producer.wait(120) == 0
-    log = _finish_and_check(pipeline, reference_dump)
+    log = _finish_and_check(pipeline, reference_dump, reference_pairs)
     assert "again" in log  # outboxes re-sent on open
 
 
@@ -355,7 +369,7 @@ def test_state_left_behind_by_a_takeover_is_rebuilt_not_trusted(pipeline, crawl)
     alone on its old state, that state and its outboxes belong to a history w1 replaced:
     w2 must rebuild the shards rather than re-send the stale outbox (whose events would
     arrive after w1's newer ones, and whose deltas would undo later changes)."""
-    path, reference_dump = crawl
+    path, reference_dump, reference_pairs = crawl
     pipeline.start("w1")
     victim = pipeline.start("w2", extra_env={"STREAMDET_FAILPOINT": "outbox-committed:4"})
     time.sleep(3)

@@ -43,10 +43,11 @@ from streamdet.engine.shards import (
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
 
-from .harness import assert_same_rows, check_events, without_repeats
-from .reference import reference
+from .harness import assert_same_rows, check_events, check_pair_events, without_repeats
+from .reference import ref_partials, reference
 from .sharded import Rows, analysed, sharded_pipeline
 from .strategies import any_corpus_st, large_corpus_st
+from .test_partials import pair_corpus_st
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                       HealthCheck.data_too_large])
@@ -102,6 +103,28 @@ def test_new_owners_resume_from_lagging_group_offsets(corpus, shards, seed):
     shards send deltas again, and its doc shards may meet deltas about pages they have
     not applied yet. Pages are delivered twice too (the pages stage's at-least-once)."""
     _check(corpus, shards, seed, crash_rate=0.1, wipe_rate=0.25, lag_rate=0.7, dup_rate=0.2)
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(corpus=pair_corpus_st(), shards=st.integers(1, 4), seed=st.integers(0, 2**16),
+       faults=st.sampled_from([{}, {"crash_rate": 0.3},
+                               {"crash_rate": 0.15, "wipe_rate": 0.2},
+                               {"crash_rate": 0.1, "wipe_rate": 0.25, "lag_rate": 0.7,
+                                "dup_rate": 0.2}]))
+def test_partial_pairs_of_the_shards_equal_the_reference(corpus, shards, seed, faults):
+    """SPEC §7 on the shards: sentence keys with the grams on gram shards, links to the
+    doc shards, under crashes, rebuilds, lagging offsets and pages delivered twice; the
+    pairs equal the reference's, and the pair events tell them."""
+    records, params, batches = corpus
+    params = _order_free(records, params, faults.get("dup_rate", 0) > 0)
+    events: list[dict] = []
+    pairs: list[dict] = []
+    sharded_pipeline(records, params, batches, shards=shards, seed=seed, events=events,
+                     partials=pairs, **faults)
+    context = f"shards={shards} seed={seed} {faults} params={params}\nrecords={records!r}"
+    assert pairs == ref_partials(records, params), context
+    problems = check_pair_events(without_repeats(events), pairs)
+    assert not problems, context + "\n" + "\n".join(problems)
 
 
 @settings(max_examples=4, database=None, **SETTINGS)
@@ -265,6 +288,15 @@ def test_what_was_shown_is_read_back_newest_first_whatever_the_order():
         again = [json.loads(raw) for raw in unsent_events(enumerate(order + [new]), 1)]
         past = [a3, c4, a8] if order[0] == new else [a8]
         assert again == past
+    # a pair event (SPEC §7) is recorded under "url other", beside its URL's own entry
+    p9 = {"event": "partial", "url": "http://a/", "other": "http://b/", "seq": 9,
+          "diagonals": [{"spans": [0, 9], "other_spans": [3, 12], "sentences": 3}]}
+    g10 = {"event": "partial_gone", "url": "http://a/", "other": "http://c/", "seq": 10,
+           "diagonals": []}
+    pairs = shown_record([p9, g10], [json.dumps(p9).encode(), json.dumps(g10).encode()])
+    shown = last_shown(enumerate([old, new, pairs]))
+    assert shown["http://a/"] == "" and shown["http://a/ http://c/"] == ""
+    assert shown["http://a/ http://b/"] not in ("", None)
     assert shown_record([], []) is None
     assert isinstance(decode_doc_input(old), ShownMsg)
     assert isinstance(decode_doc_input(deltas), DeltasMsg)

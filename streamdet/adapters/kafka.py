@@ -7,7 +7,7 @@ Topics (SPEC §4 names the public ones; the internal ones are ours):
     streamdet-grams        grams of a document for one gram shard (partition = gram shard)
     streamdet-deltas       deltas for one doc shard's documents, and that doc shard's own
                            records of what its events showed (partition = doc shard)
-    streamdet-events       quilt / rescore / unquilt, keyed by URL
+    streamdet-events       quilt / rescore / unquilt / partial / partial_gone, keyed by URL
     streamdet-dead-letter  bad records: the original bytes, the reason in headers
     streamdet-meta         the parameters and shard count of the pipeline (its first
                            record), then one ownership epoch record per shard claimed

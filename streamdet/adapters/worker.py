@@ -311,7 +311,8 @@ class Worker:
             m.pages.inc()
             if res.implausible_time:
                 m.implausible_times.inc()
-            msg = PageMsg(res.url, res.server, res.grams, res.fetched_at, res.text)
+            msg = PageMsg(res.url, res.server, res.grams, res.fetched_at, res.text,
+                          res.sentences)
             shard = url_shard(res.url, self.shards)
             placed = await self.producer.send(self.topics.docs, value=msg.encode(),
                                               key=res.url.encode("utf-8"), partition=shard)

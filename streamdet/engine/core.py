@@ -24,7 +24,7 @@ from .params import Params
 from .partials import PairDirty, PartialRole, Partners, sentences_key
 from .postings import PagePlan, add_document, plan_batch, withdraw_document
 from .rescoring import rescore
-from .sentence_postings import add_keys, rows_of, withdraw_keys
+from .sentence_postings import add_keys, prefetch, rows_of, withdraw_keys
 from .sentences import Sentences
 
 
@@ -51,6 +51,7 @@ class Engine:
         pages = list(pages)
         plans = plan_batch(txn, [p.grams for p in pages])
         partners, paired = Partners(txn), {}
+        prefetch(txn, [rows_of(p.sentences) for p in pages])
         for page, plan in zip(pages, plans, strict=True):
             stats.pages += 1
             docno, old, fanout = self._arrive(txn, page, plan, dirty, before, stats)

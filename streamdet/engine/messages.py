@@ -7,10 +7,11 @@ with the arrays' lengths (and the blob's, "b") in the header. JSON keeps the for
 readable and versioned; raw arrays keep thousands of grams per message cheap to build and
 read (no per-gram objects). Nothing here is ever unpickled: internal topics are data, not code.
 
-- PageMsg   (pages of one doc shard): a validated, analysed page.
-- GramsMsg  (one per document and gram shard): a version's grams to add, or to withdraw.
-- DeltasMsg (one per gram-shard batch and doc shard): the deltas for that doc shard's
-  documents, with the server and URL of every docno they mention.
+- PageMsg   (pages of one doc shard): a validated, analysed page (with its sentences).
+- GramsMsg  (one per document and gram shard): a version's grams to add, or to withdraw;
+  an add carries the rows of the version's sentence keys that the shard owns (SPEC §7).
+- DeltasMsg (one per gram-shard batch and doc shard): the deltas and the sentence links
+  for that doc shard's documents, with the server and URL of every docno they mention.
 - ShownMsg  (a doc shard to its own deltas partition, before a round's events leave):
   what those events show, and the events themselves, for a new owner of the shard
   (engine.shards).
@@ -25,6 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .deltas import GAIN, LOSE, Delta
+from .sentence_postings import Link
+from .sentences import NONE, Sentences
 
 VERSION = 2  # 2: deltas rows as an array (1: as JSON in the header; still read)
 READABLE = (1, 2)
@@ -80,21 +83,29 @@ class PageMsg:
     grams: np.ndarray
     fetched_at: float | None = None
     text: bytes = b""  # the visible text, packed (engine.text): the doc shard keeps it
+    sentences: Sentences = NONE  # SPEC §7 (none in a record written before they were)
 
     def encode(self) -> bytes:
+        s = self.sentences
         return pack({"k": "page", "u": self.url, "s": self.server, "t": self.fetched_at},
-                    [self.grams], self.text)
+                    [self.grams, s.keys, s.starts, s.ends], self.text)
 
     @classmethod
     def decode(cls, raw: bytes) -> PageMsg:
-        h, (grams,), text = unpack_blob(raw)
-        return cls(h["u"], h["s"], grams, h.get("t"), text)
+        h, arrays, text = unpack_blob(raw)
+        sentences = NONE
+        if len(arrays) == 4 and len(arrays[1]):
+            sentences = Sentences(arrays[1], arrays[2].astype(np.int64),
+                                  arrays[3].astype(np.int64))
+        return cls(h["u"], h["s"], arrays[0], h.get("t"), text, sentences)
 
 
 @dataclass
 class GramsMsg:
-    """kind "add": docno (with its server and URL) holds these grams; kind "withdraw":
-    version docno was replaced and leaves these grams (all of its grams in the shard)."""
+    """kind "add": docno (with its server and URL) holds these grams, and the sentence keys
+    of `rows` (key, position, start, end; those the shard owns); kind "withdraw": version
+    docno was replaced and leaves these grams (all of its grams in the shard), and the
+    keys the shard kept rows of."""
 
     kind: str
     docno: int
@@ -102,17 +113,19 @@ class GramsMsg:
     server: str = ""
     url: str = ""
     fetched_at: float | None = None  # of the record that caused it (for latency metrics)
+    rows: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), dtype=np.uint64))
 
     def encode(self) -> bytes:
         return pack({"k": self.kind, "d": self.docno, "s": self.server, "u": self.url,
-                     "t": self.fetched_at}, [self.grams])
+                     "t": self.fetched_at}, [self.grams, self.rows.reshape(-1)])
 
     @classmethod
     def decode(cls, raw: bytes) -> GramsMsg:
-        h, (grams,) = unpack(raw)
+        h, arrays = unpack(raw)
         if h["k"] not in ("add", "withdraw"):
             raise MessageError(f"unknown grams message kind {h['k']!r}")
-        return cls(h["k"], h["d"], grams, h["s"], h["u"], h.get("t"))
+        rows = arrays[1].reshape(-1, 4) if len(arrays) > 1 else np.zeros((0, 4), np.uint64)
+        return cls(h["k"], h["d"], arrays[0], h["s"], h["u"], h.get("t"), rows)
 
 
 @dataclass
@@ -120,6 +133,7 @@ class DeltasMsg:
     deltas: list[Delta]
     names: dict[int, tuple[str, str]] = field(default_factory=dict)
     times: dict[str, float] = field(default_factory=dict)  # cause URL -> its fetched_at
+    links: list[Link] = field(default_factory=list)  # SPEC §7 (engine.sentence_postings)
 
     def encode(self) -> bytes:
         """Rows (target, op, grams, arg, cause) as one u64 array, five per delta (arg 0
@@ -137,11 +151,17 @@ class DeltasMsg:
                 rows.extend((t, op, len(gs), 0, c))
             else:
                 rows.extend((t, op, len(gs), arg or 0, c))
+        heads, link_rows = [], []
+        for t, op, partner, lrows, cause in self.links:
+            heads.extend((t, op, partner, len(lrows), causes.setdefault(cause, len(causes))))
+            link_rows.append(lrows.reshape(-1))
         names = [[d, s, u] for d, (s, u) in self.names.items()]
         return pack({"k": "deltas", "c": list(causes), "n": names,
                      "t": [self.times.get(c) for c in causes]},
                     [np.asarray(grams, dtype=np.uint64), np.asarray(counts, dtype=np.uint64),
-                     np.asarray(holders, dtype=np.uint64), np.asarray(rows, dtype=np.uint64)])
+                     np.asarray(holders, dtype=np.uint64), np.asarray(rows, dtype=np.uint64),
+                     np.asarray(heads, dtype=np.uint64),
+                     np.concatenate(link_rows) if link_rows else np.zeros(0, np.uint64)])
 
     @classmethod
     def decode(cls, raw: bytes) -> DeltasMsg:
@@ -174,7 +194,20 @@ class DeltasMsg:
             deltas.append(Delta(t, op, gs, arg, causes[c]))
         times = {c: t for c, t in zip(causes, h.get("t") or [None] * len(causes), strict=True)
                  if t is not None}
-        return cls(deltas, {d: (s, u) for d, s, u in h["n"]}, times)
+        return cls(deltas, {d: (s, u) for d, s, u in h["n"]}, times,
+                   _links(arrays[4:6], causes) if len(arrays) >= 6 else [])
+
+
+def _links(arrays: list[np.ndarray], causes: list[str]) -> list[Link]:
+    """Links from their heads (target, op, partner, rows, cause) and their rows."""
+    heads = arrays[0].tolist()
+    rows = arrays[1].reshape(-1, 4)
+    out, at = [], 0
+    for i in range(0, len(heads), 5):
+        t, op, partner, n, c = heads[i : i + 5]
+        out.append(Link(t, op, partner, rows[at : at + n], causes[c]))
+        at += n
+    return out
 
 
 @dataclass

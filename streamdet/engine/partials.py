@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, MutableMapping
 
 import numpy as np
 
@@ -100,10 +100,27 @@ def digest(diags: list[Diagonal]) -> str:
     return hashlib.blake2b(body, digest_size=8).hexdigest()
 
 
+PAIR_EVENTS = ("partial", "partial_gone")
+
+
+def pair_slot(url: str, other: str) -> str:
+    """A pair's key among the URLs of a doc shard's record of what consumers were shown
+    (engine.shards.shown_record): a URL holds no space."""
+    return f"{url} {other}"
+
+
+def shown_by_pair(event: dict) -> str:
+    """What a consumer holds of a pair after a pair event: the digest of its diagonals
+    ("" once it is gone)."""
+    return digest(event["diagonals"]) if event["event"] == "partial" else ""
+
+
 class PartialRole:
     def __init__(self, params: Params) -> None:
         self.params = params
         self._anywhere = params.foreign == "none"
+        self._shown: MutableMapping[str, str] | None = None
+        self._shown_index: dict[str, set[str]] = {}
 
     def owns(self, txn, doc: int, partner: int) -> bool:
         """Whether `doc` keeps the pair with `partner`: another server (or foreign=none),
@@ -150,32 +167,51 @@ class PartialRole:
                 out[txn.url_of(p)] = diags
         return out
 
-    def report(self, txn, partners: Partners, dirty: PairDirty,
-               next_seq: Callable[[int], int]) -> list[dict]:
+    def report(self, txn, partners: Partners, dirty: PairDirty, next_seq: Callable[[int], int],
+               shown: MutableMapping[str, str] | None = None) -> list[dict]:
         """The pair events of the dirty documents, against what each URL's events last
-        showed (the URL's record). Their seq is the URL's, shared with its quilt events
-        (SPEC §3: seq increases per URL)."""
+        showed: the URL's record, or `shown` (by pair_slot) where a doc shard's new
+        owner knows what consumers were shown (engine.shards). Their seq is the URL's,
+        shared with its quilt events (SPEC §3: seq increases per URL)."""
         events = []
+        index = self._index(shown) if shown is not None else {}
         for docno, cause in dirty.items():
             if txn.doc(docno) is None:
                 continue
             url = txn.url_of(docno)
             now = {o: (d, digest(d)) for o, d in self.pairs(txn, docno, partners.of(docno)).items()}
             raw = txn.partial(shown_key(url))
-            last: dict[str, str] = json.loads(raw) if raw else {}
-            changed = [o for o in sorted(set(last) | set(now))
-                       if last.get(o, "") != (now[o][1] if o in now else "")]
-            for other in changed:
+            record: dict[str, str] = json.loads(raw) if raw else {}
+            last = dict(record)
+            for other in index.get(url, ()):
+                last[other] = shown[pair_slot(url, other)]
+            for other in sorted(set(last) | set(now)):
+                mark = now[other][1] if other in now else ""
+                if last.get(other, "") == mark:
+                    continue
                 _, seq = txn.url_entry(url)
                 seq = next_seq(seq)
                 txn.put_url(url, docno, seq)
-                diags = now[other][0] if other in now else []
-                events.append(self.event("partial" if diags else "partial_gone", url, other,
-                                         seq, diags, cause))
-            if changed:
-                record = {o: mark for o, (_, mark) in sorted(now.items())}
-                txn.put_partial(shown_key(url), json.dumps(record).encode() if record else None)
+                events.append(self.event("partial" if mark else "partial_gone", url, other,
+                                         seq, now[other][0] if mark else [], cause))
+                if shown is not None:
+                    shown[pair_slot(url, other)] = mark
+                    index.setdefault(url, set()).add(other)
+            fresh = {o: mark for o, (_, mark) in sorted(now.items())}
+            if fresh != record:
+                txn.put_partial(shown_key(url), json.dumps(fresh).encode() if fresh else None)
         return events
+
+    def _index(self, shown: MutableMapping[str, str]) -> dict[str, set[str]]:
+        """URL -> the other URLs of its pairs in `shown`, built once per shown map (a
+        doc shard's owner keeps one while it catches up) and kept current by `report`."""
+        if self._shown is not shown:
+            self._shown, self._shown_index = shown, {}
+            for slot in shown:
+                if " " in slot:
+                    url, other = slot.split(" ", 1)
+                    self._shown_index.setdefault(url, set()).add(other)
+        return self._shown_index
 
     def event(self, kind: str, url: str, other: str, seq: int, diags: list[Diagonal],
               cause: str) -> dict:

@@ -35,3 +35,12 @@ def split_grams(grams: np.ndarray, shards: int) -> list[np.ndarray]:
         return [grams]
     owner = grams % np.uint64(shards)
     return [grams[owner == s] for s in range(shards)]
+
+
+def split_rows(rows: np.ndarray, shards: int) -> list[np.ndarray]:
+    """Sentence rows (key, position, start, end) cut into one array per gram shard, by
+    key as grams are: a key's postings live with the grams of the same shard."""
+    if shards == 1:
+        return [rows]
+    owner = rows[:, 0] % np.uint64(shards)
+    return [rows[owner == s] for s in range(shards)]

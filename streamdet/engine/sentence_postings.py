@@ -27,7 +27,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..state.schema import u64key
+from ..state.schema import u64key, u64keys
+from .grams import sorted_unique
 from .sentences import Sentences
 
 COMMON_MARK = b"c"
@@ -50,8 +51,17 @@ class Link(NamedTuple):
     cause: str  # URL of the record whose arrival produced it
 
 
-def posting_key(key: int) -> bytes:
-    return b"k" + u64key(key)
+def posting_keys(keys: np.ndarray) -> list[bytes]:
+    """The records of the postings of these sentence keys."""
+    return [b"k" + k for k in u64keys(keys)]
+
+
+def prefetch(txn, rows: list[np.ndarray]) -> None:
+    """Read the postings of a batch's keys in one batched read (add_keys and
+    withdraw_keys then find them in the transaction)."""
+    keys = [r[:, 0] for r in rows if len(r)]
+    if keys:
+        txn.partial_many(posting_keys(sorted_unique(np.concatenate(keys))))
 
 
 def rows_key(docno: int) -> bytes:
@@ -103,24 +113,28 @@ def add_keys(txn, docno: int, rows: np.ndarray, m: int,
              rows_of_holder: Callable[[int], np.ndarray], cause: str) -> list[Link]:
     """Record that `docno` holds the keys of `rows`; return the links for every document
     concerned, d included. `rows_of_holder(y)` gives an earlier holder's rows."""
-    keys = np.unique(rows[:, 0]).tolist()
+    keys = sorted_unique(rows[:, 0])
+    names = posting_keys(keys)
+    raws = txn.partial_many(names)
     pairs: dict[int, list[int]] = {}  # holder -> keys it shares with docno
     common: dict[int, list[int]] = {}  # holder -> keys that went common
-    raws = txn.partial_many([posting_key(k) for k in keys])
-    for key, raw in zip(keys, raws, strict=True):
+    fresh = []  # most keys: docno is their first holder
+    for key, name, raw in zip(keys.tolist(), names, raws, strict=True):
+        if raw is None:
+            fresh.append(name)
+            continue
         holders = _decode_posting(raw)
-        if holders is None:
-            txn.put_partial(posting_key(key), _encode_posting((docno,)))
-        elif not holders:
+        if not holders:
             continue
         elif len(holders) < m:
-            txn.put_partial(posting_key(key), _encode_posting((*holders, docno)))
+            txn.put_partial(name, _encode_posting((*holders, docno)))
             for y in holders:
                 pairs.setdefault(y, []).append(key)
         else:
-            txn.put_partial(posting_key(key), COMMON_MARK)
+            txn.put_partial(name, COMMON_MARK)
             for y in holders:
                 common.setdefault(y, []).append(key)
+    txn.put_partials(fresh, _encode_posting((docno,)))
     out = []
     for y, ks in pairs.items():
         out.append(Link(docno, LINK, y, _select(rows_of_holder(y), ks), cause))
@@ -132,15 +146,15 @@ def add_keys(txn, docno: int, rows: np.ndarray, m: int,
 def withdraw_keys(txn, docno: int, rows: np.ndarray, cause: str) -> list[Link]:
     """Take version `docno` (its rows) out of its keys' postings; links for the holders
     left."""
-    keys = np.unique(rows[:, 0]).tolist()
+    keys = sorted_unique(rows[:, 0])
+    names = posting_keys(keys)
     left: dict[int, list[int]] = {}
-    raws = txn.partial_many([posting_key(k) for k in keys])
-    for key, raw in zip(keys, raws, strict=True):
+    for key, name, raw in zip(keys.tolist(), names, txn.partial_many(names), strict=True):
         holders = _decode_posting(raw)
         if not holders or docno not in holders:
             continue
         rest = tuple(y for y in holders if y != docno)
-        txn.put_partial(posting_key(key), _encode_posting(rest))
+        txn.put_partial(name, _encode_posting(rest))
         for y in rest:
             left.setdefault(y, []).append(key)
     return [Link(y, UNLINK, docno, keys_rows(ks), cause) for y, ks in left.items()]

@@ -10,6 +10,11 @@ shard has a state of its own and they talk through messages (engine.messages):
     DocShard: apply deltas (docs.DocRole), re-score once per batch -> events, and the
               record of what they show (ShownMsg, `shown_record`) for a new owner
 
+Partial duplicates (SPEC §7) ride on the same messages: a page's sentences go with it to
+its doc shard, each sentence key's rows with the grams to the gram shard that owns the
+key (`page_adds`), whose sentence postings (engine.sentence_postings) answer with links
+in the deltas messages; the doc shard keeps its documents' partners (engine.partials).
+
 Both are pure: engine.shard_step feeds them batches in each input partition's order and
 commits each transaction with its offsets and the messages to send (its outbox), for the
 Kafka worker and the tests' simulation alike.
@@ -31,9 +36,29 @@ from .docs import Dirty, DocRole, Touch
 from .events import shown_by
 from .messages import DeltasMsg, GramsMsg, MessageError, PageMsg, ShownMsg, unpack
 from .params import Params
+from .partials import (
+    PAIR_EVENTS,
+    PairDirty,
+    PartialRole,
+    Partners,
+    pair_slot,
+    sentences_key,
+    shown_by_pair,
+)
 from .postings import add_document, plan_batch, withdraw_document
 from .rescoring import rescore
-from .routing import docno_for, docno_shard, split_grams
+from .routing import docno_for, docno_shard, split_grams, split_rows
+from .sentence_postings import (
+    LINK,
+    Link,
+    add_keys,
+    decode_rows,
+    encode_rows,
+    prefetch,
+    rows_key,
+    rows_of,
+    withdraw_keys,
+)
 
 
 def shown_record(events: list[dict], sent: list[bytes]) -> bytes | None:
@@ -42,7 +67,12 @@ def shown_record(events: list[dict], sent: list[bytes]) -> bytes | None:
     its own deltas partition first, and the events once it is acknowledged."""
     if not events:
         return None
-    shown = {ev["url"]: [ev["seq"], shown_by(ev)] for ev in events}
+    shown = {}
+    for ev in events:
+        if ev.get("event") in PAIR_EVENTS:
+            shown[pair_slot(ev["url"], ev["other"])] = [ev["seq"], shown_by_pair(ev)]
+        else:
+            shown[ev["url"]] = [ev["seq"], shown_by(ev)]
     return ShownMsg(shown, [raw.decode("utf-8") for raw in sent]).encode()
 
 
@@ -97,6 +127,7 @@ class DocShard:
         self.shard = shard
         self.shards = shards
         self.docs = DocRole(params)
+        self.partials = PartialRole(params)
         self.cause_times: dict[str, float] = {}  # of the last batch: cause URL -> fetched_at
         self.documents_added = 0  # of the last batch: URLs seen for the first time
         self.held = 0  # of the last batch: deltas held for pages not applied yet
@@ -114,14 +145,17 @@ class DocShard:
         dirty: Dirty = {}
         before: dict[int, DocResult] = {}
         out: list[tuple[int, bytes]] = []
+        partners, paired = Partners(txn), {}
         self.cause_times = {}
         self.documents_added = self.held = 0
         for offset, page in pages:
-            out.extend(self._arrive(txn, offset, page, dirty, before))
+            out.extend(self._arrive(txn, offset, page, dirty, before, partners, paired))
             if page.fetched_at is not None:
                 self.cause_times[page.url] = page.fetched_at
         newest = txn.newest_version()
-        self.docs.apply(txn, self._release(txn, newest), dirty)
+        held = self._release(txn, newest)
+        self.docs.apply(txn, held.deltas, dirty)
+        self.partials.apply(txn, partners, held.links, paired)
         for msg in deltas:
             if isinstance(msg, ShownMsg):
                 continue
@@ -129,40 +163,52 @@ class DocShard:
             for docno, (server, url) in msg.names.items():
                 if txn.name(docno) is None:
                     txn.put_name(docno, server, url)
-            ready = msg.deltas
-            if any(d.target > newest for d in ready):
+            ready, links = msg.deltas, msg.links
+            if any(d.target > newest for d in ready) or any(ln.target > newest for ln in links):
+                early = DeltasMsg([d for d in ready if d.target > newest],
+                                  links=[ln for ln in links if ln.target > newest])
                 ready = [d for d in ready if d.target <= newest]
-                early = [d for d in msg.deltas if d.target > newest]
+                links = [ln for ln in links if ln.target <= newest]
                 self._hold(txn, early)
-                self.held += len(early)
+                self.held += len(early.deltas) + len(early.links)
             self.docs.apply(txn, ready, dirty)
+            self.partials.apply(txn, partners, links, paired)
         # seq: the offsets consumed so far only grow, on this worker or the next owner
-        return out, rescore(self.docs, txn, dirty, before, lambda last: max(last + 1, seq),
-                            shown)
+        next_seq = lambda last: max(last + 1, seq)  # noqa: E731
+        events = rescore(self.docs, txn, dirty, before, next_seq, shown)
+        events += self.partials.report(txn, partners, paired, next_seq, shown)
+        partners.flush()
+        return out, events
 
     @staticmethod
-    def _hold(txn, deltas: list[Delta]) -> None:
-        """Keep deltas about pages not applied yet, after any held before them."""
-        per: dict[int, list[Delta]] = {}
-        for d in deltas:
-            per.setdefault(d.target, []).append(d)
-        for target, ds in per.items():
+    def _hold(txn, early: DeltasMsg) -> None:
+        """Keep deltas and links about pages not applied yet, after any held before them."""
+        per: dict[int, DeltasMsg] = {}
+        for d in early.deltas:
+            per.setdefault(d.target, DeltasMsg([])).deltas.append(d)
+        for ln in early.links:
+            per.setdefault(ln.target, DeltasMsg([])).links.append(ln)
+        for target, msg in per.items():
             raw = txn.early_deltas(target)
-            held = DeltasMsg.decode(raw).deltas if raw else []
-            txn.put_early_deltas(target, DeltasMsg(held + ds).encode())
+            held = DeltasMsg.decode(raw) if raw else DeltasMsg([])
+            txn.put_early_deltas(target, DeltasMsg(held.deltas + msg.deltas,
+                                                   links=held.links + msg.links).encode())
 
     @staticmethod
-    def _release(txn, newest: int) -> list[Delta]:
-        """The held deltas of the pages applied now, oldest first (each target's own
-        order is all that matters: deltas of different documents commute)."""
-        out: list[Delta] = []
+    def _release(txn, newest: int) -> DeltasMsg:
+        """The held deltas and links of the pages applied now, oldest first (each
+        target's own order is all that matters: those of different documents commute)."""
+        out = DeltasMsg([])
         for target, raw in txn.early_up_to(newest):
-            out.extend(DeltasMsg.decode(raw).deltas)
+            msg = DeltasMsg.decode(raw)
+            out.deltas.extend(msg.deltas)
+            out.links.extend(msg.links)
             txn.put_early_deltas(target, None)
         return out
 
     def _arrive(self, txn, offset: int, page: PageMsg, dirty: Dirty,
-                before: dict[int, DocResult]) -> list[tuple[int, bytes]]:
+                before: dict[int, DocResult], partners: Partners,
+                paired: PairDirty) -> list[tuple[int, bytes]]:
         docno = docno_for(offset, self.shard, self.shards)
         entry = txn.url_entry(page.url)
         out = []
@@ -179,6 +225,9 @@ class DocShard:
             txn.put_doc(old, None)
             txn.put_doc_grams(old, None)
             txn.put_text(old, None)
+            txn.put_partial(sentences_key(old), None)
+            partners.drop(old)
+            paired.pop(old, None)
             dirty.pop(old, None)
         else:
             self.documents_added += 1
@@ -187,8 +236,11 @@ class DocShard:
         txn.put_doc(docno, DocState(n_grams=len(page.grams)))
         txn.put_doc_grams(docno, page.grams)
         txn.put_text(docno, page.text)
+        if len(page.sentences):
+            txn.put_partial(sentences_key(docno), page.sentences.encode())
         txn.put_url(page.url, docno, seq)
         dirty[docno] = Touch(page.url, None)
+        paired[docno] = page.url
         return out
 
 
@@ -197,7 +249,9 @@ def page_adds(page: PageMsg, docno: int, shards: int) -> list[tuple[int, bytes]]
     sends them once the page's record is on its doc shard's partition at the offset
     `docno` is made of (routing.docno_for). One per gram shard, empty parts too, as its
     withdrawal will be."""
-    return [(g, GramsMsg("add", docno, part, page.server, page.url, page.fetched_at).encode())
+    rows = split_rows(rows_of(page.sentences), shards)
+    return [(g, GramsMsg("add", docno, part, page.server, page.url, page.fetched_at,
+                         rows[g]).encode())
             for g, part in enumerate(split_grams(page.grams, shards))]
 
 
@@ -218,6 +272,8 @@ class GramShard:
         plans = iter(plan_batch(txn, [m.grams for m in adds]))
         deltas: list[Delta] = []
         times = {m.url: m.fetched_at for m in [*msgs, *adds] if m.fetched_at is not None}
+        links: list[Link] = []
+        prefetch(txn, [m.rows for _, m in ops if len(m.rows)])
         self.fanout, self.went_common = [], 0
         for op, m in ops:
             if op == ADD_OP:
@@ -225,38 +281,60 @@ class GramShard:
                 added = add_document(txn, m.docno, m.grams, next(plans), self.params.m, m.url)
                 self._count(m.docno, added)
                 deltas.extend(added)
+                links.extend(self._add_keys(txn, m))
             else:
                 if op == WITHDRAW_OP:
                     deltas.extend(withdraw_document(txn, m.docno, m.grams.tolist(), m.url))
+                    links.extend(self._withdraw_keys(txn, m))
                 txn.kill(m.docno)
-        return self._route(txn, deltas, times)
+        return self._route(txn, deltas, links, times)
+
+    def _add_keys(self, txn, m: GramsMsg) -> list[Link]:
+        """SPEC §7: the version's sentence keys of this shard join their postings; their
+        rows are kept, for the links of later holders and the withdrawal."""
+        if not len(m.rows):
+            return []
+        txn.put_partial(rows_key(m.docno), encode_rows(m.rows))
+        return add_keys(txn, m.docno, m.rows, self.params.m,
+                        lambda y: decode_rows(txn.partial(rows_key(y))), m.url)
+
+    @staticmethod
+    def _withdraw_keys(txn, m: GramsMsg) -> list[Link]:
+        rows = decode_rows(txn.partial(rows_key(m.docno)))
+        if not len(rows):
+            return []
+        txn.put_partial(rows_key(m.docno), None)
+        return withdraw_keys(txn, m.docno, rows, m.url)
 
     def _count(self, docno: int, deltas: list[Delta]) -> None:
         fanout, common = arrival_stats(docno, deltas)
         self.fanout.append(fanout)
         self.went_common += common
 
-    def _route(self, txn, deltas: list[Delta], times: dict[str, float]
+    def _route(self, txn, deltas: list[Delta], links: list[Link], times: dict[str, float]
                ) -> list[tuple[int, bytes]]:
-        """Deltas grouped per doc shard, each message naming every docno it mentions as a
-        holder (not the targets: they are the doc shard's own documents)."""
-        per: dict[int, list[Delta]] = {}
+        """Deltas and links grouped per doc shard, each message naming every docno it
+        mentions as a holder or a linked partner (not the targets: they are the doc
+        shard's own documents)."""
+        per: dict[int, DeltasMsg] = {}
         for d in deltas:
-            per.setdefault(docno_shard(d.target, self.shards), []).append(d)
+            per.setdefault(docno_shard(d.target, self.shards), DeltasMsg([])).deltas.append(d)
+        for ln in links:
+            per.setdefault(docno_shard(ln.target, self.shards), DeltasMsg([])).links.append(ln)
         out = []
-        for shard, ds in sorted(per.items()):
-            mentioned: set[int] = set()
-            for _t, op, _grams, arg, _cause in ds:
+        for shard, msg in sorted(per.items()):
+            mentioned: set[int] = {ln.partner for ln in msg.links if ln.op == LINK}
+            for _t, op, _grams, arg, _cause in msg.deltas:
                 if op == GAIN:
                     for holders in arg:
                         mentioned.update(holders)
                 elif op in (GAIN_FROM, ADD, DROP):
                     mentioned.add(arg)
             names = {d: txn.name(d) for d in sorted(mentioned)}
-            causes = {d.cause for d in ds}
-            out.append((shard, DeltasMsg(ds, {d: n for d, n in names.items() if n},
-                                         {c: t for c, t in times.items() if c in causes}
-                                         ).encode()))
+            causes = {d.cause for d in msg.deltas} | {ln.cause for ln in msg.links}
+            out.append((shard, DeltasMsg(msg.deltas, {d: n for d, n in names.items() if n},
+                                         {c: t for c, t in times.items() if c in causes},
+                                         msg.links).encode()))
         return out
 
 

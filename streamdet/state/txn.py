@@ -294,15 +294,23 @@ class Txn:
 
     def partial_many(self, keys: list[bytes]) -> list[bytes | None]:
         """Several records in one batched read (those not read or written before)."""
-        missing = [k for k in keys if k not in self.partials]
+        get = self.partials.get
+        values = [get(k, _MISSING) for k in keys]
+        missing = [k for k, v in zip(keys, values, strict=True) if v is _MISSING]
         if missing:
             self.partials.update(zip(missing, self.kv.get_many("partials", missing),
                                      strict=True))
-        return [self.partials[k] for k in keys]
+            values = [get(k) for k in keys]
+        return values
 
     def put_partial(self, key: bytes, value: bytes | None) -> None:
         self.partials[key] = value or None
         self.dirty_partials.add(key)
+
+    def put_partials(self, keys: list[bytes], value: bytes) -> None:
+        """The same value for many records (a version's fresh sentence-key postings)."""
+        self.partials.update(dict.fromkeys(keys, value))
+        self.dirty_partials.update(keys)
 
     def newest_version(self) -> int:
         """The greatest docno whose grams are kept (0: none). In a doc shard that is the
