@@ -58,11 +58,12 @@ def test_an_upgradable_state_with_other_parameters_is_refused_untouched():
     assert store.meta("format") == "3"
 
 
-@pytest.mark.parametrize("upgradable", ["shards-2", "shards-3", "shards-4", "shards-5"])
-def test_a_shard_state_of_shards_2_to_5_is_upgraded_and_shards_1_refused(upgradable):
+@pytest.mark.parametrize("upgradable", ["shards-2", "shards-3", "shards-4", "shards-5",
+                                        "shards-6"])
+def test_a_shard_state_of_shards_2_to_6_is_upgraded_and_shards_1_refused(upgradable):
     old = _store(upgradable, shards=4)
     check_state(old, SHARD, Params(), "state X", 4)
-    assert old.meta("format") == SHARD.current == "shards-6"
+    assert old.meta("format") == SHARD.current == "shards-7"
     older = _store("shards-1", shards=4)
     with pytest.raises(StateError, match="format shards-1, which this version does not read"):
         check_state(older, SHARD, Params(), "state X", 4)

@@ -33,8 +33,11 @@ from ..engine.params import Params, ParamsError
 # gram shards keep a URL table (see engine.shards). shards-3: a page's record carries its
 # packed visible text (SPEC §5 evidence), which a shards-2 doc shard would refuse as
 # trailing bytes and skip, losing the page; and a ShownMsg carries its round's events.
-# A pipeline of another format is refused rather than mixed with it.
-PIPELINE_FORMAT = "shards-3"
+# shards-4: a page's record carries its sentences, a grams add the rows of its sentence
+# keys and a deltas message links (SPEC §7), which a shards-3 shard would misread (a page
+# record of four arrays) or drop. A pipeline of another format is refused rather than
+# mixed with it.
+PIPELINE_FORMAT = "shards-4"
 PRODUCER_BATCH_BYTES = 1 << 20  # per partition and request (see producer())
 
 

@@ -27,8 +27,8 @@ class StateFormat:
 # 7 keeps documents' visible texts (table texts; documents from before have none), 8 their
 # sentences and partial-duplicate pairs (table partials; documents from before have none)
 EMBEDDED = StateFormat("8", ("3", "4", "5", "6", "7"), "a `streamdet run` state")
-# shards-3 to shards-6: the same four steps; shards-1 gram shards had no URL tables
-SHARD = StateFormat("shards-6", ("shards-2", "shards-3", "shards-4", "shards-5"),
+# shards-3 to shards-7: the same five steps; shards-1 gram shards had no URL tables
+SHARD = StateFormat("shards-7", ("shards-2", "shards-3", "shards-4", "shards-5", "shards-6"),
                     "a worker shard")
 
 
