@@ -15,13 +15,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..state.schema import DocResult, DocState
 from ..state.txn import Txn
 from .analysis import Analyzed
 from .deltas import arrival_stats
 from .docs import Dirty, DocRole, Touch
 from .params import Params
-from .partials import PairDirty, PartialRole, Partners, sentences_key
+from .partials import PairDirty, PairTouch, PartialRole, Partners, sentences_key
 from .postings import PagePlan, add_document, plan_batch, withdraw_document
 from .rescoring import rescore
 from .sentence_postings import add_keys, prefetch, rows_of, withdraw_keys
@@ -42,6 +44,7 @@ class Engine:
         self.params = params
         self.docs = DocRole(params)
         self.partials = PartialRole(params)
+        self._rows: dict[int, np.ndarray] = {}
 
     def process(self, txn: Txn, pages: Iterable[Analyzed]) -> tuple[list[dict], BatchStats]:
         """Apply a batch of analysed pages; return the events and counters."""
@@ -51,6 +54,7 @@ class Engine:
         pages = list(pages)
         plans = plan_batch(txn, [p.grams for p in pages])
         partners, paired = Partners(txn), {}
+        self._rows = {}  # of the batch: documents' sentence rows
         prefetch(txn, [rows_of(p.sentences) for p in pages])
         for page, plan in zip(pages, plans, strict=True):
             stats.pages += 1
@@ -63,8 +67,13 @@ class Engine:
         stats.rescored = len(dirty)
         return events, stats
 
-    def _sentence_rows(self, txn: Txn, docno: int):
-        return rows_of(Sentences.decode(txn.partial(sentences_key(docno))))
+    def _sentence_rows(self, txn: Txn, docno: int) -> np.ndarray:
+        """A document's sentences as rows, read once a batch (a boilerplate sentence's
+        holders are asked for theirs by every page of the batch that holds it)."""
+        rows = self._rows.get(docno)
+        if rows is None:
+            rows = self._rows[docno] = rows_of(Sentences.decode(txn.partial(sentences_key(docno))))
+        return rows
 
     def _pair(self, txn: Txn, page: Analyzed, docno: int, old: int | None, partners: Partners,
               paired: PairDirty) -> None:
@@ -76,11 +85,12 @@ class Engine:
             txn.put_partial(sentences_key(old), None)
             partners.drop(old)
             paired.pop(old, None)
-        paired[docno] = page.url
+        paired[docno] = PairTouch(page.url, None)
         if not len(page.sentences):
             return
         txn.put_partial(sentences_key(docno), page.sentences.encode())
-        links = add_keys(txn, docno, rows_of(page.sentences), self.params.m,
+        self._rows[docno] = rows_of(page.sentences)
+        links = add_keys(txn, docno, self._rows[docno], self.params.m,
                          lambda y: self._sentence_rows(txn, y), page.url)
         self.partials.apply(txn, partners, links, paired)
 

@@ -28,10 +28,23 @@ import numpy as np
 from ..state.schema import u64key
 from .diagonals import Diagonal, diagonals
 from .params import Params
-from .sentence_postings import COMMON, LINK, Link, decode_rows, encode_rows
+from .sentence_postings import COMMON, LINK, Link, decode_rows, encode_rows, holding
 from .sentences import Sentences
 
-PairDirty = dict[int, str]  # docno -> URL that last changed its partners
+
+class PairTouch:
+    """What happened to a document's partners in a batch: the URL that last changed
+    them, and which partners changed (None: all of them, as for an arrival). Only the
+    pairs with those partners can have changed: the others keep what was last shown."""
+
+    __slots__ = ("cause", "changed")
+
+    def __init__(self, cause: str, changed: set[int] | None) -> None:
+        self.cause = cause
+        self.changed = changed
+
+
+PairDirty = dict[int, PairTouch]
 
 
 def sentences_key(docno: int) -> bytes:
@@ -92,7 +105,7 @@ class Partners:
 
 
 def _without(rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    return rows[~np.isin(rows[:, 0], keys)]
+    return rows[~holding(rows, np.sort(keys))]
 
 
 def digest(diags: list[Diagonal]) -> str:
@@ -138,10 +151,16 @@ class PartialRole:
             if op == LINK and not self.owns(txn, t, p):
                 continue
             mine = partners.of(t)
+            touched = [p]
             if op == COMMON:
+                touched = []
                 for q in list(mine):
-                    mine[q] = _without(mine[q], rows[:, 0])
-                    if not len(mine[q]):
+                    left = _without(mine[q], rows[:, 0])
+                    if len(left) < len(mine[q]):
+                        touched.append(q)
+                    if len(left):
+                        mine[q] = left
+                    else:
                         del mine[q]
             elif p in mine or op == LINK:
                 kept = _without(mine.get(p, rows[:0]), rows[:, 0])
@@ -153,7 +172,13 @@ class PartialRole:
                     mine.pop(p, None)
             else:  # UNLINK of a partner this document does not keep
                 continue
-            dirty[t] = cause
+            touch = dirty.get(t)
+            if touch is None:
+                dirty[t] = PairTouch(cause, set(touched))
+            else:
+                touch.cause = cause
+                if touch.changed is not None:
+                    touch.changed.update(touched)
 
     def pairs(self, txn, docno: int, partners: dict[int, np.ndarray]) -> dict[str, list]:
         """The document's pairs as other URL -> diagonals (only pairs with any)."""
@@ -175,13 +200,14 @@ class PartialRole:
         shared with its quilt events (SPEC §3: seq increases per URL)."""
         events = []
         index = self._index(shown) if shown is not None else {}
-        for docno, cause in dirty.items():
+        for docno, touch in dirty.items():
             if txn.doc(docno) is None:
                 continue
-            url = txn.url_of(docno)
-            now = {o: (d, digest(d)) for o, d in self.pairs(txn, docno, partners.of(docno)).items()}
+            url, cause = txn.url_of(docno), touch.cause
             raw = txn.partial(shown_key(url))
             record: dict[str, str] = json.loads(raw) if raw else {}
+            now = self._now(txn, docno, partners.of(docno), record,
+                            None if shown is not None else touch.changed)
             last = dict(record)
             for other in index.get(url, ()):
                 last[other] = shown[pair_slot(url, other)]
@@ -201,6 +227,31 @@ class PartialRole:
             if fresh != record:
                 txn.put_partial(shown_key(url), json.dumps(fresh).encode() if fresh else None)
         return events
+
+    def _now(self, txn, docno: int, mine: dict[int, np.ndarray], record: dict[str, str],
+             changed: set[int] | None) -> dict[str, tuple[list | None, str]]:
+        """Other URL -> (diagonals, digest) of the document's pairs now. Only the pairs
+        with a changed partner (or a partner of a changed one's URL: an old and a new
+        version of a page may be partners for a while) are computed again; the others
+        are as `record` says, with no diagonals (they need no event)."""
+        urls = {p: txn.url_of(p) for p in mine}
+        if changed is not None:
+            gone = {n[1] for p in changed if p not in urls and (n := txn.name(p))}
+            again = {u for p, u in urls.items() if p in changed} | gone
+        own = None
+        now: dict[str, tuple[list | None, str]] = {}
+        for p, rows in mine.items():
+            u = urls[p]
+            if changed is not None and u not in again:
+                if u in record:
+                    now[u] = (None, record[u])
+                continue
+            if own is None:
+                own = Sentences.decode(txn.partial(sentences_key(docno)))
+            diags = diagonals(own, rows, self.params.gamma)
+            if diags:
+                now[u] = (diags, digest(diags))
+        return now
 
     def _index(self, shown: MutableMapping[str, str]) -> dict[str, set[str]]:
         """URL -> the other URLs of its pairs in `shown`, built once per shown map (a

@@ -105,8 +105,18 @@ def _encode_posting(holders: tuple[int, ...]) -> bytes | None:
     return np.asarray(holders, dtype="<u8").tobytes() if holders else None
 
 
+def holding(rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Mask of the rows whose key is one of `keys` (sorted): a sorted lookup (np.isin
+    sorts both sides, and is ~10x slower on a few dozen rows)."""
+    if not len(keys) or not len(rows):
+        return np.zeros(len(rows), dtype=bool)
+    at = np.minimum(np.searchsorted(keys, rows[:, 0]), len(keys) - 1)
+    return keys[at] == rows[:, 0]
+
+
 def _select(rows: np.ndarray, keys: list[int]) -> np.ndarray:
-    return rows[np.isin(rows[:, 0], np.asarray(keys, dtype=np.uint64))]
+    """The rows of these keys (in ascending order, as add_keys collects them)."""
+    return rows[holding(rows, np.asarray(keys, dtype=np.uint64))]
 
 
 def add_keys(txn, docno: int, rows: np.ndarray, m: int,

@@ -39,6 +39,7 @@ from .params import Params
 from .partials import (
     PAIR_EVENTS,
     PairDirty,
+    PairTouch,
     PartialRole,
     Partners,
     pair_slot,
@@ -240,7 +241,7 @@ class DocShard:
             txn.put_partial(sentences_key(docno), page.sentences.encode())
         txn.put_url(page.url, docno, seq)
         dirty[docno] = Touch(page.url, None)
-        paired[docno] = page.url
+        paired[docno] = PairTouch(page.url, None)
         return out
 
 
