@@ -286,21 +286,32 @@ def cmd_dump(args: argparse.Namespace) -> int:
     return 0
 
 
-def _page(args: argparse.Namespace):
+def _page(args: argparse.Namespace, with_pairs: bool = False):
     """The page of args.url in the given state(s) (for worker states, in whichever doc
-    shard holds it), or its absence with every spelling of it that one of them holds."""
+    shard holds it), or its absence with every spelling of it that one of them holds;
+    `with_pairs`: with its partial duplicates, gathered from every doc shard."""
     from .adapters.explain import Missing, look_up
+    from .adapters.views import pairs_of
 
     near: list[str] = []
-    for path in _state_dirs(args.state):
+    dirs = _state_dirs(args.state)
+    for path in dirs:
         store = open_store(path, must_exist=True, read_only=True)
         try:
             found = look_up(store, args.url)
         finally:
             store.close()
-        if not isinstance(found, Missing):
-            return found
-        near += found.near
+        if isinstance(found, Missing):
+            near += found.near
+            continue
+        for other in dirs if with_pairs else ():
+            store = open_store(other, must_exist=True, read_only=True)
+            try:
+                found.pairs += pairs_of(store, found.docno, found.params)
+            finally:
+                store.close()
+        found.pairs.sort(key=lambda p: p["other"].encode("utf-8"))
+        return found
     return Missing(args.url.strip(), near)
 
 
@@ -371,7 +382,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from .adapters.explain import Missing, explain_json, explain_text
     from .adapters.outputs import _line
 
-    page = _page(args)
+    page = _page(args, with_pairs=True)
     if isinstance(page, Missing):
         print(page.message)
         return 1

@@ -225,6 +225,15 @@ def test_two_workers_equal_streamdet_run(pipeline, crawl):
     assert pipeline.dump("--partials") == reference_pairs
     pairs = [json.loads(line) for line in reference_pairs.splitlines()]
     assert not check_pair_events(without_repeats(events), pairs)
+    # explain names a page's pairs from every doc shard, kept by either page of a pair
+    url = pairs[0]["other"]
+    want = sorted([{"other": p["url"], "diagonals": [
+        {"spans": d["other_spans"], "other_spans": d["spans"], "sentences": d["sentences"]}
+        for d in p["diagonals"]]} for p in pairs if p["other"] == url]
+        + [{"other": p["other"], "diagonals": p["diagonals"]} for p in pairs if p["url"] == url],
+        key=lambda p: p["other"].encode("utf-8"))
+    states = ["--state", pipeline.tmp / "w1", "--state", pipeline.tmp / "w2"]
+    assert json.loads(streamdet("explain", url, *states, "--json").stdout)["partials"] == want
 
 
 def test_two_workers_with_phi_equal_streamdet_run(pipeline, crawl, tmp_path):

@@ -246,3 +246,31 @@ def test_sentences_are_kept_as_rows_of_the_state():
     kinds = sorted(k[:1] for k, _ in kv.items("partials"))
     assert kinds.count(b"s") == 2 and kinds.count(b"p") == 1 and kinds.count(b"u") == 1
     assert kinds.count(b"k") == len(np.unique([0, 1, 2, 3]))
+
+
+def test_explain_names_the_pairs_from_both_sides():
+    """`explain` lists a page's partial duplicates whichever page keeps the pair (the
+    smaller URL), with the spans in its own text first."""
+    from streamdet.adapters.explain import explain_json, explain_text, look_up
+    from streamdet.adapters.views import pairs_of
+
+    a = "Intro of our own words here. " + doc(0, 1, 2, 3)
+    b = "Totally other opening of page b. " + doc(1, 2, 3, 4)
+    params = Params()
+    store = Store(MemoryKV())
+    store.set_meta("params", params.fingerprint())
+    txn = store.begin()
+    Engine(params).process(txn, [analyze(page_from_object(r), params) for r in (
+        {"url": "http://a.example/x", "text": a}, {"url": "http://b.example.org/y", "text": b})])
+    txn.commit({})
+    for url, text, other in (("http://a.example/x", a, "http://b.example.org/y"),
+                             ("http://b.example.org/y", b, "http://a.example/x")):
+        page = look_up(store, url)
+        page.pairs = pairs_of(store, page.docno, params)
+        (pair,) = page.pairs
+        assert pair["other"] == other
+        (d,) = pair["diagonals"]
+        s, e = d["spans"]
+        assert text[s:e] == doc(1, 2, 3)[: -len(". ")] and d["sentences"] == 3
+        assert explain_json(page)["partials"] == page.pairs
+        assert f"{other}: 3 sentences at {s}-{e}" in explain_text(page, colour=False)

@@ -3,14 +3,15 @@
 `explain` says why the page is (not) quilted: its counts against θ and c, its sources
 with their share of the patch grams (and whether they count toward c under φ), then the
 page's visible text with each source's passages marked: a colour per source on a
-terminal, `[n>` ... `<n]` markers otherwise (SPEC §5). `--json` gives the same as one
-object, spans as code-point offsets into `text`. `text` prints the visible text as kept.
+terminal, `[n>` ... `<n]` markers otherwise (SPEC §5); and the pages it is a partial duplicate of
+(SPEC §7), with the span of each run of equal sentences in both. `--json` gives the same
+as one object, spans as code-point offsets into `text`. `text` prints the visible text as kept.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..engine.docs import current
 from ..engine.evidence import evidence
@@ -38,6 +39,9 @@ class Page:
     sources: list[dict]  # with their evidence (engine.evidence)
     text: str | None  # None: not kept (a state written before texts were)
     params: Params
+    docno: int = 0
+    # SPEC §7: {"other", "diagonals"} with "spans" in this page (views.pairs_of)
+    pairs: list[dict] = field(default_factory=list)
 
     @property
     def counted(self) -> int:
@@ -94,7 +98,7 @@ def look_up(store: Store, url: str) -> Page | Missing:
     result = current(txn, doc)
     packed = txn.text(docno)
     return Page(url, server, seq, doc, result, evidence(result, doc, packed, params.k),
-                unpack_text(packed), params)
+                unpack_text(packed), params, docno)
 
 
 def verdict(page: Page) -> str:
@@ -172,8 +176,23 @@ def marked(text: str, sources: list[dict], colour: bool) -> str:
     return "".join(out).strip()
 
 
+def pair_lines(page: Page) -> list[str]:
+    """The page's partial duplicates (SPEC §7), with what each run of sentences spans."""
+    if not page.pairs:
+        return [f"  partial duplicates: none (no run of {page.params.gamma} or more equal "
+                "sentences with a page on another server)"]
+    lines = [f"  partial duplicates: {len(page.pairs)} page(s) share runs of "
+             f">= {page.params.gamma} equal sentences"]
+    for pair in page.pairs:
+        runs = ", ".join(f"{d['sentences']} sentences at {d['spans'][0]}-{d['spans'][1]} "
+                         f"(there {d['other_spans'][0]}-{d['other_spans'][1]})"
+                         for d in pair["diagonals"])
+        lines.append(f"    {pair['other']}: {runs}")
+    return lines
+
+
 def explain_text(page: Page, colour: bool) -> str:
-    lines = summary(page)
+    lines = summary(page) + pair_lines(page)
     if page.text is None:
         lines.append("  (the page's text was not kept: it was stored before texts were)")
     else:
@@ -198,5 +217,6 @@ def explain_json(page: Page) -> dict:
         "verdict": verdict(page),
         "seq": page.seq,
         "params": p.to_dict(),
+        "partials": page.pairs,
         "text": page.text,
     }

@@ -58,6 +58,30 @@ def partial_rows(store: Store, params: Params | None = None) -> list[dict]:
     return rows
 
 
+def pairs_of(store: Store, docno: int, params: Params | None = None) -> list[dict]:
+    """The partial-duplicate pairs of document version `docno` that this state keeps
+    (its own, as the smaller URL, and those of its partners here), from its side:
+    {"other", "diagonals"} with "spans" in its text. On worker states each doc shard
+    keeps the pairs of its own documents: ask every one."""
+    role = PartialRole(_params(store, params))
+    txn = store.begin()
+    out = []
+    for key, raw in store.kv.items("partials", b"p"):
+        if not key.startswith(b"p"):
+            break
+        owner = key_u64(key[1:])
+        partners = decode_partners(raw)
+        if owner == docno:
+            out += [{"other": o, "diagonals": d}
+                    for o, d in role.pairs(txn, owner, partners).items()]
+        elif docno in partners:
+            for diags in role.pairs(txn, owner, {docno: partners[docno]}).values():
+                out.append({"other": txn.url_of(owner), "diagonals": [
+                    {"spans": d["other_spans"], "other_spans": d["spans"],
+                     "sentences": d["sentences"]} for d in diags]})
+    return out
+
+
 def shard_dirs(states: list[str]) -> tuple[list[str], list[int]] | None:
     """The doc-shard directories of worker states (STATE/doc-<s>), one per shard (where
     a shard moved between workers, the copy that has applied the most), and the doc
