@@ -41,18 +41,24 @@ def dump_rows(store: Store, params: Params | None = None) -> Iterator[dict]:
         }
 
 
+def _partner_records(store: Store) -> Iterator[tuple[int, dict]]:
+    """(owner docno, its partners' rows) of every partner record of the state: the pairs
+    it keeps (engine.partials, records `p<docno>`)."""
+    for key, raw in store.kv.items("partials", b"p"):
+        if not key.startswith(b"p"):
+            break
+        yield key_u64(key[1:]), decode_partners(raw)
+
+
 def partial_rows(store: Store, params: Params | None = None) -> list[dict]:
     """SPEC §7: one row per partial-duplicate pair, sorted by (url, other), each kept by
     the document with the smaller URL (engine.partials)."""
     role = PartialRole(_params(store, params))
     txn = store.begin()
     rows = []
-    for key, raw in store.kv.items("partials", b"p"):
-        if not key.startswith(b"p"):
-            break
-        docno = key_u64(key[1:])
+    for docno, partners in _partner_records(store):
         url = txn.url_of(docno)
-        for other, diags in role.pairs(txn, docno, decode_partners(raw)).items():
+        for other, diags in role.pairs(txn, docno, partners).items():
             rows.append({"url": url, "other": other, "diagonals": diags})
     rows.sort(key=lambda r: (r["url"].encode("utf-8"), r["other"].encode("utf-8")))
     return rows
@@ -66,11 +72,7 @@ def pairs_of(store: Store, docno: int, params: Params | None = None) -> list[dic
     role = PartialRole(_params(store, params))
     txn = store.begin()
     out = []
-    for key, raw in store.kv.items("partials", b"p"):
-        if not key.startswith(b"p"):
-            break
-        owner = key_u64(key[1:])
-        partners = decode_partners(raw)
+    for owner, partners in _partner_records(store):
         if owner == docno:
             out += [{"other": o, "diagonals": d}
                     for o, d in role.pairs(txn, owner, partners).items()]

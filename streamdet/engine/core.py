@@ -23,7 +23,7 @@ from .analysis import Analyzed
 from .deltas import arrival_stats
 from .docs import Dirty, DocRole, Touch
 from .params import Params
-from .partials import PairDirty, PairTouch, PartialRole, Partners, sentences_key
+from .partials import PairDirty, PartialRole, Partners, sentences_key
 from .postings import PagePlan, add_document, plan_batch, withdraw_document
 from .rescoring import rescore
 from .sentence_postings import add_keys, prefetch, rows_of, withdraw_keys
@@ -82,13 +82,10 @@ class Engine:
         if old is not None:
             links = withdraw_keys(txn, old, self._sentence_rows(txn, old), page.url)
             self.partials.apply(txn, partners, links, paired)
-            txn.put_partial(sentences_key(old), None)
-            partners.drop(old)
-            paired.pop(old, None)
-        paired[docno] = PairTouch(page.url, None)
+            self.partials.replaced(txn, partners, paired, old)
+        self.partials.arrived(txn, paired, docno, page.url, page.sentences)
         if not len(page.sentences):
             return
-        txn.put_partial(sentences_key(docno), page.sentences.encode())
         self._rows[docno] = rows_of(page.sentences)
         links = add_keys(txn, docno, self._rows[docno], self.params.m,
                          lambda y: self._sentence_rows(txn, y), page.url)

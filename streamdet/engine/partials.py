@@ -135,6 +135,21 @@ class PartialRole:
         self._shown: MutableMapping[str, str] | None = None
         self._shown_index: dict[str, set[str]] = {}
 
+    @staticmethod
+    def replaced(txn, partners: Partners, dirty: PairDirty, old: int) -> None:
+        """A version replaced by a re-fetch: its sentences and partners go (its keys
+        leave their postings in the sentence-key role)."""
+        txn.put_partial(sentences_key(old), None)
+        partners.drop(old)
+        dirty.pop(old, None)
+
+    @staticmethod
+    def arrived(txn, dirty: PairDirty, docno: int, url: str, sentences: Sentences) -> None:
+        """A new version: its sentences are kept, and all its pairs are reported."""
+        if len(sentences):
+            txn.put_partial(sentences_key(docno), sentences.encode())
+        dirty[docno] = PairTouch(url, None)
+
     def owns(self, txn, doc: int, partner: int) -> bool:
         """Whether `doc` keeps the pair with `partner`: another server (or foreign=none),
         and a smaller URL."""
@@ -238,19 +253,14 @@ class PartialRole:
         if changed is not None:
             gone = {n[1] for p in changed if p not in urls and (n := txn.name(p))}
             again = {u for p, u in urls.items() if p in changed} | gone
-        own = None
         now: dict[str, tuple[list | None, str]] = {}
-        for p, rows in mine.items():
-            u = urls[p]
-            if changed is not None and u not in again:
-                if u in record:
-                    now[u] = (None, record[u])
-                continue
-            if own is None:
-                own = Sentences.decode(txn.partial(sentences_key(docno)))
-            diags = diagonals(own, rows, self.params.gamma)
-            if diags:
-                now[u] = (diags, digest(diags))
+        for u in urls.values():
+            if changed is not None and u not in again and u in record:
+                now[u] = (None, record[u])
+        recompute = {p: rows for p, rows in mine.items()
+                     if changed is None or urls[p] in again}
+        for u, diags in self.pairs(txn, docno, recompute).items():
+            now[u] = (diags, digest(diags))
         return now
 
     def _index(self, shown: MutableMapping[str, str]) -> dict[str, set[str]]:

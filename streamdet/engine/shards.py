@@ -39,11 +39,9 @@ from .params import Params
 from .partials import (
     PAIR_EVENTS,
     PairDirty,
-    PairTouch,
     PartialRole,
     Partners,
     pair_slot,
-    sentences_key,
     shown_by_pair,
 )
 from .postings import add_document, plan_batch, withdraw_document
@@ -226,9 +224,7 @@ class DocShard:
             txn.put_doc(old, None)
             txn.put_doc_grams(old, None)
             txn.put_text(old, None)
-            txn.put_partial(sentences_key(old), None)
-            partners.drop(old)
-            paired.pop(old, None)
+            self.partials.replaced(txn, partners, paired, old)
             dirty.pop(old, None)
         else:
             self.documents_added += 1
@@ -237,11 +233,9 @@ class DocShard:
         txn.put_doc(docno, DocState(n_grams=len(page.grams)))
         txn.put_doc_grams(docno, page.grams)
         txn.put_text(docno, page.text)
-        if len(page.sentences):
-            txn.put_partial(sentences_key(docno), page.sentences.encode())
         txn.put_url(page.url, docno, seq)
         dirty[docno] = Touch(page.url, None)
-        paired[docno] = PairTouch(page.url, None)
+        self.partials.arrived(txn, paired, docno, page.url, page.sentences)
         return out
 
 
