@@ -23,7 +23,7 @@ from .analysis import Analyzed
 from .deltas import arrival_stats
 from .docs import Dirty, DocRole, Touch
 from .params import Params
-from .partials import PairDirty, PartialRole, Partners, sentences_key
+from .partials import PairDirty, PartialRole, Partners, pair_owner, sentences_key
 from .postings import PagePlan, add_document, plan_batch, withdraw_document
 from .rescoring import rescore
 from .sentence_postings import add_keys, prefetch, rows_of, withdraw_keys
@@ -67,20 +67,22 @@ class Engine:
         stats.rescored = len(dirty)
         return events, stats
 
-    def _sentence_rows(self, txn: Txn, docno: int) -> np.ndarray:
-        """A document's sentences as rows, read once a batch (a boilerplate sentence's
-        holders are asked for theirs by every page of the batch that holds it)."""
-        rows = self._rows.get(docno)
-        if rows is None:
-            rows = self._rows[docno] = rows_of(Sentences.decode(txn.partial(sentences_key(docno))))
-        return rows
+    def _sentence_rows(self, txn: Txn, docnos: list[int]) -> dict[int, np.ndarray]:
+        """Documents' sentences as rows, read once a batch in one batched read (a
+        boilerplate sentence's holders are asked for theirs by every page of the batch
+        that holds it)."""
+        missing = [d for d in docnos if d not in self._rows]
+        raws = txn.partial_many([sentences_key(d) for d in missing])
+        for d, raw in zip(missing, raws, strict=True):
+            self._rows[d] = rows_of(Sentences.decode(raw))
+        return {d: self._rows[d] for d in docnos}
 
     def _pair(self, txn: Txn, page: Analyzed, docno: int, old: int | None, partners: Partners,
               paired: PairDirty) -> None:
         """SPEC §7 for one arrival as version `docno` (replacing `old`): the replaced
         version leaves its keys, the new one joins them, and the links change partners."""
         if old is not None:
-            links = withdraw_keys(txn, old, self._sentence_rows(txn, old), page.url)
+            links = withdraw_keys(txn, old, self._sentence_rows(txn, [old])[old], page.url)
             self.partials.apply(txn, partners, links, paired)
             self.partials.replaced(txn, partners, paired, old)
         self.partials.arrived(txn, paired, docno, page.url, page.sentences)
@@ -88,7 +90,8 @@ class Engine:
             return
         self._rows[docno] = rows_of(page.sentences)
         links = add_keys(txn, docno, self._rows[docno], self.params.m,
-                         lambda y: self._sentence_rows(txn, y), page.url)
+                         lambda ys: self._sentence_rows(txn, ys),
+                         pair_owner(txn, self.params), page.url)
         self.partials.apply(txn, partners, links, paired)
 
     def _arrive(self, txn: Txn, page: Analyzed, plan: PagePlan, dirty: Dirty,

@@ -95,6 +95,13 @@ class Partners:
             p = self.cache[docno] = decode_partners(self.txn.partial(partners_key(docno)))
         return p
 
+    def load(self, docnos: Iterable[int]) -> None:
+        """Decode the records of these documents not cached yet, in one batched read."""
+        missing = sorted({d for d in docnos if d not in self.cache})
+        raws = self.txn.partial_many([partners_key(d) for d in missing])
+        for d, raw in zip(missing, raws, strict=True):
+            self.cache[d] = decode_partners(raw)
+
     def drop(self, docno: int) -> None:
         self.cache[docno] = {}
 
@@ -128,10 +135,24 @@ def shown_by_pair(event: dict) -> str:
     return digest(event["diagonals"]) if event["event"] == "partial" else ""
 
 
+def pair_owner(txn, params: Params) -> Callable[[int, int], bool]:
+    """owns(doc, partner): whether `doc` keeps the pair with `partner`: another server
+    (or foreign=none), and a smaller URL. The sentence-key role sends a LINK only to the
+    owner; the doc role keeps only owned pairs."""
+    anywhere = params.foreign == "none"
+
+    def owns(doc: int, partner: int) -> bool:
+        mine, theirs = txn.name(doc), txn.name(partner)
+        if mine is None or theirs is None:
+            return False
+        return (anywhere or mine[0] != theirs[0]) and mine[1] < theirs[1]
+
+    return owns
+
+
 class PartialRole:
     def __init__(self, params: Params) -> None:
         self.params = params
-        self._anywhere = params.foreign == "none"
         self._shown: MutableMapping[str, str] | None = None
         self._shown_index: dict[str, set[str]] = {}
 
@@ -150,20 +171,15 @@ class PartialRole:
             txn.put_partial(sentences_key(docno), sentences.encode())
         dirty[docno] = PairTouch(url, None)
 
-    def owns(self, txn, doc: int, partner: int) -> bool:
-        """Whether `doc` keeps the pair with `partner`: another server (or foreign=none),
-        and a smaller URL."""
-        mine, theirs = txn.name(doc), txn.name(partner)
-        if mine is None or theirs is None:
-            return False
-        return (self._anywhere or mine[0] != theirs[0]) and mine[1] < theirs[1]
-
     def apply(self, txn, partners: Partners, links: Iterable[Link], dirty: PairDirty) -> None:
         """Apply links in order; record each document whose partners changed."""
+        owns = pair_owner(txn, self.params)
+        links = list(links)
+        partners.load(ln.target for ln in links)
         for t, op, p, rows, cause in links:
             if txn.doc(t) is None:  # withdrawn meanwhile
                 continue
-            if op == LINK and not self.owns(txn, t, p):
+            if op == LINK and not owns(t, p):
                 continue
             mine = partners.of(t)
             touched = [p]
@@ -215,9 +231,12 @@ class PartialRole:
         shared with its quilt events (SPEC §3: seq increases per URL)."""
         events = []
         index = self._index(shown) if shown is not None else {}
-        for docno, touch in dirty.items():
-            if txn.doc(docno) is None:
-                continue
+        live = [d for d in dirty if txn.doc(d) is not None]
+        partners.load(live)
+        txn.partial_many([shown_key(txn.url_of(d)) for d in live]
+                         + [sentences_key(d) for d in live if partners.of(d)])
+        for docno in live:
+            touch = dirty[docno]
             url, cause = txn.url_of(docno), touch.cause
             raw = txn.partial(shown_key(url))
             record: dict[str, str] = json.loads(raw) if raw else {}

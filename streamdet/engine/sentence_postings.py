@@ -120,9 +120,13 @@ def _select(rows: np.ndarray, keys: list[int]) -> np.ndarray:
 
 
 def add_keys(txn, docno: int, rows: np.ndarray, m: int,
-             rows_of_holder: Callable[[int], np.ndarray], cause: str) -> list[Link]:
+             rows_of_holders: Callable[[list[int]], dict[int, np.ndarray]],
+             owns: Callable[[int, int], bool], cause: str) -> list[Link]:
     """Record that `docno` holds the keys of `rows`; return the links for every document
-    concerned, d included. `rows_of_holder(y)` gives an earlier holder's rows."""
+    concerned, d included. A LINK goes only to the document that keeps the pair
+    (`owns(target, partner)`, engine.partials): the other side has no use for it, and
+    earlier holders' rows (`rows_of_holders`, one batched read) are read only for the
+    pairs `docno` keeps."""
     keys = sorted_unique(rows[:, 0])
     names = posting_keys(keys)
     raws = txn.partial_many(names)
@@ -145,10 +149,13 @@ def add_keys(txn, docno: int, rows: np.ndarray, m: int,
             for y in holders:
                 common.setdefault(y, []).append(key)
     txn.put_partials(fresh, _encode_posting((docno,)))
+    mine = rows_of_holders([y for y in pairs if owns(docno, y)])
     out = []
     for y, ks in pairs.items():
-        out.append(Link(docno, LINK, y, _select(rows_of_holder(y), ks), cause))
-        out.append(Link(y, LINK, docno, _select(rows, ks), cause))
+        if y in mine:
+            out.append(Link(docno, LINK, y, _select(mine[y], ks), cause))
+        elif owns(y, docno):
+            out.append(Link(y, LINK, docno, _select(rows, ks), cause))
     out.extend(Link(y, COMMON, 0, keys_rows(ks), cause) for y, ks in common.items())
     return out
 

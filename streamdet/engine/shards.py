@@ -30,6 +30,8 @@ import json
 from collections.abc import Iterable, Iterator, MutableMapping
 from enum import StrEnum
 
+import numpy as np
+
 from ..state.schema import DocResult, DocState
 from .deltas import ADD, DROP, GAIN, GAIN_FROM, Delta, arrival_stats
 from .docs import Dirty, DocRole, Touch
@@ -41,6 +43,7 @@ from .partials import (
     PairDirty,
     PartialRole,
     Partners,
+    pair_owner,
     pair_slot,
     shown_by_pair,
 )
@@ -250,6 +253,12 @@ def page_adds(page: PageMsg, docno: int, shards: int) -> list[tuple[int, bytes]]
             for g, part in enumerate(split_grams(page.grams, shards))]
 
 
+def _rows_of(txn, docnos: list[int]) -> dict[int, np.ndarray]:
+    """A gram shard's rows of these documents' keys, in one batched read."""
+    raws = txn.partial_many([rows_key(d) for d in docnos])
+    return {d: decode_rows(raw) for d, raw in zip(docnos, raws, strict=True)}
+
+
 class GramShard:
     """Postings of the grams that hash to this shard."""
 
@@ -290,8 +299,8 @@ class GramShard:
         if not len(m.rows):
             return []
         txn.put_partial(rows_key(m.docno), encode_rows(m.rows))
-        return add_keys(txn, m.docno, m.rows, self.params.m,
-                        lambda y: decode_rows(txn.partial(rows_key(y))), m.url)
+        return add_keys(txn, m.docno, m.rows, self.params.m, lambda ys: _rows_of(txn, ys),
+                        pair_owner(txn, self.params), m.url)
 
     @staticmethod
     def _withdraw_keys(txn, m: GramsMsg) -> list[Link]:
