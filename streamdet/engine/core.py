@@ -45,6 +45,7 @@ class Engine:
         self.docs = DocRole(params)
         self.partials = PartialRole(params)
         self._rows: dict[int, np.ndarray] = {}
+        self._fresh = np.zeros(0, dtype=np.uint64)  # the batch's fresh sentence keys
 
     def process(self, txn: Txn, pages: Iterable[Analyzed]) -> tuple[list[dict], BatchStats]:
         """Apply a batch of analysed pages; return the events and counters."""
@@ -55,7 +56,7 @@ class Engine:
         plans = plan_batch(txn, [p.grams for p in pages])
         partners, paired = Partners(txn), {}
         self._rows = {}  # of the batch: documents' sentence rows
-        prefetch(txn, [rows_of(p.sentences) for p in pages])
+        self._fresh = prefetch(txn, [rows_of(p.sentences) for p in pages])
         for page, plan in zip(pages, plans, strict=True):
             stats.pages += 1
             docno, old, fanout = self._arrive(txn, page, plan, dirty, before, stats)
@@ -85,13 +86,13 @@ class Engine:
             links = withdraw_keys(txn, old, self._sentence_rows(txn, [old])[old], page.url)
             self.partials.apply(txn, partners, links, paired)
             self.partials.replaced(txn, partners, paired, old)
-        self.partials.arrived(txn, paired, docno, page.url, page.sentences)
+        self.partials.arrived(txn, partners, paired, docno, page.url, page.sentences)
         if not len(page.sentences):
             return
         self._rows[docno] = rows_of(page.sentences)
         links = add_keys(txn, docno, self._rows[docno], self.params.m,
                          lambda ys: self._sentence_rows(txn, ys),
-                         pair_owner(txn, self.params), page.url)
+                         pair_owner(txn, self.params), self._fresh, page.url)
         self.partials.apply(txn, partners, links, paired)
 
     def _arrive(self, txn: Txn, page: Analyzed, plan: PagePlan, dirty: Dirty,

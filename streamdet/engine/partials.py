@@ -83,16 +83,19 @@ def decode_partners(raw: bytes | None) -> dict[int, np.ndarray]:
 
 
 class Partners:
-    """The partner records a batch touches, decoded once and written back by `flush`."""
+    """The partner records a batch touches, decoded once and written back by `flush`
+    (only those that exist or are not empty: most pages never have a partner)."""
 
     def __init__(self, txn) -> None:
         self.txn = txn
         self.cache: dict[int, dict[int, np.ndarray]] = {}
+        self.stored: set[int] = set()  # documents whose record exists in the state
 
     def of(self, docno: int) -> dict[int, np.ndarray]:
         p = self.cache.get(docno)
         if p is None:
-            p = self.cache[docno] = decode_partners(self.txn.partial(partners_key(docno)))
+            self.load((docno,))
+            p = self.cache[docno]
         return p
 
     def load(self, docnos: Iterable[int]) -> None:
@@ -101,14 +104,23 @@ class Partners:
         raws = self.txn.partial_many([partners_key(d) for d in missing])
         for d, raw in zip(missing, raws, strict=True):
             self.cache[d] = decode_partners(raw)
+            if raw:
+                self.stored.add(d)
+
+    def new(self, docno: int) -> None:
+        """A version that just arrived: it has no record yet."""
+        self.cache[docno] = {}
 
     def drop(self, docno: int) -> None:
+        """A replaced version: its record goes."""
         self.cache[docno] = {}
+        self.stored.add(docno)
 
     def flush(self) -> None:
         for docno, partners in self.cache.items():
-            self.txn.put_partial(partners_key(docno), encode_partners(partners))
-        self.cache = {}
+            if partners or docno in self.stored:
+                self.txn.put_partial(partners_key(docno), encode_partners(partners))
+        self.cache, self.stored = {}, set()
 
 
 def _without(rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -165,8 +177,10 @@ class PartialRole:
         dirty.pop(old, None)
 
     @staticmethod
-    def arrived(txn, dirty: PairDirty, docno: int, url: str, sentences: Sentences) -> None:
+    def arrived(txn, partners: Partners, dirty: PairDirty, docno: int, url: str,
+                sentences: Sentences) -> None:
         """A new version: its sentences are kept, and all its pairs are reported."""
+        partners.new(docno)
         if len(sentences):
             txn.put_partial(sentences_key(docno), sentences.encode())
         dirty[docno] = PairTouch(url, None)

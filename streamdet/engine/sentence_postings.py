@@ -56,12 +56,18 @@ def posting_keys(keys: np.ndarray) -> list[bytes]:
     return [b"k" + k for k in u64keys(keys)]
 
 
-def prefetch(txn, rows: list[np.ndarray]) -> None:
+def prefetch(txn, rows: list[np.ndarray]) -> np.ndarray:
     """Read the postings of a batch's keys in one batched read (add_keys and
-    withdraw_keys then find them in the transaction)."""
-    keys = [r[:, 0] for r in rows if len(r)]
-    if keys:
-        txn.partial_many(posting_keys(sorted_unique(np.concatenate(keys))))
+    withdraw_keys then find them in the transaction). Returns the batch's *fresh* keys
+    (sorted): no posting yet, and held by one version of the batch only: most keys of a
+    page, which add_keys gives their first holder without looking at them one by one."""
+    keys = [sorted_unique(r[:, 0]) for r in rows if len(r)]
+    if not keys:
+        return np.zeros(0, dtype=np.uint64)
+    keys, counts = np.unique(np.concatenate(keys), return_counts=True)
+    raws = txn.partial_many(posting_keys(keys))
+    absent = np.fromiter((raw is None for raw in raws), dtype=bool, count=len(raws))
+    return keys[absent & (counts == 1)]
 
 
 def rows_key(docno: int) -> bytes:
@@ -105,13 +111,18 @@ def _encode_posting(holders: tuple[int, ...]) -> bytes | None:
     return np.asarray(holders, dtype="<u8").tobytes() if holders else None
 
 
+def member(values: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Mask of the values that are one of `keys` (sorted): a sorted lookup (np.isin
+    sorts both sides, and is ~10x slower on a few dozen values)."""
+    if not len(keys) or not len(values):
+        return np.zeros(len(values), dtype=bool)
+    at = np.minimum(np.searchsorted(keys, values), len(keys) - 1)
+    return keys[at] == values
+
+
 def holding(rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Mask of the rows whose key is one of `keys` (sorted): a sorted lookup (np.isin
-    sorts both sides, and is ~10x slower on a few dozen rows)."""
-    if not len(keys) or not len(rows):
-        return np.zeros(len(rows), dtype=bool)
-    at = np.minimum(np.searchsorted(keys, rows[:, 0]), len(keys) - 1)
-    return keys[at] == rows[:, 0]
+    """Mask of the rows whose key is one of `keys` (sorted)."""
+    return member(rows[:, 0], keys)
 
 
 def _select(rows: np.ndarray, keys: list[int]) -> np.ndarray:
@@ -121,13 +132,16 @@ def _select(rows: np.ndarray, keys: list[int]) -> np.ndarray:
 
 def add_keys(txn, docno: int, rows: np.ndarray, m: int,
              rows_of_holders: Callable[[list[int]], dict[int, np.ndarray]],
-             owns: Callable[[int, int], bool], cause: str) -> list[Link]:
+             owns: Callable[[int, int], bool], fresh: np.ndarray, cause: str) -> list[Link]:
     """Record that `docno` holds the keys of `rows`; return the links for every document
     concerned, d included. A LINK goes only to the document that keeps the pair
     (`owns(target, partner)`, engine.partials): the other side has no use for it, and
     earlier holders' rows (`rows_of_holders`, one batched read) are read only for the
-    pairs `docno` keeps."""
+    pairs `docno` keeps. `fresh`: the batch's fresh keys (prefetch)."""
     keys = sorted_unique(rows[:, 0])
+    first = member(keys, fresh)
+    txn.put_partials(posting_keys(keys[first]), _encode_posting((docno,)))
+    keys = keys[~first]
     names = posting_keys(keys)
     raws = txn.partial_many(names)
     pairs: dict[int, list[int]] = {}  # holder -> keys it shares with docno

@@ -238,7 +238,7 @@ class DocShard:
         txn.put_text(docno, page.text)
         txn.put_url(page.url, docno, seq)
         dirty[docno] = Touch(page.url, None)
-        self.partials.arrived(txn, paired, docno, page.url, page.sentences)
+        self.partials.arrived(txn, partners, paired, docno, page.url, page.sentences)
         return out
 
 
@@ -277,7 +277,7 @@ class GramShard:
         deltas: list[Delta] = []
         times = {m.url: m.fetched_at for m in [*msgs, *adds] if m.fetched_at is not None}
         links: list[Link] = []
-        prefetch(txn, [m.rows for _, m in ops if len(m.rows)])
+        fresh = prefetch(txn, [m.rows for _, m in ops if len(m.rows)])
         self.fanout, self.went_common = [], 0
         for op, m in ops:
             if op == ADD_OP:
@@ -285,7 +285,7 @@ class GramShard:
                 added = add_document(txn, m.docno, m.grams, next(plans), self.params.m, m.url)
                 self._count(m.docno, added)
                 deltas.extend(added)
-                links.extend(self._add_keys(txn, m))
+                links.extend(self._add_keys(txn, m, fresh))
             else:
                 if op == WITHDRAW_OP:
                     deltas.extend(withdraw_document(txn, m.docno, m.grams.tolist(), m.url))
@@ -293,14 +293,14 @@ class GramShard:
                 txn.kill(m.docno)
         return self._route(txn, deltas, links, times)
 
-    def _add_keys(self, txn, m: GramsMsg) -> list[Link]:
+    def _add_keys(self, txn, m: GramsMsg, fresh: np.ndarray) -> list[Link]:
         """SPEC §7: the version's sentence keys of this shard join their postings; their
         rows are kept, for the links of later holders and the withdrawal."""
         if not len(m.rows):
             return []
         txn.put_partial(rows_key(m.docno), encode_rows(m.rows))
         return add_keys(txn, m.docno, m.rows, self.params.m, lambda ys: _rows_of(txn, ys),
-                        pair_owner(txn, self.params), m.url)
+                        pair_owner(txn, self.params), fresh, m.url)
 
     @staticmethod
     def _withdraw_keys(txn, m: GramsMsg) -> list[Link]:
