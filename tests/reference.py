@@ -41,16 +41,25 @@ SPEC §7 (partial duplicates located by sentences, Zhang et al. 2010), the same 
 `ref_partials(records, params)` returns the rows of `streamdet dump --partials`:
 [{"url", "other", "diagonals": [{"spans", "other_spans", "sentences"}, ...]}, ...] sorted by
 (url, other), url < other.
+
+SPEC §6 (near-duplicates and clusters) fixes its hashes, so its reference hashes too, with
+Python integers and `mmh3` as the SPEC names it: H(g) per gram tuple, each min-hash a min
+over the gram set, supershingles from the packed min-hashes; near-duplicates by comparing
+the supershingles of every pair of live documents, clusters by union-find over those pairs
+(`ref_clusters`: {url: {"cluster", "cluster_size", "exact_dups"}}).
 """
 
 from __future__ import annotations
 
+import struct
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import urlsplit
+
+import mmh3
 
 from streamdet.engine.servers import server_of
 from streamdet.engine.text import visible_text
@@ -438,3 +447,105 @@ def ref_partials(records: Iterable[Mapping[str, Any]], params: Any) -> list[dict
             if diagonals:
                 rows.append({"url": u, "other": v, "diagonals": diagonals})
     return rows
+
+
+# ----------------------------------------------------------------------------- SPEC §6
+# Near-duplicates and clusters (Broder 1997; Fetterly 2005), straight from SPEC §6 with
+# Python integers: every gram's hash H(g) from its k tokens, every min-hash as a min over
+# the gram set, supershingles from the packed min-hashes, near-duplicates by comparing the
+# 6 supershingles of every pair of live documents (O(n²)), clusters by a plain union-find
+# over those pairs, exact duplicates by equal token tuples.
+
+_M64 = (1 << 64) - 1
+_B = 0x9E3779B97F4A7C15
+
+
+def ref_mix(x: int) -> int:
+    """The splitmix64 finaliser on a Python int."""
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & _M64
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
+def ref_gram_hash(window: tuple[str, ...]) -> int:
+    """H(g): mix(Σⱼ tⱼ·B^(k−1−j) mod 2⁶⁴), tⱼ the low 64 bits of MurmurHash3 x64_128."""
+    k = len(window)
+    total = 0
+    for j, tok in enumerate(window):
+        t = mmh3.hash64(tok.encode("utf-8"), seed=0, signed=False)[0]
+        total = (total + t * pow(_B, k - 1 - j, 1 << 64)) & _M64
+    return ref_mix(total)
+
+
+def ref_sketch(tokens: list[str], k: int) -> list[int]:
+    """The 84 min-hashes of a token sequence's gram set ([] when it has no grams)."""
+    hashes = {ref_gram_hash(g) for g in ref_grams(tokens, k)}
+    if not hashes:
+        return []
+    seeds = [ref_mix(((i + 1) * _B) & _M64) for i in range(84)]
+    return [min(ref_mix(h ^ s) for h in hashes) for s in seeds]
+
+
+def ref_supershingles(mins: list[int]) -> list[int]:
+    """Supershingle j: MurmurHash3 x64_128 (seed 0, low 64 bits) of h₁₄ⱼ…h₁₄ⱼ₊₁₃ packed as
+    112 little-endian bytes ([] without min-hashes)."""
+    if not mins:
+        return []
+    return [mmh3.hash64(struct.pack("<14Q", *mins[14 * j : 14 * j + 14]), seed=0,
+                        signed=False)[0] for j in range(6)]
+
+
+def ref_near(a: list[int], b: list[int]) -> bool:
+    """Near-duplicates: equal supershingle j for at least 2 of the 6 values of j."""
+    return bool(a) and bool(b) and sum(x == y for x, y in zip(a, b, strict=True)) >= 2
+
+
+def ref_resemblance(a: list[int], b: list[int]) -> float:
+    if not a or not b:
+        return 0.0
+    return sum(x == y for x, y in zip(a, b, strict=True)) / 84
+
+
+def ref_clusters(records: Iterable[Mapping[str, Any]], params: Any) -> dict[str, dict]:
+    """{url: {"cluster", "cluster_size", "exact_dups"}} for every live document after all
+    records: clusters are the connected components of the near-duplicate graph, named by
+    their smallest URL; exact_dups counts the other live documents with the same token
+    sequence."""
+    k = _param(params, "k")
+    latest: dict[str, list[str]] = {}
+    for rec in records:
+        doc = ref_record(rec)
+        if doc is not None:
+            latest[doc.url] = ref_tokenize(doc.text)
+    supers = {u: ref_supershingles(ref_sketch(tokens, k)) for u, tokens in latest.items()}
+    return ref_cluster_rows(supers, {u: tuple(tokens) for u, tokens in latest.items()})
+
+
+def ref_cluster_rows(supers: Mapping[str, list[int]], tokens: Mapping[str, tuple]
+                     ) -> dict[str, dict]:
+    """The rows of `ref_clusters` from every live document's supershingles and tokens."""
+    urls = sorted(supers)
+    parent = {u: u for u in urls}
+
+    def find(u: str) -> str:
+        while parent[u] != u:
+            parent[u] = parent[parent[u]]
+            u = parent[u]
+        return u
+
+    for a, u in enumerate(urls):
+        for v in urls[a + 1 :]:
+            if ref_near(supers[u], supers[v]):
+                ru, rv = find(u), find(v)
+                if ru != rv:
+                    parent[max(ru, rv)] = min(ru, rv)
+    members: dict[str, list[str]] = {}
+    for u in urls:
+        members.setdefault(find(u), []).append(u)
+    same: dict[tuple, int] = {}
+    for u in urls:
+        same[tokens[u]] = same.get(tokens[u], 0) + 1
+    return {u: {"cluster": min(members[find(u)]), "cluster_size": len(members[find(u)]),
+                "exact_dups": same[tokens[u]] - 1} for u in urls}

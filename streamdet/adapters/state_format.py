@@ -25,10 +25,12 @@ class StateFormat:
 
 # 4 may hold stale covers, 5 packs segment pairs, 6 gives new segments split-block filters,
 # 7 keeps documents' visible texts (table texts; documents from before have none), 8 their
-# sentences and partial-duplicate pairs (table partials; documents from before have none)
-EMBEDDED = StateFormat("8", ("3", "4", "5", "6", "7"), "a `streamdet run` state")
-# shards-3 to shards-7: the same five steps; shards-1 gram shards had no URL tables
-SHARD = StateFormat("shards-7", ("shards-2", "shards-3", "shards-4", "shards-5", "shards-6"),
+# sentences and partial-duplicate pairs (table partials; documents from before have none),
+# 9 near-duplicate sketches and clusters (table near; documents from before have none)
+EMBEDDED = StateFormat("9", ("3", "4", "5", "6", "7", "8"), "a `streamdet run` state")
+# shards-3 to shards-8: the same six steps; shards-1 gram shards had no URL tables
+SHARD = StateFormat("shards-8", ("shards-2", "shards-3", "shards-4", "shards-5", "shards-6",
+                                 "shards-7"),
                     "a worker shard")
 
 

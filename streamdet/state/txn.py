@@ -16,6 +16,7 @@ import numpy as np
 
 from .bloom import Probe
 from .cache import Generations
+from .keyed import KeyedTable
 from .kv import KV, Op
 from .recent import RecentPairs
 from .schema import (
@@ -141,8 +142,8 @@ class Txn:
         self.new_withdrawn: set[int] = set()
         self.doc_gram_sets: dict[int, np.ndarray | None] = {}
         self.texts: dict[int, bytes | None] = {}  # packed visible texts written, per docno
-        self.partials: dict[bytes, bytes | None] = {}  # table partials: read and written
-        self.dirty_partials: set[bytes] = set()
+        self.partials = KeyedTable(self.kv, "partials")  # SPEC §7 (engine.partials)
+        self.near_records = KeyedTable(self.kv, "near")  # SPEC §6 (engine.clusters)
         self.meta_puts: dict[str, bytes] = {}
         self.early: dict[int, bytes | None] = {}  # changed early deltas, per target docno
         self.fresh: list[tuple[np.ndarray, int]] = []
@@ -287,30 +288,28 @@ class Txn:
     # matching sentences, and what a URL's pair events last showed.
 
     def partial(self, key: bytes) -> bytes | None:
-        v = self.partials.get(key, _MISSING)
-        if v is _MISSING:
-            v = self.partials[key] = self.kv.get("partials", key)
-        return v
+        return self.partials.get(key)
 
     def partial_many(self, keys: list[bytes]) -> list[bytes | None]:
-        """Several records in one batched read (those not read or written before)."""
-        get = self.partials.get
-        values = [get(k, _MISSING) for k in keys]
-        missing = [k for k, v in zip(keys, values, strict=True) if v is _MISSING]
-        if missing:
-            self.partials.update(zip(missing, self.kv.get_many("partials", missing),
-                                     strict=True))
-            values = [get(k) for k in keys]
-        return values
+        return self.partials.get_many(keys)
 
     def put_partial(self, key: bytes, value: bytes | None) -> None:
-        self.partials[key] = value or None
-        self.dirty_partials.add(key)
+        self.partials.put(key, value)
 
     def put_partials(self, keys: list[bytes], value: bytes) -> None:
         """The same value for many records (a version's fresh sentence-key postings)."""
-        self.partials.update(dict.fromkeys(keys, value))
-        self.dirty_partials.update(keys)
+        self.partials.put_many(keys, value)
+
+    # -- near-duplicate clusters (SPEC §6): engine.clusters' records ----------------------
+
+    def near(self, key: bytes) -> bytes | None:
+        return self.near_records.get(key)
+
+    def near_many(self, keys: list[bytes]) -> list[bytes | None]:
+        return self.near_records.get_many(keys)
+
+    def put_near(self, key: bytes, value: bytes | None) -> None:
+        self.near_records.put(key, value)
 
     def newest_version(self) -> int:
         """The greatest docno whose grams are kept (0: none). In a doc shard that is the
@@ -432,7 +431,8 @@ class Txn:
                         None if grams is None else np.asarray(grams, dtype="<u8").tobytes()))
         for docno, packed in self.texts.items():
             ops.append(("texts", u64key(docno), packed))
-        ops.extend(("partials", key, self.partials[key]) for key in sorted(self.dirty_partials))
+        ops.extend(self.partials.ops())
+        ops.extend(self.near_records.ops())
         for docno, (server, url) in self.new_names.items():
             ops.append(("names", u64key(docno), encode_name(server, url)))
         for docno in self.new_withdrawn:

@@ -1,0 +1,50 @@
+"""A table of keyed records read and written through a transaction: what a detector keeps
+beside the gram index (partial duplicates, near-duplicate clusters), a few records per
+document or key, each detector telling its kinds apart by a prefix byte.
+
+Reads go to the KV once per key and transaction (a batched read for many), writes stay
+in memory until the transaction commits them with everything else.
+"""
+
+from __future__ import annotations
+
+from .kv import KV, Op
+
+_MISSING = object()
+
+
+class KeyedTable:
+    def __init__(self, kv: KV, table: str) -> None:
+        self.kv = kv
+        self.table = table
+        self.values: dict[bytes, bytes | None] = {}  # read and written
+        self.dirty: set[bytes] = set()
+
+    def get(self, key: bytes) -> bytes | None:
+        v = self.values.get(key, _MISSING)
+        if v is _MISSING:
+            v = self.values[key] = self.kv.get(self.table, key)
+        return v
+
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        """Several records in one batched read (those not read or written before)."""
+        get = self.values.get
+        values = [get(k, _MISSING) for k in keys]
+        missing = [k for k, v in zip(keys, values, strict=True) if v is _MISSING]
+        if missing:
+            self.values.update(zip(missing, self.kv.get_many(self.table, missing),
+                                   strict=True))
+            values = [get(k) for k in keys]
+        return values
+
+    def put(self, key: bytes, value: bytes | None) -> None:
+        self.values[key] = value or None
+        self.dirty.add(key)
+
+    def put_many(self, keys: list[bytes], value: bytes) -> None:
+        """The same value for many records."""
+        self.values.update(dict.fromkeys(keys, value))
+        self.dirty.update(keys)
+
+    def ops(self) -> list[Op]:
+        return [(self.table, key, self.values[key]) for key in sorted(self.dirty)]
