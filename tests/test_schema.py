@@ -3,9 +3,12 @@ sequence of gains, losses, source changes and encode/decode round trips."""
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamdet.state import schema
 from streamdet.state.kv import MemoryKV
 from streamdet.state.maskcodec import decode_masks, encode_masks
 from streamdet.state.schema import (
@@ -107,6 +110,14 @@ def test_masks_round_trip_with_repeats(case):
                 unique_by=lambda t: t[0], max_size=30),
        st.lists(GRAMS, max_size=8, unique=True))
 def test_holder_bits_equal_one_bits_call_per_holder(gram_holders, earlier):
+    """Both ways of making the masks: per group of equal holder tuples, and (past
+    HOLDER_GROUPS groups) one bit matrix."""
+    for limit in (schema.HOLDER_GROUPS, 0):
+        with patch.object(schema, "HOLDER_GROUPS", limit):
+            _check_holder_bits(gram_holders, earlier)
+
+
+def _check_holder_bits(gram_holders, earlier):
     d = DocState(100)
     d.gain(earlier)  # slots taken before, and one freed, as in a document seen before
     d.lose(earlier[:1])

@@ -47,4 +47,5 @@ class KeyedTable:
         self.dirty.update(keys)
 
     def ops(self) -> list[Op]:
-        return [(self.table, key, self.values[key]) for key in sorted(self.dirty)]
+        values = self.values
+        return [(self.table, key, values[key]) for key in self.dirty]

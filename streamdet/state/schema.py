@@ -82,6 +82,9 @@ def decode_posting(b: bytes) -> Posting:
     return _posting_struct(len(b) // 8).unpack(b)
 
 
+HOLDER_GROUPS = 64  # distinct holder tuples past which holder_bits builds one bit matrix
+
+
 @dataclass
 class DocResult:
     """A document's last computed result: its greedy cover and quilted flag."""
@@ -173,8 +176,34 @@ class DocState:
     def holder_bits(self, grams: list[int], holders: list[tuple[int, ...]]
                     ) -> dict[int, int]:
         """Each holder's slot bitmask over some of its patch grams, given every gram's
-        holders: one bit matrix for all of them (an arrival gains hundreds of patch grams
-        from tens of holders at once, too many pairs for one `bits` call per holder)."""
+        holders (an arrival gains hundreds of patch grams from tens of holders at once,
+        too many pairs for one `bits` call per holder). The grams of a page share few
+        distinct holder tuples (the same copies hold a whole passage), so the grams are
+        grouped by tuple and each group's mask is made once; many groups go through one
+        bit matrix instead."""
+        pos = self.pos
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for g, h in zip(grams, holders, strict=True):
+            slots = groups.get(h)
+            if slots is None:
+                groups[h] = [pos[g]]
+            else:
+                slots.append(pos[g])
+        if len(groups) > HOLDER_GROUPS:
+            return self._holder_matrix(grams, holders)
+        width = (len(self.slots) + 7) // 8
+        out: dict[int, int] = {}
+        for h, slots in groups.items():
+            row = np.zeros(width * 8, dtype=np.uint8)
+            row[slots] = 1
+            mask = int.from_bytes(np.packbits(row, bitorder="little").tobytes(), "little")
+            for y in h:
+                out[y] = out.get(y, 0) | mask
+        return out
+
+    def _holder_matrix(self, grams: list[int], holders: list[tuple[int, ...]]
+                       ) -> dict[int, int]:
+        """holder_bits as one bit matrix (holders x slots)."""
         pos = self.pos
         counts = np.fromiter(map(len, holders), dtype=np.intp, count=len(holders))
         n_pairs = int(counts.sum())
