@@ -172,5 +172,6 @@ def test_sketch_round_trip():
                token_hashes(tokenize("one two three four five six")))
     back = type(s).decode(s.encode())
     assert back.exact == s.exact and (back.mins == s.mins).all()
+    assert (back.bands == s.bands).all() and len(back.bands) == 15
     empty = sketch(gram_set([], 5), token_hashes([]))
     assert len(type(empty).decode(empty.encode()).mins) == 0

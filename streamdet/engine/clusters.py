@@ -22,7 +22,7 @@ their cluster. That is all an arrival needs:
   (alone / in a cluster) changed. A cluster that only grew keeps its members quiet.
 
 Records (table `near`, told apart by a prefix byte):
-    d<docno>  the version's sketch: exact key, 15 band keys, 84 min-hashes (sketches.Sketch)
+    d<docno>  the version's sketch (sketches.Sketch: exact key, 15 band keys, 84 min-hashes)
     g<docno>  the number of its cluster
     b<key>    a band key: live holders, cluster number
     x<key>    an exact key: live holders
@@ -33,12 +33,11 @@ Records (table `near`, told apart by a prefix byte):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 
 from ..state.schema import u64key
-from .sketches import PAIRS, Sketch
+from .sketches import Sketch
 
 _U64 = np.dtype("<u8")
 NEXT_KEY = b"n"
@@ -62,24 +61,6 @@ def exact_key_of(key: int) -> bytes:
 
 def cluster_key(number: int) -> bytes:
     return b"c" + u64key(number)
-
-
-def encode_sketch(s: Sketch) -> bytes:
-    return np.asarray([s.exact, *s.bands.tolist(), *s.mins.tolist()], dtype=_U64).tobytes()
-
-
-class Kept(NamedTuple):
-    """A version's stored sketch."""
-
-    exact: int
-    bands: list[int]  # 15, or none (a document without grams)
-    mins: np.ndarray  # 84 min-hashes, or none
-
-
-def decode_sketch(raw: bytes) -> Kept:
-    a = np.frombuffer(raw, dtype=_U64).astype(np.uint64)
-    nb = len(PAIRS) if len(a) > 1 else 0
-    return Kept(int(a[0]), a[1 : 1 + nb].tolist(), a[1 + nb :])
 
 
 def _u64(raw: bytes | None, at: int = 0) -> int:
@@ -153,7 +134,7 @@ class ClusterRole:
             return url, 1, 0
         c = Cluster.decode(raw)
         kept = txn.near(doc_key(docno))
-        twins = _u64(txn.near(exact_key_of(decode_sketch(kept).exact))) if kept else 1
+        twins = _u64(txn.near(exact_key_of(Sketch.decode(kept).exact))) if kept else 1
         return c.id, len(c.members), twins - 1
 
     @staticmethod
@@ -168,11 +149,13 @@ class ClusterRole:
     def add(self, txn, docno: int, url: str, sketch: Sketch) -> None:
         """A version arrives: it joins (and merges) the clusters of its band keys."""
         bands = sketch.bands.tolist()
-        txn.put_near(doc_key(docno), encode_sketch(sketch))
+        txn.put_near(doc_key(docno), sketch.encode())
         self._count(txn, exact_key_of(sketch.exact), +1)
+        held = []  # live holders of each key before this version
         found = {}
         for k in bands:
             raw = txn.near(band_key(k))
+            held.append(_u64(raw))
             if raw is not None:
                 number = _u64(raw, 1)
                 found[number] = self.cluster(txn, number)
@@ -188,9 +171,8 @@ class ClusterRole:
         target.members.add(docno)
         target.id = min(target.id, url)
         txn.put_near(group_key(docno), u64key_le(number))
-        for k in bands:
-            raw = txn.near(band_key(k))
-            txn.put_near(band_key(k), u64key_le(_u64(raw) + 1) + u64key_le(number))
+        for k, n in zip(bands, held, strict=True):  # merges relabel, never recount
+            txn.put_near(band_key(k), u64key_le(n + 1) + u64key_le(number))
         self._b.moved.add(docno)
         self._b.cause[number] = url
 
@@ -200,10 +182,10 @@ class ClusterRole:
         raw = txn.near(doc_key(docno))
         if raw is None:  # a version from before sketches were kept
             return
-        kept = decode_sketch(raw)
+        kept = Sketch.decode(raw)
         txn.put_near(doc_key(docno), None)
         twins = self._count(txn, exact_key_of(kept.exact), -1)
-        for k in kept.bands:
+        for k in kept.bands.tolist():
             braw = txn.near(band_key(k))
             left = _u64(braw) - 1
             txn.put_near(band_key(k), u64key_le(left) + braw[8:16] if left else None)
@@ -218,7 +200,7 @@ class ClusterRole:
             return
         if c.id == url:
             self._b.stale_id.add(number)
-        if not twins and kept.bands:
+        if not twins and len(kept.bands):
             self._b.suspect.add(number)
 
     # -- settling --------------------------------------------------------------------------
@@ -273,7 +255,7 @@ class ClusterRole:
         raws = txn.near_many([doc_key(d) for d in members])
         for d, raw in zip(members, raws, strict=True):
             txn.put_near(group_key(d), u64key_le(number))
-            for k in decode_sketch(raw).bands if raw else ():
+            for k in Sketch.decode(raw).bands.tolist() if raw else ():
                 braw = txn.near(band_key(k))
                 if braw is not None:
                     txn.put_near(band_key(k), braw[:8] + u64key_le(number))
@@ -306,7 +288,7 @@ class ClusterRole:
 
         first: dict[int, int] = {}
         for i, raw in enumerate(raws):
-            for k in decode_sketch(raw).bands if raw else ():
+            for k in Sketch.decode(raw).bands.tolist() if raw else ():
                 j = first.setdefault(k, i)
                 ri, rj = find(i), find(j)
                 if ri != rj:

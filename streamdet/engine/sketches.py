@@ -22,8 +22,9 @@ keys: it is nobody's near-duplicate.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cached_property
 from itertools import combinations
-from typing import NamedTuple
 
 import mmh3
 import numpy as np
@@ -47,25 +48,32 @@ NO_KEYS = np.zeros(0, dtype=np.uint64)
 _S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)  # splitmix64's shifts
 
 
-class Sketch(NamedTuple):
+@dataclass(frozen=True, eq=False)
+class Sketch:
     """What a document version brings to §6: its min-hashes (empty: no grams) and the
-    key of its token sequence."""
+    key of its token sequence. Its band keys are derived once, when first asked for, and
+    kept in its record so that a cluster's members are searched without recomputing them."""
 
     mins: np.ndarray  # uint64 (84,) or (0,)
     exact: int
 
+    @cached_property
+    def bands(self) -> np.ndarray:
+        """The 15 band keys (none without min-hashes)."""
+        return band_keys(supershingles(self.mins))
+
     def encode(self) -> bytes:
-        """exact key, then the min-hashes (84 or none), little-endian u64."""
-        return np.asarray([self.exact, *self.mins.tolist()], dtype="<u8").tobytes()
+        """exact key, band keys (15 or none), min-hashes (84 or none): little-endian u64."""
+        return np.concatenate(([np.uint64(self.exact)], self.bands, self.mins)).astype(
+            "<u8").tobytes()
 
     @staticmethod
     def decode(raw: bytes) -> Sketch:
         a = np.frombuffer(raw, dtype="<u8").astype(np.uint64)
-        return Sketch(a[1:], int(a[0]))
-
-    @property
-    def bands(self) -> np.ndarray:
-        return band_keys(supershingles(self.mins))
+        nb = len(PAIRS) if len(a) > 1 else 0
+        s = Sketch(a[1 + nb :], int(a[0]))
+        s.__dict__["bands"] = a[1 : 1 + nb]  # the cached_property's value, as stored
+        return s
 
 
 def min_hashes(grams: np.ndarray) -> np.ndarray:

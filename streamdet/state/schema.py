@@ -185,12 +185,12 @@ class DocState:
         groups: dict[tuple[int, ...], list[int]] = {}
         for g, h in zip(grams, holders, strict=True):
             slots = groups.get(h)
-            if slots is None:
+            if slots is not None:
+                slots.append(pos[g])
+            elif len(groups) < HOLDER_GROUPS:
                 groups[h] = [pos[g]]
             else:
-                slots.append(pos[g])
-        if len(groups) > HOLDER_GROUPS:
-            return self._holder_matrix(grams, holders)
+                return self._holder_matrix(grams, holders)
         width = (len(self.slots) + 7) // 8
         out: dict[int, int] = {}
         for h, slots in groups.items():
