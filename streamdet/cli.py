@@ -244,9 +244,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _state_dirs(states: list[str] | None, partial: bool = True) -> list[str]:
+def _state_dirs(states: list[str] | None, partial: bool = True
+                ) -> tuple[list[str], str | None]:
     """The directories to read: one `streamdet run` state, or the doc shards of worker
-    states (the newest copy of each); unless `partial`, every doc shard of the pipeline."""
+    states (the newest copy of each), and the directory of the clusters (SPEC §6): the
+    state itself, or the worker states' cluster shard (None: none of them holds it).
+    Unless `partial`, every doc shard of the pipeline and its cluster shard."""
     from .adapters.views import shard_dirs
 
     states = states or [DEFAULT_STATE]
@@ -254,29 +257,43 @@ def _state_dirs(states: list[str] | None, partial: bool = True) -> list[str]:
     if found is None:
         if len(states) > 1:
             raise UsageError("several --state directories are only for worker states")
-        return states
-    dirs, missing = found
-    if missing and not partial:
+        return states, states[0]
+    dirs, missing, near = found
+    if (missing or near is None) and not partial:
+        lacks = [f"doc shards {', '.join(map(str, missing))}"] if missing else []
+        lacks += [] if near is not None else ["the cluster shard (gram shard 0)"]
         raise UsageError(
-            f"these worker states hold {len(dirs)} of the pipeline's "
-            f"{len(dirs) + len(missing)} doc shards (missing: "
-            f"{', '.join(map(str, missing))}): give the --state of every worker, or "
-            "--partial for the documents of these shards only")
-    return dirs
+            f"these worker states lack {' and '.join(lacks)} of the pipeline: give the "
+            "--state of every worker, or --partial for what these hold")
+    return dirs, near
+
+
+def _cluster_store(dirs: list[str], near: str | None):
+    """The store to read clusters from: None for a `streamdet run` state (its own) or a
+    missing cluster shard (the rows then say null), else the cluster shard opened."""
+    if near is None or dirs == [near]:
+        return None
+    return open_store(near, must_exist=True, read_only=True)
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
     from .adapters.outputs import _line
     from .adapters.views import dump_rows, partial_rows
 
-    dirs = _state_dirs(args.state, args.partial)
+    dirs, near = _state_dirs(args.state, args.partial)
     rows: list[dict] = []
-    for path in dirs:
-        store = open_store(path, must_exist=True, read_only=True)
-        try:
-            rows.extend(partial_rows(store) if args.partials else dump_rows(store))
-        finally:
-            store.close()
+    clusters = None if args.partials else _cluster_store(dirs, near)
+    try:
+        for path in dirs:
+            store = open_store(path, must_exist=True, read_only=True)
+            try:
+                rows.extend(partial_rows(store) if args.partials else
+                            dump_rows(store, near=clusters, clustered=near is not None))
+            finally:
+                store.close()
+    finally:
+        if clusters is not None:
+            clusters.close()
     out = sys.stdout.buffer
     order = ((lambda r: (r["url"].encode("utf-8"), r["other"].encode("utf-8")))
              if args.partials else (lambda r: r["url"].encode("utf-8")))
@@ -289,12 +306,13 @@ def cmd_dump(args: argparse.Namespace) -> int:
 def _page(args: argparse.Namespace, with_pairs: bool = False):
     """The page of args.url in the given state(s) (for worker states, in whichever doc
     shard holds it), or its absence with every spelling of it that one of them holds;
-    `with_pairs`: with its partial duplicates, gathered from every doc shard."""
-    from .adapters.explain import Missing, look_up
+    `with_pairs`: with its partial duplicates, gathered from every doc shard, and its
+    cluster, from the cluster shard."""
+    from .adapters.explain import Missing, cluster_of, look_up
     from .adapters.views import pairs_of
 
-    near: list[str] = []
-    dirs = _state_dirs(args.state)
+    spellings: list[str] = []
+    dirs, near = _state_dirs(args.state)
     for path in dirs:
         store = open_store(path, must_exist=True, read_only=True)
         try:
@@ -302,7 +320,7 @@ def _page(args: argparse.Namespace, with_pairs: bool = False):
         finally:
             store.close()
         if isinstance(found, Missing):
-            near += found.near
+            spellings += found.near
             continue
         for other in dirs if with_pairs else ():
             store = open_store(other, must_exist=True, read_only=True)
@@ -311,8 +329,65 @@ def _page(args: argparse.Namespace, with_pairs: bool = False):
             finally:
                 store.close()
         found.pairs.sort(key=lambda p: p["other"].encode("utf-8"))
+        clusters = _cluster_store(dirs, near) if with_pairs else None
+        if clusters is not None:
+            try:
+                found.cluster = cluster_of(clusters.begin(), found.docno, found.url)
+            finally:
+                clusters.close()
+        elif near is None:
+            found.cluster = {}  # not known: the cluster shard is not among these states
         return found
-    return Missing(args.url.strip(), near)
+    return Missing(args.url.strip(), spellings)
+
+
+def _query_page(args: argparse.Namespace, store):
+    """The page `similar` asks about: a URL's kept text, or the given file's."""
+    from .adapters.explain import Missing, look_up
+    from .adapters.similar import QUERY_URL
+    from .engine.records import Page
+
+    if args.url is not None:
+        found = look_up(store, args.url)
+        if isinstance(found, Missing):
+            raise UsageError(found.message)
+        if found.text is None:
+            raise UsageError(f"the text of {found.url} was not kept (stored before texts were)")
+        return Page(found.url, text=found.text)
+    path = args.text if args.text is not None else args.html
+    try:
+        if path == "-":
+            body = sys.stdin.buffer.read().decode("utf-8", errors="replace")
+        else:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                body = f.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    url = args.as_url or QUERY_URL
+    return Page(url, text=body) if args.text is not None else Page(url, html=body)
+
+
+def cmd_similar(args: argparse.Namespace) -> int:
+    from .adapters.outputs import _line
+    from .adapters.similar import similar, similar_text
+    from .adapters.views import shard_dirs
+    from .engine.params import Params
+
+    if shard_dirs([args.state]) is not None:
+        raise UsageError(f"{args.state} is a worker state: `similar` reads a `streamdet run` "
+                         "state")
+    store = open_store(args.state, must_exist=True, read_only=True)
+    try:
+        params = Params.from_fingerprint(store.meta("params"))
+        answer = similar(store, _query_page(args, store), params)
+    finally:
+        store.close()
+    if args.json:
+        sys.stdout.buffer.write(_line(answer))
+    else:
+        print(similar_text(answer, params))
+    sys.stdout.flush()
+    return 0
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -504,6 +579,21 @@ def build_parser() -> argparse.ArgumentParser:
                      "unless NO_COLOR is set) or with [n> ... <n] markers")
     exp.set_defaults(func=cmd_explain)
     txt.set_defaults(func=cmd_text)
+
+    sim = sub.add_parser("similar", help="the near-duplicates of a page and what it would be "
+                         "made of, against a state, without adding it")
+    which = sim.add_mutually_exclusive_group(required=True)
+    which.add_argument("url", nargs="?", help="a page the state holds (asked with its kept text)")
+    which.add_argument("--text", metavar="FILE", help="a page's text (- for stdin)")
+    which.add_argument("--html", metavar="FILE", help="a page's HTML (- for stdin)")
+    sim.add_argument("--url", dest="as_url", metavar="URL",
+                     help="with --text/--html: the URL the page comes from (its server "
+                     "decides which sources are foreign; a URL the state holds is asked "
+                     "as its re-fetch)")
+    sim.add_argument("--state", default=DEFAULT_STATE, metavar="DIR",
+                     help=f"a `streamdet run` state (default {DEFAULT_STATE})")
+    sim.add_argument("--json", action="store_true", help="one JSON object")
+    sim.set_defaults(func=cmd_similar)
     return parser
 
 

@@ -148,6 +148,8 @@ def normalize_row(row: Mapping[str, Any]) -> dict:
     }
     if evidence:
         out["evidence"] = evidence
+    if "cluster" in row:  # SPEC §6
+        out["cluster"] = (row["cluster"], row["cluster_size"], row["exact_dups"])
     return out
 
 
@@ -191,6 +193,32 @@ def without_repeats(events: Iterable[dict]) -> list[dict]:
 
 
 PAIR_EVENTS = ("partial", "partial_gone")
+QUILT_EVENTS = ("quilt", "rescore", "unquilt")
+
+
+def check_cluster_events(events: Iterable[dict], rows: Mapping[str, Mapping]) -> list[str]:
+    """SPEC §6 from a consumer's side: per URL, seq increases over all its events; each
+    `cluster` event changes the (cluster id, size class) the consumer holds (alone under
+    its own URL before any); the newest one tells the final clusters (`rows`: dump rows)."""
+    problems = []
+    last_seq: dict[str, int] = {}
+    held: dict[str, tuple[str, bool]] = {}
+    for ev in events:
+        url = ev["url"]
+        if url in last_seq and ev["seq"] <= last_seq[url]:
+            problems.append(f"{url}: seq {ev['seq']} after {last_seq[url]}")
+        last_seq[url] = ev["seq"]
+        if ev["event"] != "cluster":
+            continue
+        now = (ev["cluster"], ev["cluster_size"] > 1)
+        if held.get(url, (url, False)) == now:
+            problems.append(f"{url}: cluster seq {ev['seq']} shows what it held: {now}")
+        held[url] = now
+    for url, row in rows.items():
+        want = (row["cluster"], row["cluster_size"] > 1)
+        if held.get(url, (url, False)) != want:
+            problems.append(f"{url}: newest cluster event shows {held.get(url)}, dump {want}")
+    return problems
 
 
 def check_pair_events(events: Iterable[dict], expected: list[dict]) -> list[str]:
@@ -237,8 +265,8 @@ def check_events(events: Iterable[dict], expected: Mapping[str, Mapping]) -> lis
     problems = []
     newest: dict[str, dict] = {}
     for ev in events:
-        if ev["event"] in PAIR_EVENTS:
-            continue  # check_pair_events
+        if ev["event"] not in QUILT_EVENTS:
+            continue  # check_pair_events, check_cluster_events
         url = ev["url"]
         if url in newest and ev["seq"] <= newest[url]["seq"]:
             problems.append(f"{url}: seq {ev['seq']} after {newest[url]['seq']}")

@@ -129,7 +129,7 @@ class Simulation:
     def _send_page(self, i: int) -> None:
         page = self.published[i]
         msg = PageMsg(page.url, page.server, page.grams, page.fetched_at, page.text,
-                      page.sentences)
+                      page.sentences, page.sketch)
         s = url_shard(page.url, self.p)
         docno = docno_for(len(self.docs_topic[s]), s, self.p)
         self.docs_topic[s].append(msg.encode())
@@ -310,7 +310,7 @@ class Simulation:
     def rows(self) -> Rows:
         out: Rows = {}
         for sh in self.doc:
-            for row in dump_rows(sh.state.store, self.params):
+            for row in dump_rows(sh.state.store, self.params, self.gram[0].state.store):
                 out[row["url"]] = row
         return out
 

@@ -188,6 +188,44 @@ def test_explain_unknown_url(small):
     assert proc.returncode == 1 and f"Did you mean {known}" in proc.stdout.decode()
 
 
+def test_clusters_in_dump_explain_and_events(tmp_path):
+    """SPEC §6 on the command line: two exact copies and a near copy of one article on
+    three sites make a cluster named by the smallest URL; `explain` names it and lists the
+    direct near-duplicates with their resemblance (1.0 for the exact copy); the copies
+    got `cluster` events, the page alone got none."""
+    words = [f"word{i % 97}x{i % 13}" for i in range(400)]
+    near = list(words)
+    near[200] = "changed"
+    recs = [{"url": "https://c.example/a", "text": " ".join(words)},
+            {"url": "https://b.example/a", "text": " ".join(words)},
+            {"url": "https://d.example/a", "text": " ".join(near)},
+            {"url": "https://e.example/a", "text": "a page of its own with other words " * 9}]
+    path = write_jsonl(tmp_path / "recs.jsonl", recs)
+    streamdet("run", "--input", path, "--state", tmp_path / "s", "--events", tmp_path / "ev")
+    rows = {json.loads(x)["url"]: json.loads(x) for x in dump(tmp_path / "s").splitlines()}
+    assert rows["https://c.example/a"]["cluster"] == "https://b.example/a"
+    assert [rows[u]["cluster_size"] for u in sorted(rows)] == [3, 3, 3, 1]
+    assert [rows[u]["exact_dups"] for u in sorted(rows)] == [1, 1, 0, 0]
+    assert rows["https://e.example/a"]["cluster"] == "https://e.example/a"
+    got = json.loads(streamdet("explain", "https://c.example/a", "--state", tmp_path / "s",
+                               "--json").stdout)
+    assert (got["cluster"], got["cluster_size"], got["exact_dups"]) == \
+        ("https://b.example/a", 3, 1)
+    assert got["near"][0] == {"url": "https://b.example/a", "resemblance": 1.0}
+    assert [n["url"] for n in got["near"]] == ["https://b.example/a", "https://d.example/a"]
+    assert 0.8 < got["near"][1]["resemblance"] < 1.0
+    out = _explain("https://c.example/a", tmp_path / "s").stdout.decode()
+    assert "near-duplicate cluster https://b.example/a: 3 pages, 1 exact" in out
+    assert "https://d.example/a" in out
+    alone = _explain("https://e.example/a", tmp_path / "s").stdout.decode()
+    assert "near-duplicates: none" in alone
+    events = [json.loads(x) for x in (tmp_path / "ev").read_text().splitlines()]
+    clustered = {e["url"]: e for e in events if e["event"] == "cluster"}
+    assert set(clustered) == {"https://b.example/a", "https://c.example/a",
+                              "https://d.example/a"}
+    assert all(e["cluster"] == "https://b.example/a" for e in clustered.values())
+
+
 # -- progress and summary -----------------------------------------------------------------
 def _run_on_pty(*args) -> tuple[int, bytes]:
     """Run streamdet with stderr on a pseudo-terminal; return (status, terminal bytes)."""

@@ -13,12 +13,15 @@ from hypothesis import strategies as st
 
 from streamdet.engine.clusters import ClusterRole
 from streamdet.engine.grams import gram_set, token_hashes
+from streamdet.engine.params import Params
 from streamdet.engine.sketches import N_MINS, PER_SUPER, Sketch, sketch
 from streamdet.engine.tokens import tokenize
 from streamdet.state.rocks import RocksKV
 from streamdet.state.txn import Store
 
-from .reference import ref_cluster_rows, ref_clusters, ref_supershingles
+from .harness import check_cluster_events, check_events, run_embedded, without_repeats
+from .reference import ref_cluster_rows, ref_clusters, ref_supershingles, reference
+from .sharded import sharded_pipeline
 
 K = 5
 VOCAB = [f"w{i}" for i in range(400)]
@@ -241,3 +244,79 @@ def test_a_giant_cluster_is_never_searched_and_stays_quiet(tmp_path):
         assert driver.role.searched == 0
     finally:
         driver.close()
+
+
+# ----------------------------------------------------------------------------- the engine
+
+
+@given(corpus=corpus_st(), backend=st.sampled_from(["memory", "rocks"]))
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+def test_engine_clusters_and_events_equal_reference(corpus, backend):
+    """`streamdet run`'s engine: dump rows carry the reference's clusters after any
+    batching, and the `cluster` events tell a consumer the same."""
+    records, cuts = corpus
+    params = Params(k=K)
+    events: list[dict] = []
+    sizes = [b - a for a, b in zip([0, *cuts], [*cuts, len(records)], strict=True)]
+    rows = run_embedded(records, params, sizes, backend=backend, events=events)
+    want = ref_clusters(records, {"k": K})
+    got = {u: {f: r[f] for f in ("cluster", "cluster_size", "exact_dups")}
+           for u, r in rows.items()}
+    assert got == want
+    assert check_cluster_events(events, rows) == []
+    assert check_events(events, reference(records, params)) == []
+
+
+# ----------------------------------------------------------------------------- the shards
+
+
+FAULTS = st.sampled_from([{}, {"crash_rate": 0.3}, {"crash_rate": 0.15, "wipe_rate": 0.2},
+                          {"crash_rate": 0.1, "wipe_rate": 0.25, "lag_rate": 0.7,
+                           "dup_rate": 0.2}])
+
+
+@given(corpus=corpus_st(), shards=st.integers(1, 4), seed=st.integers(0, 2**16),
+       faults=FAULTS)
+@settings(max_examples=250, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+def test_shards_clusters_and_events_equal_reference(corpus, shards, seed, faults):
+    """The Kafka pipeline's engine (gram shard 0 keeps the clusters, doc shards emit the
+    events) under crashes, rebuilds from the partitions, lagging group offsets and pages
+    delivered twice: the clusters equal the reference's, and the `cluster` events tell
+    a consumer the same."""
+    records, cuts = corpus
+    params = Params(k=K)
+    events: list[dict] = []
+    sizes = [b - a for a, b in zip([0, *cuts], [*cuts, len(records)], strict=True)]
+    rows = sharded_pipeline(records, params, sizes, shards=shards, seed=seed, events=events,
+                            **faults)
+    context = f"shards={shards} seed={seed} {faults}\nrecords={records!r}"
+    got = {u: {f: r[f] for f in ("cluster", "cluster_size", "exact_dups")}
+           for u, r in rows.items()}
+    assert got == ref_clusters(records, {"k": K}), context
+    problems = check_cluster_events(without_repeats(events), rows)
+    assert not problems, context + "\n" + "\n".join(problems)
+
+
+def test_messages_carry_sketches_and_cluster_rows():
+    """A page's sketch rides in its PageMsg and in its add to the cluster shard only; a
+    deltas message carries cluster rows (URLs in any script) beside deltas and links."""
+    from streamdet.engine.clusters import ClusterRow
+    from streamdet.engine.messages import DeltasMsg, GramsMsg, PageMsg
+    from streamdet.engine.shards import CLUSTER_SHARD, page_adds
+
+    tokens = tokenize(" ".join(_base(3)))
+    sk = sketch(gram_set(tokens, K), token_hashes(tokens))
+    page = PageMsg("http://ä.example/x", "example", gram_set(tokens, K), 1.5, sketch=sk)
+    back = PageMsg.decode(page.encode())
+    assert back.sketch is not None and back.sketch.encode() == sk.encode()
+    assert PageMsg.decode(PageMsg("http://a.example/", "a", gram_set(tokens, K)).encode()
+                          ).sketch is None
+    adds = {g: GramsMsg.decode(raw) for g, raw in page_adds(page, 7, 3)}
+    assert adds[CLUSTER_SHARD].sketch.encode() == sk.encode()
+    assert all(m.sketch is None for g, m in adds.items() if g != CLUSTER_SHARD)
+    rows = [ClusterRow(7, "http://ä.example/x", 3, 1, 42, "http://b.example/"),
+            ClusterRow(9, "http://日本.example/", 1, 0, 42, "http://ä.example/x")]
+    msg = DeltasMsg.decode(DeltasMsg([], clusters=rows).encode())
+    assert msg.clusters == rows and msg.deltas == [] and msg.links == []

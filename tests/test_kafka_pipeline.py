@@ -21,7 +21,13 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .cli_helpers import bad_lines, build_crawl, dump, popen, streamdet, with_bad
-from .harness import check_events, check_pair_events, normalize_row, without_repeats
+from .harness import (
+    check_cluster_events,
+    check_events,
+    check_pair_events,
+    normalize_row,
+    without_repeats,
+)
 from .kafka_broker import (  # noqa: F401 - fixtures
     KafkaBroker,
     kafka_broker_fixture,
@@ -197,6 +203,7 @@ def _finish_and_check(pipeline: Pipeline, reference_dump: bytes, reference_pairs
     assert pipeline.dump("--partials") == reference_pairs
     pairs = [json.loads(line) for line in reference_pairs.splitlines()]
     problems = check_pair_events(without_repeats(events), pairs)
+    problems += check_cluster_events(without_repeats(events), got)
     assert not problems, "\n".join(problems)
     return (pipeline.tmp / f"{log_of}.log").read_text()
 
@@ -225,6 +232,9 @@ def test_two_workers_equal_streamdet_run(pipeline, crawl):
     assert pipeline.dump("--partials") == reference_pairs
     pairs = [json.loads(line) for line in reference_pairs.splitlines()]
     assert not check_pair_events(without_repeats(events), pairs)
+    # SPEC §6 in both modes: the same clusters (compared with the rows), told by the events
+    assert sum(r["cluster_size"] > 1 for r in want.values()) >= 4  # clusters to get right
+    assert not check_cluster_events(without_repeats(events), _rows(got))
     # explain names a page's pairs from every doc shard, kept by either page of a pair
     url = pairs[0]["other"]
     want = sorted([{"other": p["url"], "diagonals": [

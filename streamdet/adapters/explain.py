@@ -3,9 +3,11 @@
 `explain` says why the page is (not) quilted: its counts against θ and c, its sources
 with their share of the patch grams (and whether they count toward c under φ), then the
 page's visible text with each source's passages marked: a colour per source on a
-terminal, `[n>` ... `<n]` markers otherwise (SPEC §5); and the pages it is a partial duplicate of
-(SPEC §7), with the span of each run of equal sentences in both. `--json` gives the same
-as one object, spans as code-point offsets into `text`. `text` prints the visible text as kept.
+terminal, `[n>` ... `<n]` markers otherwise (SPEC §5); the pages it is a partial
+duplicate of (SPEC §7), with the span of each run of equal sentences in both; and its
+near-duplicate cluster (SPEC §6) with its direct near-duplicates and their estimated
+resemblance. `--json` gives the same as one object, spans as code-point offsets into
+`text`. `text` prints the visible text as kept.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..engine.clusters import ClusterRole
 from ..engine.docs import current
 from ..engine.evidence import evidence
 from ..engine.params import Params
@@ -24,6 +27,7 @@ from ..state.txn import Store
 COLOURS = ("\x1b[1;31m", "\x1b[1;32m", "\x1b[1;34m", "\x1b[1;35m", "\x1b[1;36m",
            "\x1b[1;33m")
 RESET = "\x1b[0m"
+NEAR_SHOWN = 50  # direct near-duplicates listed (most alike first); the rest are counted
 _SPACES = re.compile(r"\s+")
 
 
@@ -42,6 +46,9 @@ class Page:
     docno: int = 0
     # SPEC §7: {"other", "diagonals"} with "spans" in this page (views.pairs_of)
     pairs: list[dict] = field(default_factory=list)
+    # SPEC §6: {"cluster", "cluster_size", "exact_dups", "near": [{"url", "resemblance"}],
+    # "near_total"} (near_of)
+    cluster: dict = field(default_factory=dict)
 
     @property
     def counted(self) -> int:
@@ -98,7 +105,21 @@ def look_up(store: Store, url: str) -> Page | Missing:
     result = current(txn, doc)
     packed = txn.text(docno)
     return Page(url, server, seq, doc, result, evidence(result, doc, packed, params.k),
-                unpack_text(packed), params, docno)
+                unpack_text(packed), params, docno, cluster=cluster_of(txn, docno, url))
+
+
+def near_rows(txn, near: list[tuple[int, float]]) -> list[dict]:
+    """Near-duplicates as {"url", "resemblance"}, the first NEAR_SHOWN of them."""
+    return [{"url": txn.url_of(d), "resemblance": round(r, 4)} for d, r in near[:NEAR_SHOWN]]
+
+
+def cluster_of(txn, docno: int, url: str) -> dict:
+    """The page's cluster and direct near-duplicates (SPEC §6)."""
+    cluster, size, twins = ClusterRole.row(txn, docno, url)
+    sk = ClusterRole.sketch_of(txn, docno)
+    near = ClusterRole.near_of(txn, sk, exclude=docno) if sk is not None else []
+    return {"cluster": cluster, "cluster_size": size, "exact_dups": twins,
+            "near": near_rows(txn, near), "near_total": len(near)}
 
 
 def verdict(page: Page) -> str:
@@ -191,8 +212,26 @@ def pair_lines(page: Page) -> list[str]:
     return lines
 
 
+def cluster_lines(info: dict) -> list[str]:
+    """A cluster and its direct near-duplicates (SPEC §6), for a person."""
+    if not info:
+        return []
+    size, twins = info["cluster_size"], info["exact_dups"]
+    if size == 1:
+        head = "  near-duplicates: none (a cluster of one)"
+    else:
+        head = (f"  near-duplicate cluster {info['cluster']}: {size} pages, {twins} exact "
+                f"duplicate(s) of this one; {info['near_total']} direct near-duplicate(s)")
+    lines = [head]
+    for n in info["near"]:
+        lines.append(f"    {n['resemblance']:.3f} estimated resemblance  {n['url']}")
+    if info["near_total"] > len(info["near"]):
+        lines.append(f"    ... and {info['near_total'] - len(info['near'])} more")
+    return lines
+
+
 def explain_text(page: Page, colour: bool) -> str:
-    lines = summary(page) + pair_lines(page)
+    lines = summary(page) + pair_lines(page) + cluster_lines(page.cluster)
     if page.text is None:
         lines.append("  (the page's text was not kept: it was stored before texts were)")
     else:
@@ -218,5 +257,6 @@ def explain_json(page: Page) -> dict:
         "seq": page.seq,
         "params": p.to_dict(),
         "partials": page.pairs,
+        **page.cluster,
         "text": page.text,
     }

@@ -35,9 +35,11 @@ from ..engine.params import Params, ParamsError
 # trailing bytes and skip, losing the page; and a ShownMsg carries its round's events.
 # shards-4: a page's record carries its sentences, a grams add the rows of its sentence
 # keys and a deltas message links (SPEC §7), which a shards-3 shard would misread (a page
-# record of four arrays) or drop. A pipeline of another format is refused rather than
-# mixed with it.
-PIPELINE_FORMAT = "shards-4"
+# record of four arrays) or drop. shards-5: a page's record and its add to gram shard 0
+# carry its sketch, and deltas messages cluster rows (SPEC §6), which a shards-4 shard
+# would misread (a page record of five arrays loses its sentences) or drop. A pipeline of
+# another format is refused rather than mixed with it.
+PIPELINE_FORMAT = "shards-5"
 PRODUCER_BATCH_BYTES = 1 << 20  # per partition and request (see producer())
 
 

@@ -81,7 +81,7 @@ class Metrics:
         for reason in ("not_utf8", "not_json", "not_object", "no_url", "bad_url", "no_body",
                        "too_large", "too_slow", "unreadable", "unparsable"):
             self.dead_letters.labels(reason)  # every series exists from the start (rate())
-        for kind in ("quilt", "rescore", "unquilt", "partial", "partial_gone"):
+        for kind in ("quilt", "rescore", "unquilt", "partial", "partial_gone", "cluster"):
             self.events.labels(kind)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..engine.clusters import ClusterRole
 from ..engine.docs import current
 from ..engine.evidence import evidence
 from ..engine.params import Params
@@ -22,22 +23,33 @@ def _params(store: Store, params: Params | None) -> Params:
     return Params.from_fingerprint(recorded)
 
 
-def dump_rows(store: Store, params: Params | None = None) -> Iterator[dict]:
+def dump_rows(store: Store, params: Params | None = None, near: Store | None = None,
+              clustered: bool = True) -> Iterator[dict]:
     """One row per live document, sorted by URL (code-point order = UTF-8 byte order);
-    `params` default to those the state records."""
+    `params` default to those the state records. The clusters (SPEC §6) are read from
+    `near`, a Kafka pipeline's cluster shard, if given (a doc shard has none); without
+    `clustered` they are not known (null)."""
     params = _params(store, params)
     txn = store.begin()
+    near_txn = txn if near is None else near.begin()
+    clusters: dict[int, tuple[str, int]] = {}  # decoded once, however many members
     for key, raw in store.kv.items("urls"):
         docno, _seq = decode_url_entry(raw)
         doc = txn.doc(docno)
         r = current(txn, doc)
+        url = key.decode("utf-8")
+        cluster, size, twins = (ClusterRole.row(near_txn, docno, url, clusters)
+                                if clustered else (None, None, None))
         yield {
-            "url": key.decode("utf-8"),
+            "url": url,
             "n_grams": doc.n_grams,
             "n_patch_grams": doc.n_patch,
             "patch_fraction": doc.patch_fraction,
             "sources": evidence(r, doc, txn.text(docno), params.k),
             "quilted": r.quilted,
+            "cluster": cluster,
+            "cluster_size": size,
+            "exact_dups": twins,
         }
 
 
@@ -84,11 +96,10 @@ def pairs_of(store: Store, docno: int, params: Params | None = None) -> list[dic
     return out
 
 
-def shard_dirs(states: list[str]) -> tuple[list[str], list[int]] | None:
-    """The doc-shard directories of worker states (STATE/doc-<s>), one per shard (where
-    a shard moved between workers, the copy that has applied the most), and the doc
-    shards of the pipeline that none of them holds. None when the directories are not
-    worker states."""
+def _newest_copies(states: list[str], kind: str) -> tuple[dict[int, str], int, bool]:
+    """The directories of worker states' `kind` shards (STATE/<kind>-<s>), one per shard
+    (where a shard moved between workers, the copy that has applied the most); the
+    pipeline's shard count; whether any was found."""
     import os
 
     from ..state.rocks import RocksKV
@@ -100,7 +111,8 @@ def shard_dirs(states: list[str]) -> tuple[list[str], list[int]] | None:
         if not os.path.isdir(state):
             continue
         for name in sorted(os.listdir(state)):
-            if not name.startswith("doc-") or not name[4:].isdigit():
+            index = name[len(kind) + 1 :]
+            if not name.startswith(kind + "-") or not index.isdigit():
                 continue
             found = True
             path = os.path.join(state, name)
@@ -110,10 +122,22 @@ def shard_dirs(states: list[str]) -> tuple[list[str], list[int]] | None:
                 shards = max(shards, int(store.meta("shards") or 0))
             finally:
                 store.close()
-            s = int(name[4:])
+            s = int(index)
             if s not in best or applied > best[s][0]:
                 best[s] = (applied, path)
+    return {s: path for s, (_, path) in best.items()}, shards, found
+
+
+def shard_dirs(states: list[str]) -> tuple[list[str], list[int], str | None] | None:
+    """The doc-shard directories of worker states (STATE/doc-<s>), one per shard (the
+    newest copy of each), the doc shards of the pipeline that none of them holds, and
+    the cluster shard's directory (gram shard 0: SPEC §6's clusters; None if none of
+    them holds it). None when the directories are not worker states."""
+    from ..engine.shards import CLUSTER_SHARD
+
+    docs, shards, found = _newest_copies(states, "doc")
     if not found:
         return None
-    missing = [s for s in range(shards) if s not in best]
-    return [p for _, p in (best[s] for s in sorted(best))], missing
+    grams, _, _ = _newest_copies(states, "gram")
+    missing = [s for s in range(shards) if s not in docs]
+    return [docs[s] for s in sorted(docs)], missing, grams.get(CLUSTER_SHARD)

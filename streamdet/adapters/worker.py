@@ -312,7 +312,7 @@ class Worker:
             if res.implausible_time:
                 m.implausible_times.inc()
             msg = PageMsg(res.url, res.server, res.grams, res.fetched_at, res.text,
-                          res.sentences)
+                          res.sentences, res.sketch)
             shard = url_shard(res.url, self.shards)
             placed = await self.producer.send(self.topics.docs, value=msg.encode(),
                                               key=res.url.encode("utf-8"), partition=shard)

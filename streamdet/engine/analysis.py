@@ -15,6 +15,7 @@ from .params import Params
 from .records import Page
 from .sentences import NONE, Sentences, split_sentences
 from .servers import server_of
+from .sketches import Sketch, sketch
 from .text import pack_text, visible_text
 from .tokens import token_spans, tokenize
 
@@ -28,6 +29,7 @@ class Analyzed:
     implausible_time: bool = False  # a fetched_at was given but read as absent
     text: bytes = b""  # the visible text, packed (engine.text.pack_text): SPEC §5 evidence
     sentences: Sentences = NONE  # SPEC §7: keys and spans of its sentences
+    sketch: Sketch | None = None  # SPEC §6: min-hashes, band keys, exact key
 
 
 def page_text(page: Page) -> str:
@@ -35,9 +37,10 @@ def page_text(page: Page) -> str:
 
 
 def analyze(page: Page, params: Params, keep_text: bool = True) -> Analyzed:
-    """Parse, tokenize, hash; pack the visible text to keep (SPEC §5) and cut it into
-    sentences (SPEC §7), unless `keep_text` is false (the benchmarks' floor: the work no
-    detector can avoid)."""
+    """Parse, tokenize, hash; pack the visible text to keep (SPEC §5), cut it into
+    sentences (SPEC §7) and sketch it (SPEC §6, band keys included: they cost a hash per
+    band and are made here, off the engine's process), unless `keep_text` is false (the
+    benchmarks' floor: the work no detector can avoid)."""
     text = page_text(page)
     server = server_of(page.url, page.ip, params.foreign)
     if not keep_text:
@@ -45,6 +48,8 @@ def analyze(page: Page, params: Params, keep_text: bool = True) -> Analyzed:
                         page.fetched_at, page.implausible_time)
     tokens, starts, ends = token_spans(text)
     hashes = token_hashes(tokens)
-    return Analyzed(page.url, server, sorted_unique(window_hashes(hashes, params.k)),
-                    page.fetched_at, page.implausible_time, pack_text(text),
-                    split_sentences(text, hashes, starts, ends))
+    grams = sorted_unique(window_hashes(hashes, params.k))
+    sk = sketch(grams, hashes)
+    sk.bands  # noqa: B018  (derived here, kept by pickling with the sketch)
+    return Analyzed(page.url, server, grams, page.fetched_at, page.implausible_time,
+                    pack_text(text), split_sentences(text, hashes, starts, ends), sk)

@@ -28,16 +28,25 @@ Records (table `near`, told apart by a prefix byte):
     x<key>    an exact key: live holders
     c<number> a cluster: its id (smallest URL) and its members
     n         the next cluster number
+    s<url>    what the URL's last `cluster` event showed, and the stamp of the row it
+              came of (absent: alone under its own URL, stamp 0); in a Kafka pipeline
+              the doc shards keep these, the cluster shard the rest
+
+Events (SPEC §6): a `cluster` event goes out for a URL whenever its (cluster id, size
+class) differs from what its last one showed. A page that arrives alone shows what a
+consumer assumes of any URL it has heard nothing about, and sends nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from ..state.schema import u64key
-from .sketches import Sketch
+from .sketches import Sketch, resemblance
 
 _U64 = np.dtype("<u8")
 NEXT_KEY = b"n"
@@ -61,6 +70,10 @@ def exact_key_of(key: int) -> bytes:
 
 def cluster_key(number: int) -> bytes:
     return b"c" + u64key(number)
+
+
+def shown_key(url: str) -> bytes:
+    return b"s" + url.encode("utf-8")
 
 
 def _u64(raw: bytes | None, at: int = 0) -> int:
@@ -98,6 +111,7 @@ class _Batch:
     suspect: set[int] = field(default_factory=set)
     stale_id: set[int] = field(default_factory=set)
     moved: set[int] = field(default_factory=set)  # documents whose cluster number changed
+    flipped: set[int] = field(default_factory=set)  # clusters that went from 1 to 2 or back
     cause: dict[int, str] = field(default_factory=dict)  # cluster -> last URL touching it
 
 
@@ -125,17 +139,53 @@ class ClusterRole:
         return None if raw is None else _u64(raw)
 
     @staticmethod
-    def row(txn, docno: int, url: str) -> tuple[str, int, int]:
-        """(cluster id, cluster size, exact duplicates) of a live version, from the
-        committed state (a version without a sketch is a cluster of one)."""
+    def row(txn, docno: int, url: str, seen: dict[int, tuple[str, int]] | None = None
+            ) -> tuple[str, int, int]:
+        """(cluster id, cluster size, exact duplicates) of a live version (a version
+        without a sketch is a cluster of one). `seen` keeps clusters' (id, size) by
+        number for a caller asking about many members: a cluster is decoded once."""
+        seen = {} if seen is None else seen
         number = ClusterRole.number_of(txn, docno)
-        raw = None if number is None else txn.near(cluster_key(number))
-        if raw is None:
+        if number is None:
             return url, 1, 0
-        c = Cluster.decode(raw)
+        if number not in seen:
+            raw = txn.near(cluster_key(number))
+            c = Cluster.decode(raw) if raw is not None else Cluster(url, {docno})
+            seen[number] = (c.id, len(c.members))
         kept = txn.near(doc_key(docno))
         twins = _u64(txn.near(exact_key_of(Sketch.decode(kept).exact))) if kept else 1
-        return c.id, len(c.members), twins - 1
+        return *seen[number], twins - 1
+
+    @staticmethod
+    def members(txn, docno: int) -> set[int]:
+        """The live versions in the cluster of `docno` (itself only, without a sketch)."""
+        number = ClusterRole.number_of(txn, docno)
+        raw = None if number is None else txn.near(cluster_key(number))
+        return {docno} if raw is None else Cluster.decode(raw).members
+
+    @staticmethod
+    def sketch_of(txn, docno: int) -> Sketch | None:
+        raw = txn.near(doc_key(docno))
+        return None if raw is None else Sketch.decode(raw)
+
+    @staticmethod
+    def near_of(txn, sk: Sketch, exclude: int | None = None) -> list[tuple[int, float]]:
+        """The live versions that are near-duplicates of a sketch (share a band key with
+        it), with their estimated resemblance, most alike first: the members of the
+        clusters its band keys name that share one. Reads nothing but those clusters, and
+        adds nothing (Broder's on-the-fly query; `explain` and `similar`)."""
+        bands = sk.bands
+        numbers = {_u64(raw, 1) for raw in txn.near_many([band_key(k) for k in bands.tolist()])
+                   if raw is not None}
+        members = sorted({d for n in numbers if (raw := txn.near(cluster_key(n)))
+                          for d in Cluster.decode(raw).members} - {exclude})
+        out = []
+        for d, raw in zip(members, txn.near_many([doc_key(d) for d in members]), strict=True):
+            other = Sketch.decode(raw) if raw is not None else None
+            if other is not None and np.intersect1d(bands, other.bands).size:
+                out.append((d, resemblance(sk.mins, other.mins)))
+        out.sort(key=lambda p: (-p[1], p[0]))
+        return out
 
     @staticmethod
     def prefetch(txn, sketches: list[Sketch]) -> None:
@@ -168,6 +218,8 @@ class ClusterRole:
         else:
             number = self._new_number(txn)
             target = self._new(number, url)
+        if len(target.members) == 1:
+            self._b.flipped.add(number)
         target.members.add(docno)
         target.id = min(target.id, url)
         txn.put_near(group_key(docno), u64key_le(number))
@@ -198,6 +250,8 @@ class ClusterRole:
         self._b.cause[number] = cause
         if not c.members:
             return
+        if len(c.members) == 1:
+            self._b.flipped.add(number)
         if c.id == url:
             self._b.stale_id.add(number)
         if not twins and len(kept.bands):
@@ -206,8 +260,13 @@ class ClusterRole:
     # -- settling --------------------------------------------------------------------------
     def settle(self, txn) -> dict[int, str]:
         """End of a batch: split suspect clusters, find lost ids, write the clusters back.
-        Returns the live documents whose cluster (id, size class) may have changed, each
-        with the URL whose arrival caused it."""
+        Returns the live documents whose cluster (id, size class) may have changed at any
+        point of the batch, even if it changed back, each with the URL whose arrival
+        caused it: those that moved, and the members of every cluster whose (id, size
+        class) differs from the batch's start, or lost the member holding its id, or went
+        from one member to two or back. (A consumer may hold a state from inside the
+        batch: a Kafka cluster shard's new owner batches the records its predecessor did
+        otherwise; see report.)"""
         b = self._b
         for number in sorted(b.suspect):
             c = b.clusters.get(number)
@@ -221,7 +280,8 @@ class ClusterRole:
         for number, c in b.clusters.items():
             txn.put_near(cluster_key(number), c.encode() if c and c.members else None)
             now = (c.id, c.together) if c and c.members else None
-            if c and c.members and now != b.start.get(number):
+            touched = number in b.stale_id or number in b.flipped
+            if c and c.members and (touched or now != b.start.get(number)):
                 cause = b.cause.get(number, "")
                 out.update(dict.fromkeys(c.members, cause))
         for docno in b.moved:
@@ -231,7 +291,20 @@ class ClusterRole:
         self._b = _Batch()
         return out
 
-    # -- internals -------------------------------------------------------------------------
+    # -- what changed, for events ------------------------------------------------------------
+    def rows(self, txn, changed: dict[int, str], stamp: int = 0) -> list[ClusterRow]:
+        """The cluster rows of the documents `settle` returned, as of `stamp` (a Kafka
+        cluster shard's input offset after the batch; 0 in the embedded engine)."""
+        docnos = sorted(changed)
+        txn.near_many([group_key(d) for d in docnos] + [doc_key(d) for d in docnos])
+        seen: dict[int, tuple[str, int]] = {}
+        out = []
+        for d in docnos:
+            cluster, size, twins = self.row(txn, d, txn.url_of(d), seen)
+            out.append(ClusterRow(d, cluster, size, twins, stamp, changed[d]))
+        return out
+
+        # -- internals -------------------------------------------------------------------------
     @staticmethod
     def _count(txn, key: bytes, step: int) -> int:
         """Add `step` to a count record; return the new count."""
@@ -271,6 +344,8 @@ class ClusterRole:
             b.suspect.add(number)
         if other in b.stale_id:
             b.stale_id.add(number)
+        if other in b.flipped:
+            b.flipped.add(number)
 
     def _split(self, txn, number: int, c: Cluster) -> None:
         """The components of a cluster by its members' band keys: the largest keeps the
@@ -309,6 +384,106 @@ class ClusterRole:
             piece.members = set(part)
             self._b.cause[new] = cause
             self._relabel(txn, part, new)
+
+
+class ClusterRow(NamedTuple):
+    """A document version's cluster as of `stamp`: what a doc shard turns into a
+    `cluster` event if it differs from what the URL's last one showed."""
+
+    target: int
+    cluster: str
+    size: int
+    exact_dups: int
+    stamp: int
+    cause: str
+
+
+def cluster_slot(url: str) -> str:
+    """The key of a URL's cluster in a doc shard's map of what consumers were shown (URLs
+    key quilt digests, "url other" pairs; a URL holds neither NUL nor space)."""
+    return "\x00" + url
+
+
+def shown_text(cluster: str, together: bool) -> str:
+    return ("1" if together else "0") + cluster
+
+
+def shown_by_cluster(event: dict) -> str:
+    return shown_text(event["cluster"], event["cluster_size"] > 1)
+
+
+def _record(raw: bytes | None, url: str) -> tuple[int, str]:
+    """(stamp, shown text) of a URL's record; none: stamp 0, alone under its own URL."""
+    if raw is None:
+        return 0, shown_text(url, False)
+    return int.from_bytes(raw[:8], "little"), raw[8:].decode("utf-8")
+
+
+def cluster_events(txn, rows: list[ClusterRow], next_seq: Callable[[int], int],
+                   params: dict, shown: MutableMapping[str, str] | None = None) -> list[dict]:
+    """`cluster` events for the rows of live versions that show a URL something else
+    than its last one did (rows of replaced versions and rows older than the URL's last
+    are passed over; the newest row of a target wins). Compared with the URL's record,
+    or with `shown` (by cluster_slot) where a doc shard's new owner knows what consumers
+    were shown. Their seq is the URL's, shared with its other events (SPEC §3)."""
+    newest: dict[int, ClusterRow] = {}
+    for r in rows:
+        if r.target not in newest or r.stamp >= newest[r.target].stamp:
+            newest[r.target] = r
+    live = []
+    for r in newest.values():
+        name = txn.name(r.target)
+        entry = txn.url_entry(name[1]) if name is not None else None
+        if entry is not None and entry[0] == r.target:
+            live.append((name[1], r))
+    records = txn.near_many([shown_key(url) for url, _ in live])
+    events = []
+    for (url, r), raw in zip(live, records, strict=True):
+        stamp, text = _record(raw, url)
+        if r.stamp < stamp:
+            continue
+        slot = cluster_slot(url)
+        last = shown[slot] if shown is not None and slot in shown else text
+        now = shown_text(r.cluster, r.size > 1)
+        if (r.stamp, now) != (stamp, text):
+            default = r.stamp == 0 and now == shown_text(url, False)
+            txn.put_near(shown_key(url), None if default else
+                         r.stamp.to_bytes(8, "little") + now.encode("utf-8"))
+        if now == last:
+            continue
+        if shown is not None:
+            shown[slot] = now
+        _, seq = txn.url_entry(url)
+        seq = next_seq(seq)
+        txn.put_url(url, r.target, seq)
+        events.append(cluster_event(url, seq, r.cluster, r.size, r.exact_dups, r.cause,
+                                    params))
+    return events
+
+
+def reconcile_shown(txn, shown: Mapping[str, str]) -> None:
+    """A doc shard's new owner, its state replayed with a batching of its own: make each
+    URL's record say what consumers hold (`shown`, read from the whole deltas partition:
+    a URL without a slot there never had a `cluster` event), so that rows met after the
+    catch-up compare with that. A replay may have skipped a row its last owner applied
+    (the version replaced within a batch of the replay, not of the owner), or the other
+    way round."""
+    held = {key[1:].decode("utf-8"): raw for key, raw in txn.kv.items("near", b"s")
+            if key[:1] == b"s"}
+    urls = set(held) | {slot[1:] for slot in shown if slot[:1] == "\x00"}
+    for url in sorted(urls):
+        stamp, text = _record(held.get(url), url)
+        want = shown.get(cluster_slot(url), shown_text(url, False))
+        if want != text:
+            txn.put_near(shown_key(url), stamp.to_bytes(8, "little") + want.encode("utf-8"))
+
+
+def cluster_event(url: str, seq: int, cluster: str, size: int, exact_dups: int,
+                  cause: str, params: dict) -> dict:
+    """A `cluster` event (SPEC §6), without `at` (stamped by the adapter)."""
+    return {"event": "cluster", "url": url, "seq": seq, "cluster": cluster,
+            "cluster_size": size, "exact_dups": exact_dups, "cause": cause,
+            "params": params}
 
 
 def u64key_le(n: int) -> bytes:

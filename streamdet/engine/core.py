@@ -7,7 +7,9 @@ re-scored once and compared with its last result; changes become events. Documen
 re-scored against the state after the batch, so the final state is the same however the
 stream is cut into batches. Partial duplicates (SPEC §7) follow the same course: each
 arrival's sentence keys go into their postings, the links change documents' partners, and
-the documents whose partners changed report their pairs once the batch is in.
+the documents whose partners changed report their pairs once the batch is in. So do
+near-duplicate clusters (SPEC §6): versions join and leave them as they arrive and are
+replaced, and the clusters are settled (split where they fell apart) once a batch is in.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 from ..state.schema import DocResult, DocState
 from ..state.txn import Txn
 from .analysis import Analyzed
+from .clusters import ClusterRole, cluster_events
 from .deltas import arrival_stats
 from .docs import Dirty, DocRole, Touch
 from .params import Params
@@ -44,6 +47,7 @@ class Engine:
         self.params = params
         self.docs = DocRole(params)
         self.partials = PartialRole(params)
+        self.clusters = ClusterRole()
         self._rows: dict[int, np.ndarray] = {}
         self._fresh = np.zeros(0, dtype=np.uint64)  # the batch's fresh sentence keys
 
@@ -57,6 +61,7 @@ class Engine:
         partners, paired = Partners(txn), {}
         self._rows = {}  # of the batch: documents' sentence rows
         self._fresh = prefetch(txn, [rows_of(p.sentences) for p in pages])
+        self.clusters.prefetch(txn, [p.sketch for p in pages if p.sketch is not None])
         for page, plan in zip(pages, plans, strict=True):
             stats.pages += 1
             docno, old, fanout = self._arrive(txn, page, plan, dirty, before, stats)
@@ -64,6 +69,8 @@ class Engine:
             self._pair(txn, page, docno, old, partners, paired)
         events = rescore(self.docs, txn, dirty, before, lambda last: last + 1)
         events += self.partials.report(txn, partners, paired, lambda last: last + 1)
+        rows = self.clusters.rows(txn, self.clusters.settle(txn))
+        events += cluster_events(txn, rows, lambda last: last + 1, self.params.to_dict())
         partners.flush()
         stats.rescored = len(dirty)
         return events, stats
@@ -110,6 +117,7 @@ class Engine:
             affected = self.docs.apply(txn, withdrawn, dirty)
             txn.put_doc(old, None)
             txn.put_text(old, None)
+            self.clusters.withdraw(txn, old, page.url, page.url)
             txn.kill(old)
             dirty.pop(old, None)
         docno = txn.allocate_docno()
@@ -118,6 +126,8 @@ class Engine:
         txn.put_doc(docno, DocState(n_grams=len(page.grams)))
         txn.put_text(docno, page.text)
         txn.put_url(page.url, docno, seq)
+        if page.sketch is not None:
+            self.clusters.add(txn, docno, page.url, page.sketch)
         dirty[docno] = Touch(page.url, None)
         added = add_document(txn, docno, page.grams, plan, self.params.m, page.url)
         stats.went_common += arrival_stats(docno, added)[1]

@@ -7,11 +7,14 @@ with the arrays' lengths (and the blob's, "b") in the header. JSON keeps the for
 readable and versioned; raw arrays keep thousands of grams per message cheap to build and
 read (no per-gram objects). Nothing here is ever unpickled: internal topics are data, not code.
 
-- PageMsg   (pages of one doc shard): a validated, analysed page (with its sentences).
+- PageMsg   (pages of one doc shard): a validated, analysed page (with its sentences and
+  its sketch).
 - GramsMsg  (one per document and gram shard): a version's grams to add, or to withdraw;
-  an add carries the rows of the version's sentence keys that the shard owns (SPEC §7).
+  an add carries the rows of the version's sentence keys that the shard owns (SPEC §7),
+  and to the cluster shard (gram shard 0) the version's sketch (SPEC §6).
 - DeltasMsg (one per gram-shard batch and doc shard): the deltas and the sentence links
-  for that doc shard's documents, with the server and URL of every docno they mention.
+  for that doc shard's documents, with the server and URL of every docno they mention;
+  from the cluster shard, the cluster rows of its documents.
 - ShownMsg  (a doc shard to its own deltas partition, before a round's events leave):
   what those events show, and the events themselves, for a new owner of the shard
   (engine.shards).
@@ -25,9 +28,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .clusters import ClusterRow
 from .deltas import GAIN, LOSE, Delta
 from .sentence_postings import Link
 from .sentences import NONE, Sentences
+from .sketches import Sketch
+
+_NO_U64 = np.zeros(0, dtype=np.uint64)
+
+
+def _sketch_array(sketch: Sketch | None) -> np.ndarray:
+    return _NO_U64 if sketch is None else sketch.to_array()
+
+
+def _sketch_of(arrays: list[np.ndarray], at: int) -> Sketch | None:
+    """The sketch in array `at`, if the message has one (not in older records)."""
+    return Sketch.from_array(arrays[at]) if len(arrays) > at and len(arrays[at]) else None
 
 VERSION = 2  # 2: deltas rows as an array (1: as JSON in the header; still read)
 READABLE = (1, 2)
@@ -84,20 +100,23 @@ class PageMsg:
     fetched_at: float | None = None
     text: bytes = b""  # the visible text, packed (engine.text): the doc shard keeps it
     sentences: Sentences = NONE  # SPEC §7 (none in a record written before they were)
+    sketch: Sketch | None = None  # SPEC §6 (none in a record written before they were)
 
     def encode(self) -> bytes:
         s = self.sentences
         return pack({"k": "page", "u": self.url, "s": self.server, "t": self.fetched_at},
-                    [self.grams, s.keys, s.starts, s.ends], self.text)
+                    [self.grams, s.keys, s.starts, s.ends, _sketch_array(self.sketch)],
+                    self.text)
 
     @classmethod
     def decode(cls, raw: bytes) -> PageMsg:
         h, arrays, text = unpack_blob(raw)
         sentences = NONE
-        if len(arrays) == 4 and len(arrays[1]):
+        if len(arrays) >= 4 and len(arrays[1]):
             sentences = Sentences(arrays[1], arrays[2].astype(np.int64),
                                   arrays[3].astype(np.int64))
-        return cls(h["u"], h["s"], arrays[0], h.get("t"), text, sentences)
+        return cls(h["u"], h["s"], arrays[0], h.get("t"), text, sentences,
+                   _sketch_of(arrays, 4))
 
 
 @dataclass
@@ -114,10 +133,12 @@ class GramsMsg:
     url: str = ""
     fetched_at: float | None = None  # of the record that caused it (for latency metrics)
     rows: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), dtype=np.uint64))
+    sketch: Sketch | None = None  # an add to the cluster shard: the version's sketch
 
     def encode(self) -> bytes:
         return pack({"k": self.kind, "d": self.docno, "s": self.server, "u": self.url,
-                     "t": self.fetched_at}, [self.grams, self.rows.reshape(-1)])
+                     "t": self.fetched_at},
+                    [self.grams, self.rows.reshape(-1), _sketch_array(self.sketch)])
 
     @classmethod
     def decode(cls, raw: bytes) -> GramsMsg:
@@ -125,7 +146,8 @@ class GramsMsg:
         if h["k"] not in ("add", "withdraw"):
             raise MessageError(f"unknown grams message kind {h['k']!r}")
         rows = arrays[1].reshape(-1, 4) if len(arrays) > 1 else np.zeros((0, 4), np.uint64)
-        return cls(h["k"], h["d"], arrays[0], h["s"], h["u"], h.get("t"), rows)
+        return cls(h["k"], h["d"], arrays[0], h["s"], h["u"], h.get("t"), rows,
+                   _sketch_of(arrays, 2))
 
 
 @dataclass
@@ -134,6 +156,7 @@ class DeltasMsg:
     names: dict[int, tuple[str, str]] = field(default_factory=dict)
     times: dict[str, float] = field(default_factory=dict)  # cause URL -> its fetched_at
     links: list[Link] = field(default_factory=list)  # SPEC §7 (engine.sentence_postings)
+    clusters: list[ClusterRow] = field(default_factory=list)  # SPEC §6 (engine.clusters)
 
     def encode(self) -> bytes:
         """Rows (target, op, grams, arg, cause) as one u64 array, five per delta (arg 0
@@ -155,13 +178,20 @@ class DeltasMsg:
         for t, op, partner, lrows, cause in self.links:
             heads.extend((t, op, partner, len(lrows), causes.setdefault(cause, len(causes))))
             link_rows.append(lrows.reshape(-1))
+        ids: dict[str, int] = {}
+        crows = []
+        for r in self.clusters:
+            crows.extend((r.target, r.size, r.exact_dups, r.stamp,
+                          causes.setdefault(r.cause, len(causes)),
+                          ids.setdefault(r.cluster, len(ids))))
         names = [[d, s, u] for d, (s, u) in self.names.items()]
-        return pack({"k": "deltas", "c": list(causes), "n": names,
+        return pack({"k": "deltas", "c": list(causes), "n": names, "i": list(ids),
                      "t": [self.times.get(c) for c in causes]},
                     [np.asarray(grams, dtype=np.uint64), np.asarray(counts, dtype=np.uint64),
                      np.asarray(holders, dtype=np.uint64), np.asarray(rows, dtype=np.uint64),
                      np.asarray(heads, dtype=np.uint64),
-                     np.concatenate(link_rows) if link_rows else np.zeros(0, np.uint64)])
+                     np.concatenate(link_rows) if link_rows else np.zeros(0, np.uint64),
+                     np.asarray(crows, dtype=np.uint64)])
 
     @classmethod
     def decode(cls, raw: bytes) -> DeltasMsg:
@@ -195,7 +225,8 @@ class DeltasMsg:
         times = {c: t for c, t in zip(causes, h.get("t") or [None] * len(causes), strict=True)
                  if t is not None}
         return cls(deltas, {d: (s, u) for d, s, u in h["n"]}, times,
-                   _links(arrays[4:6], causes) if len(arrays) >= 6 else [])
+                   _links(arrays[4:6], causes) if len(arrays) >= 6 else [],
+                   _cluster_rows(arrays[6], causes, h["i"]) if len(arrays) >= 7 else [])
 
 
 def _links(arrays: list[np.ndarray], causes: list[str]) -> list[Link]:
@@ -208,6 +239,13 @@ def _links(arrays: list[np.ndarray], causes: list[str]) -> list[Link]:
         out.append(Link(t, op, partner, rows[at : at + n], causes[c]))
         at += n
     return out
+
+
+def _cluster_rows(flat: np.ndarray, causes: list[str], ids: list[str]) -> list[ClusterRow]:
+    """Cluster rows from their (target, size, exact_dups, stamp, cause, id) sextuples."""
+    v = flat.tolist()
+    return [ClusterRow(v[i], ids[v[i + 5]], v[i + 1], v[i + 2], v[i + 3], causes[v[i + 4]])
+            for i in range(0, len(v), 6)]
 
 
 @dataclass

@@ -35,6 +35,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..state.txn import Store, Txn
+from .clusters import reconcile_shown
 from .messages import DeltasMsg, GramsMsg, PageMsg, ShownMsg, pack_outbox, unpack_outbox
 from .shards import DocShard, GramShard, last_shown, shown_record, unsent_events
 
@@ -176,7 +177,7 @@ def process_grams(state: ShardState, role: GramShard, msgs: list[GramsMsg],
     """A gram shard's batch, its grams partition read up to offset `end`: the deltas for
     the doc shards to send."""
     txn = state.store.begin()
-    records = [(DELTAS_OUT, s, raw) for s, raw in role.process(txn, msgs)]
+    records = [(DELTAS_OUT, s, raw) for s, raw in role.process(txn, msgs, end)]
     return Step(state, txn, {"grams": end}, records)
 
 
@@ -200,7 +201,7 @@ def replay_grams(state: ShardState, role: GramShard, msgs: list[GramsMsg], end: 
     """Rebuilding a gram shard from its partition: a batch committed with no outbox, as
     whoever committed the group's offsets up to here sent what it makes."""
     txn = state.store.begin()
-    role.process(txn, msgs)
+    role.process(txn, msgs, end)
     state.commit(txn, {"grams": end})
 
 
@@ -228,6 +229,7 @@ def take_over(state: ShardState, records: Iterable[tuple[int, bytes]], committed
     state.catch_up = dict(ends)
     txn = state.store.begin()
     txn.put_meta("catch_up", json.dumps(ends, sort_keys=True).encode())
+    reconcile_shown(txn, state.shown)
     again = [(EVENTS_OUT, 0, raw) for raw in unsent_events(records, committed)]
     return state.commit(txn, state.offsets, again)
 

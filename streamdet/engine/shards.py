@@ -15,6 +15,13 @@ its doc shard, each sentence key's rows with the grams to the gram shard that ow
 key (`page_adds`), whose sentence postings (engine.sentence_postings) answer with links
 in the deltas messages; the doc shard keeps its documents' partners (engine.partials).
 
+Near-duplicate clusters (SPEC §6) are global, so one shard keeps them all: gram shard 0,
+the *cluster shard*, which sees every version's add and withdrawal already. A page's
+sketch goes with its add to it (`page_adds`); its cluster role (engine.clusters) settles
+each batch and sends the cluster rows of the documents whose cluster may have changed,
+stamped with its input offset, to their doc shards in the deltas messages; a doc shard
+turns a row into a `cluster` event where it differs from what the URL's last one showed.
+
 Both are pure: engine.shard_step feeds them batches in each input partition's order and
 commits each transaction with its offsets and the messages to send (its outbox), for the
 Kafka worker and the tests' simulation alike.
@@ -33,6 +40,7 @@ from enum import StrEnum
 import numpy as np
 
 from ..state.schema import DocResult, DocState
+from .clusters import ClusterRole, ClusterRow, cluster_events, cluster_slot, shown_by_cluster
 from .deltas import ADD, DROP, GAIN, GAIN_FROM, Delta, arrival_stats
 from .docs import Dirty, DocRole, Touch
 from .events import shown_by
@@ -71,7 +79,9 @@ def shown_record(events: list[dict], sent: list[bytes]) -> bytes | None:
         return None
     shown = {}
     for ev in events:
-        if ev.get("event") in PAIR_EVENTS:
+        if ev.get("event") == "cluster":
+            shown[cluster_slot(ev["url"])] = [ev["seq"], shown_by_cluster(ev)]
+        elif ev.get("event") in PAIR_EVENTS:
             shown[pair_slot(ev["url"], ev["other"])] = [ev["seq"], shown_by_pair(ev)]
         else:
             shown[ev["url"]] = [ev["seq"], shown_by(ev)]
@@ -158,6 +168,7 @@ class DocShard:
         held = self._release(txn, newest)
         self.docs.apply(txn, held.deltas, dirty)
         self.partials.apply(txn, partners, held.links, paired)
+        clusters = held.clusters
         for msg in deltas:
             if isinstance(msg, ShownMsg):
                 continue
@@ -165,20 +176,25 @@ class DocShard:
             for docno, (server, url) in msg.names.items():
                 if txn.name(docno) is None:
                     txn.put_name(docno, server, url)
-            ready, links = msg.deltas, msg.links
-            if any(d.target > newest for d in ready) or any(ln.target > newest for ln in links):
+            ready, links, rows = msg.deltas, msg.links, msg.clusters
+            if (any(d.target > newest for d in ready) or any(ln.target > newest for ln in links)
+                    or any(r.target > newest for r in rows)):
                 early = DeltasMsg([d for d in ready if d.target > newest],
-                                  links=[ln for ln in links if ln.target > newest])
+                                  links=[ln for ln in links if ln.target > newest],
+                                  clusters=[r for r in rows if r.target > newest])
                 ready = [d for d in ready if d.target <= newest]
                 links = [ln for ln in links if ln.target <= newest]
+                rows = [r for r in rows if r.target <= newest]
                 self._hold(txn, early)
-                self.held += len(early.deltas) + len(early.links)
+                self.held += len(early.deltas) + len(early.links) + len(early.clusters)
             self.docs.apply(txn, ready, dirty)
             self.partials.apply(txn, partners, links, paired)
+            clusters += rows
         # seq: the offsets consumed so far only grow, on this worker or the next owner
         next_seq = lambda last: max(last + 1, seq)  # noqa: E731
         events = rescore(self.docs, txn, dirty, before, next_seq, shown)
         events += self.partials.report(txn, partners, paired, next_seq, shown)
+        events += cluster_events(txn, clusters, next_seq, self.params.to_dict(), shown)
         partners.flush()
         return out, events
 
@@ -190,11 +206,15 @@ class DocShard:
             per.setdefault(d.target, DeltasMsg([])).deltas.append(d)
         for ln in early.links:
             per.setdefault(ln.target, DeltasMsg([])).links.append(ln)
+        for r in early.clusters:
+            per.setdefault(r.target, DeltasMsg([])).clusters.append(r)
         for target, msg in per.items():
             raw = txn.early_deltas(target)
             held = DeltasMsg.decode(raw) if raw else DeltasMsg([])
             txn.put_early_deltas(target, DeltasMsg(held.deltas + msg.deltas,
-                                                   links=held.links + msg.links).encode())
+                                                   links=held.links + msg.links,
+                                                   clusters=held.clusters + msg.clusters
+                                                   ).encode())
 
     @staticmethod
     def _release(txn, newest: int) -> DeltasMsg:
@@ -205,6 +225,7 @@ class DocShard:
             msg = DeltasMsg.decode(raw)
             out.deltas.extend(msg.deltas)
             out.links.extend(msg.links)
+            out.clusters.extend(msg.clusters)
             txn.put_early_deltas(target, None)
         return out
 
@@ -246,10 +267,10 @@ def page_adds(page: PageMsg, docno: int, shards: int) -> list[tuple[int, bytes]]
     """(gram shard, GramsMsg bytes) adding version `docno` of a page: the pages stage
     sends them once the page's record is on its doc shard's partition at the offset
     `docno` is made of (routing.docno_for). One per gram shard, empty parts too, as its
-    withdrawal will be."""
+    withdrawal will be; the cluster shard's carries the page's sketch."""
     rows = split_rows(rows_of(page.sentences), shards)
     return [(g, GramsMsg("add", docno, part, page.server, page.url, page.fetched_at,
-                         rows[g]).encode())
+                         rows[g], page.sketch if g == CLUSTER_SHARD else None).encode())
             for g, part in enumerate(split_grams(page.grams, shards))]
 
 
@@ -259,18 +280,24 @@ def _rows_of(txn, docnos: list[int]) -> dict[int, np.ndarray]:
     return {d: decode_rows(raw) for d, raw in zip(docnos, raws, strict=True)}
 
 
+CLUSTER_SHARD = 0  # the gram shard that keeps the near-duplicate clusters (SPEC §6)
+
+
 class GramShard:
-    """Postings of the grams that hash to this shard."""
+    """Postings of the grams that hash to this shard; for the cluster shard, the
+    near-duplicate clusters too."""
 
     def __init__(self, params: Params, shard: int, shards: int) -> None:
         self.params = params
         self.shard = shard
         self.shards = shards
+        self.clusters = ClusterRole() if shard == CLUSTER_SHARD else None
         self.fanout: list[int] = []  # of the last batch, per add: earlier documents changed
         self.went_common = 0  # of the last batch: grams that became common
 
-    def process(self, txn, msgs: list[GramsMsg]) -> list[tuple[int, bytes]]:
-        """Apply grams messages in order; returns (doc shard, DeltasMsg bytes) to send."""
+    def process(self, txn, msgs: list[GramsMsg], end: int = 0) -> list[tuple[int, bytes]]:
+        """Apply grams messages in order, the shard's partition read up to offset `end`
+        (the stamp of cluster rows); returns (doc shard, DeltasMsg bytes) to send."""
         ops = _Ordering(txn).run(msgs)
         adds = [m for op, m in ops if op == ADD_OP]
         plans = iter(plan_batch(txn, [m.grams for m in adds]))
@@ -278,6 +305,9 @@ class GramShard:
         times = {m.url: m.fetched_at for m in [*msgs, *adds] if m.fetched_at is not None}
         links: list[Link] = []
         fresh = prefetch(txn, [m.rows for _, m in ops if len(m.rows)])
+        near = self.clusters
+        if near is not None:
+            near.prefetch(txn, [m.sketch for op, m in ops if op == ADD_OP and m.sketch])
         self.fanout, self.went_common = [], 0
         for op, m in ops:
             if op == ADD_OP:
@@ -286,12 +316,17 @@ class GramShard:
                 self._count(m.docno, added)
                 deltas.extend(added)
                 links.extend(self._add_keys(txn, m, fresh))
+                if near is not None and m.sketch is not None:
+                    near.add(txn, m.docno, m.url, m.sketch)
             else:
                 if op == WITHDRAW_OP:
                     deltas.extend(withdraw_document(txn, m.docno, m.grams.tolist(), m.url))
                     links.extend(self._withdraw_keys(txn, m))
+                    if near is not None:
+                        near.withdraw(txn, m.docno, m.url, m.url)
                 txn.kill(m.docno)
-        return self._route(txn, deltas, links, times)
+        rows = near.rows(txn, near.settle(txn), end) if near is not None else []
+        return self._route(txn, deltas, links, times, rows)
 
     def _add_keys(self, txn, m: GramsMsg, fresh: np.ndarray) -> list[Link]:
         """SPEC §7: the version's sentence keys of this shard join their postings; their
@@ -315,16 +350,18 @@ class GramShard:
         self.fanout.append(fanout)
         self.went_common += common
 
-    def _route(self, txn, deltas: list[Delta], links: list[Link], times: dict[str, float]
-               ) -> list[tuple[int, bytes]]:
-        """Deltas and links grouped per doc shard, each message naming every docno it
-        mentions as a holder or a linked partner (not the targets: they are the doc
-        shard's own documents)."""
+    def _route(self, txn, deltas: list[Delta], links: list[Link], times: dict[str, float],
+               rows: list[ClusterRow]) -> list[tuple[int, bytes]]:
+        """Deltas, links and cluster rows grouped per doc shard, each message naming
+        every docno it mentions as a holder or a linked partner (not the targets: they
+        are the doc shard's own documents)."""
         per: dict[int, DeltasMsg] = {}
         for d in deltas:
             per.setdefault(docno_shard(d.target, self.shards), DeltasMsg([])).deltas.append(d)
         for ln in links:
             per.setdefault(docno_shard(ln.target, self.shards), DeltasMsg([])).links.append(ln)
+        for r in rows:
+            per.setdefault(docno_shard(r.target, self.shards), DeltasMsg([])).clusters.append(r)
         out = []
         for shard, msg in sorted(per.items()):
             mentioned: set[int] = {ln.partner for ln in msg.links if ln.op == LINK}
@@ -335,10 +372,11 @@ class GramShard:
                 elif op in (GAIN_FROM, ADD, DROP):
                     mentioned.add(arg)
             names = {d: txn.name(d) for d in sorted(mentioned)}
-            causes = {d.cause for d in msg.deltas} | {ln.cause for ln in msg.links}
+            causes = ({d.cause for d in msg.deltas} | {ln.cause for ln in msg.links}
+                      | {r.cause for r in msg.clusters})
             out.append((shard, DeltasMsg(msg.deltas, {d: n for d, n in names.items() if n},
                                          {c: t for c, t in times.items() if c in causes},
-                                         msg.links).encode()))
+                                         msg.links, msg.clusters).encode()))
         return out
 
 

@@ -62,18 +62,25 @@ class Sketch:
         """The 15 band keys (none without min-hashes)."""
         return band_keys(supershingles(self.mins))
 
-    def encode(self) -> bytes:
-        """exact key, band keys (15 or none), min-hashes (84 or none): little-endian u64."""
+    def to_array(self) -> np.ndarray:
+        """exact key, band keys (15 or none), min-hashes (84 or none), as one u64 array."""
         return np.concatenate(([np.uint64(self.exact)], self.bands, self.mins)).astype(
-            "<u8").tobytes()
+            np.uint64)
 
     @staticmethod
-    def decode(raw: bytes) -> Sketch:
-        a = np.frombuffer(raw, dtype="<u8").astype(np.uint64)
+    def from_array(a: np.ndarray) -> Sketch:
         nb = len(PAIRS) if len(a) > 1 else 0
         s = Sketch(a[1 + nb :], int(a[0]))
         s.__dict__["bands"] = a[1 : 1 + nb]  # the cached_property's value, as stored
         return s
+
+    def encode(self) -> bytes:
+        """to_array as little-endian bytes (its record in table near)."""
+        return self.to_array().astype("<u8").tobytes()
+
+    @staticmethod
+    def decode(raw: bytes) -> Sketch:
+        return Sketch.from_array(np.frombuffer(raw, dtype="<u8").astype(np.uint64))
 
 
 def min_hashes(grams: np.ndarray) -> np.ndarray:
