@@ -329,12 +329,26 @@ class ReplayTemplate:
         return urlunsplit((self.scheme, f"{self.prefix}s{r}-{self.domain}{port}", path, query,
                            frag))
 
-    def html(self, rng: random.Random, vary: float) -> str:
+    def html(self, rng: random.Random, vary: float, edits: int = 0) -> str:
+        """The page with each content node reworded with probability `vary`, then
+        `edits` single words replaced in content nodes (a mirror's small changes)."""
         parts = list(self.parts)
         for i in self.content:
             if rng.random() < vary:
                 parts[i] = _vary_words(parts[i], rng)
+        for _ in range(edits if self.content else 0):
+            i = rng.choice(self.content)
+            parts[i] = _edit_word(parts[i], rng)
         return "".join(parts)
+
+
+def _edit_word(text: str, rng: random.Random) -> str:
+    """One word of a text node replaced by a made-up one."""
+    words = [m for m in _WORD.finditer(text) if m.group()[0] != "&"]
+    if not words:
+        return text
+    m = rng.choice(words)
+    return text[: m.start()] + synth_word(rng) + text[m.end() :]
 
 
 def _vary_words(text: str, rng: random.Random) -> str:

@@ -16,7 +16,9 @@ The model (each knob is a field of GeneratorConfig):
   as they are. Gram popularity then looks like the web's: most 5-grams occur once, a few
   (boilerplate) on many pages (`--stats` measures it with streamdet's own tokenizer).
 - **Mirrors** (`mirror_rate` of the records): a copy of a recent page on a new registered
-  domain with `mirror_vary` (0.2) of its content nodes reworded: a near-duplicate.
+  domain with `mirror_edits` (1) of its words replaced and `mirror_vary` (0) of its
+  content nodes reworded: a near-duplicate (SPEC §6) of the page, as a mirror site that
+  stamps its own name or date on a copy is.
 - **Quilts** (`quilt_rate` of the records) come from `farms` slice-and-dice spam farms.
   A farm publishes on a few registered domains of its own and scrapes a bounded pool of
   `farm_pool` donor pages *that have already been crawled* (only pages with enough prose:
@@ -104,7 +106,8 @@ class GeneratorConfig:
     vary: float = 0.9  # share of a crawled page's content nodes reworded
     quilt_rate: float = 0.02
     mirror_rate: float = 0.02
-    mirror_vary: float = 0.2
+    mirror_vary: float = 0.0  # share of a mirror's content nodes reworded
+    mirror_edits: int = 1  # single words of a mirror replaced
     scrape_rate: float = 0.02  # single-source scrapes (partial duplicates, SPEC §7)
     farms: int = 8
     farm_pool: int = 40  # donors a farm holds at a time
@@ -314,7 +317,7 @@ class Generator:
         n = len(self.truth.mirrors)
         t = ReplayTemplate(orig["url"], orig["html"])
         url = t.url(n)  # www.s<n>-s<r>-rei.com: a registered domain of its own
-        page = t.html(rng, self.cfg.mirror_vary)
+        page = t.html(rng, self.cfg.mirror_vary, self.cfg.mirror_edits)
         self.truth.mirrors[url] = orig["url"]
         return {"url": url, "html": page}
 

@@ -115,19 +115,22 @@ def test_mirrors_are_near_duplicates_of_earlier_pages(drawn):
     position = {r["url"]: i for i, r in enumerate(records)}
     by_url = {r["url"]: r for r in records}
     params = Params()
-    compared = 0
+    compared = near = 0
     for url, orig in truth.mirrors.items():
         assert position[orig] < position[url]
         assert registered_domain(host_of(url)) != registered_domain(host_of(orig))
-        a = analyze(page_from_object(by_url[url]), params).grams
-        b = analyze(page_from_object(by_url[orig]), params).grams
+        pa = analyze(page_from_object(by_url[url]), params)
+        pb = analyze(page_from_object(by_url[orig]), params)
+        a, b = pa.grams, pb.grams
         if not len(b):  # a page without text (some real pages are scripts only)
             assert not len(a)
             continue
         compared += 1
         jaccard = len(np.intersect1d(a, b)) / len(np.union1d(a, b))
-        assert jaccard > 0.5, (url, jaccard)
+        assert jaccard > 0.8, (url, jaccard)  # one word replaced: 5 grams of the page
+        near += bool(np.intersect1d(pa.sketch.bands, pb.sketch.bands).size)
     assert compared >= 3
+    assert near >= compared - 1  # near-duplicates by SPEC §6 (short pages may not be)
 
 
 def test_most_grams_occur_once(drawn):
