@@ -280,7 +280,9 @@ def cmd_dump(args: argparse.Namespace) -> int:
     from .adapters.outputs import _line
     from .adapters.views import dump_rows, partial_rows
 
-    dirs, near = _state_dirs(args.state, args.partial)
+    dirs, near = _state_dirs(args.state, args.partial and not args.clusters)
+    if args.clusters:
+        return _dump_clusters(near or dirs[0])
     rows: list[dict] = []
     clusters = None if args.partials else _cluster_store(dirs, near)
     try:
@@ -298,6 +300,23 @@ def cmd_dump(args: argparse.Namespace) -> int:
     order = ((lambda r: (r["url"].encode("utf-8"), r["other"].encode("utf-8")))
              if args.partials else (lambda r: r["url"].encode("utf-8")))
     for row in sorted(rows, key=order) if len(dirs) > 1 else rows:
+        out.write(_line(row))
+    out.flush()
+    return 0
+
+
+def _dump_clusters(path: str) -> int:
+    """`dump --clusters`: the clusters of a `run` state or of worker states' cluster shard."""
+    from .adapters.outputs import _line
+    from .adapters.views import cluster_rows
+
+    store = open_store(path, must_exist=True, read_only=True)
+    try:
+        rows = cluster_rows(store)
+    finally:
+        store.close()
+    out = sys.stdout.buffer
+    for row in rows:
         out.write(_line(row))
     out.flush()
     return 0
@@ -521,9 +540,13 @@ def build_parser() -> argparse.ArgumentParser:
     dump.add_argument("--partial", action="store_true",
                       help="worker states that lack some doc shards: print the documents "
                       "of those they hold (refused otherwise)")
-    dump.add_argument("--partials", action="store_true",
+    what = dump.add_mutually_exclusive_group()
+    what.add_argument("--partials", action="store_true",
                       help="print the partial-duplicate pairs (SPEC §7) instead: one line "
                       "per pair, sorted by (url, other)")
+    what.add_argument("--clusters", action="store_true",
+                      help="print the near-duplicate clusters (SPEC §6) instead: one line "
+                      "per cluster of two or more pages, largest first, with its members")
     dump.set_defaults(func=cmd_dump)
 
     wk = sub.add_parser("worker", help="join the Kafka pipeline as a worker")

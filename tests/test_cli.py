@@ -224,6 +224,10 @@ def test_clusters_in_dump_explain_and_events(tmp_path):
     assert set(clustered) == {"https://b.example/a", "https://c.example/a",
                               "https://d.example/a"}
     assert all(e["cluster"] == "https://b.example/a" for e in clustered.values())
+    listed = [json.loads(x) for x in streamdet("dump", "--clusters", "--state",
+                                                tmp_path / "s").stdout.splitlines()]
+    assert listed == [{"cluster": "https://b.example/a", "size": 3, "members": [
+        "https://b.example/a", "https://c.example/a", "https://d.example/a"]}]
 
 
 # -- progress and summary -----------------------------------------------------------------

@@ -244,6 +244,20 @@ def test_two_workers_equal_streamdet_run(pipeline, crawl):
         key=lambda p: p["other"].encode("utf-8"))
     states = ["--state", pipeline.tmp / "w1", "--state", pipeline.tmp / "w2"]
     assert json.loads(streamdet("explain", url, *states, "--json").stdout)["partials"] == want
+    # and its cluster from the cluster shard, whichever worker holds it
+    rows = _rows(got)
+    member = next(u for u, r in sorted(rows.items()) if r["cluster_size"] > 1)
+    shown = json.loads(streamdet("explain", member, *states, "--json").stdout)
+    assert (shown["cluster"], shown["cluster_size"], shown["exact_dups"]) == (
+        rows[member]["cluster"], rows[member]["cluster_size"], rows[member]["exact_dups"])
+    assert shown["near"] and all(n["url"] in rows for n in shown["near"])
+    members: dict[str, list[str]] = {}
+    for u, r in sorted(_rows(reference_dump).items(), key=lambda x: x[0].encode("utf-8")):
+        members.setdefault(r["cluster"], []).append(u)
+    listed = [json.loads(x) for x in pipeline.dump("--clusters").splitlines()]
+    assert listed == sorted(
+        ({"cluster": c, "size": len(m), "members": m} for c, m in members.items() if len(m) > 1),
+        key=lambda r: (-r["size"], r["cluster"].encode("utf-8")))
 
 
 def test_two_workers_with_phi_equal_streamdet_run(pipeline, crawl, tmp_path):

@@ -53,6 +53,26 @@ def dump_rows(store: Store, params: Params | None = None, near: Store | None = N
         }
 
 
+def cluster_rows(store: Store) -> list[dict]:
+    """SPEC §6: one row per cluster of two or more live documents, largest first (then by
+    id): {"cluster", "size", "members"} with the members' URLs sorted. `store` is a
+    `streamdet run` state or a Kafka pipeline's cluster shard (engine.clusters, records
+    `c<number>`)."""
+    from ..engine.clusters import Cluster
+
+    txn = store.begin()
+    rows = []
+    for key, raw in store.kv.items("near", b"c"):
+        if not key.startswith(b"c"):
+            break
+        c = Cluster.decode(raw)
+        if c.together:
+            urls = sorted((txn.url_of(d) for d in c.members), key=lambda u: u.encode("utf-8"))
+            rows.append({"cluster": c.id, "size": len(urls), "members": urls})
+    rows.sort(key=lambda r: (-r["size"], r["cluster"].encode("utf-8")))
+    return rows
+
+
 def _partner_records(store: Store) -> Iterator[tuple[int, dict]]:
     """(owner docno, its partners' rows) of every partner record of the state: the pairs
     it keeps (engine.partials, records `p<docno>`)."""
