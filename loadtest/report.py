@@ -32,7 +32,7 @@ from loadtest.host import machine, pyplot  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"
 BENCHES = ("bench_embedded", "bench_lsh", "bench_growth", "bench_kafka", "bench_quality",
-           "bench_hostile", "bench_evidence", "bench_partials")
+           "bench_hostile", "bench_evidence", "bench_partials", "bench_near")
 COMMANDS = {
     "bench_embedded": "python loadtest/bench_embedded.py --pages 20000 --floor-runs 2",
     "bench_lsh": "python loadtest/bench_lsh.py --pages 5000",
@@ -43,6 +43,7 @@ COMMANDS = {
                      "--no-guard-timeout 30 --baseline CHECKOUT",
     "bench_evidence": "python loadtest/bench_evidence.py --pages 1800",
     "bench_partials": "python loadtest/bench_partials.py --pages 2000",
+    "bench_near": "python loadtest/bench_near.py --pages 5000 --giant 10000",
 }
 
 
@@ -174,6 +175,8 @@ def headline(name: str, r: dict) -> list[str]:
         return _evidence_headline(r)
     if name == "bench_partials":
         return _partials_headline(r)
+    if name == "bench_near":
+        return _near_headline(r)
     if name == "bench_growth" and r.get("figures", {}).get("stationary"):
         return _growth_headline(r)
     summary = r.get("summary") or r.get("figures")
@@ -223,6 +226,28 @@ def _partials_headline(r: dict) -> list[str]:
             f"state {f['state_bytes_per_page']:,.0f} B a page; {f['pairs']:,} pairs; dump "
             f"--partials {f['dump_ms_per_pair']:.2f} ms a pair; worst case "
             f"{f['worst_case_seconds']:.2f} s, peak {f['worst_case_peak_mb']:.0f} MB"]
+
+
+def _near_headline(r: dict) -> list[str]:
+    """SPEC §6: the near-duplicate path against MinHashLSH, its share of a page, what it
+    finds, and a giant cluster."""
+    f = r["figures"]
+    s, t = f["streamdet"], f["lsh"]
+    out = [f"{f['pages']:,} pages: the §6 path {s['pages_per_s']:.0f} pages/s (sketch "
+           f"{s['sketch_ms_per_page']:.2f} ms, clusters {s['clusters_ms_per_page']:.2f} ms a "
+           f"page), MinHashLSH (84, 6 × 14) {t['pages_per_s']:.0f} pages/s: ratio "
+           f"**{f['ratio']:.2f}** (target >= 1.0){_pass(f['ratio'] >= 1.0)}",
+           f"§6 share of a page in `streamdet run` **{f['near_share_of_run']:.3f}** (target "
+           f"<= 0.15){_pass(f['near_share_of_run'] <= 0.15)}; planted mirrors found "
+           f"**{f['mirror_recall']:.2f}** of {f['mirrors']} (LSH {f['lsh_mirror_recall']:.2f}); "
+           f"quilts put with a donor {f['quilts_with_a_donor']} of {f['quilts']}"]
+    if "giant" in f:
+        g = f["giant"]
+        out.append(f"giant cluster of {g['size']:,}: split {g['split_ms']:.0f} ms "
+                   f"({g['split_searched']:,} searched), merge {g['merge_ms']:.0f} ms; a copy "
+                   f"re-fetched {g['refetch_ms']:.2f} ms, {g['refetch_searched']} searched, "
+                   f"{g['refetch_changed']} reported")
+    return out
 
 
 def _hostile_headline(r: dict) -> list[str]:
