@@ -360,19 +360,25 @@ def _page(args: argparse.Namespace, with_pairs: bool = False):
     return Missing(args.url.strip(), spellings)
 
 
-def _query_page(args: argparse.Namespace, store):
-    """The page `similar` asks about: a URL's kept text, or the given file's."""
+def _query_page(args: argparse.Namespace, *stores):
+    """The page `similar` asks about: a URL's kept text (from whichever of `stores`, one
+    state or doc shards, holds it), or the given file's."""
     from .adapters.explain import Missing, look_up
     from .adapters.similar import QUERY_URL
     from .engine.records import Page
 
     if args.url is not None:
-        found = look_up(store, args.url)
-        if isinstance(found, Missing):
-            raise UsageError(found.message)
-        if found.text is None:
-            raise UsageError(f"the text of {found.url} was not kept (stored before texts were)")
-        return Page(found.url, text=found.text)
+        spellings: list[str] = []
+        for store in stores:
+            found = look_up(store, args.url)
+            if isinstance(found, Missing):
+                spellings += found.near
+                continue
+            if found.text is None:
+                raise UsageError(f"the text of {found.url} was not kept (stored before texts "
+                                 "were)")
+            return Page(found.url, text=found.text)
+        raise UsageError(Missing(args.url.strip(), spellings).message)
     path = args.text if args.text is not None else args.html
     try:
         if path == "-":
@@ -387,20 +393,37 @@ def _query_page(args: argparse.Namespace, store):
 
 
 def cmd_similar(args: argparse.Namespace) -> int:
+    from contextlib import ExitStack
+
     from .adapters.outputs import _line
-    from .adapters.similar import similar, similar_text
-    from .adapters.views import shard_dirs
+    from .adapters.similar import similar, similar_sharded, similar_text
+    from .adapters.views import all_shard_dirs
     from .engine.params import Params
 
-    if shard_dirs([args.state]) is not None:
-        raise UsageError(f"{args.state} is a worker state: `similar` reads a `streamdet run` "
-                         "state")
-    store = open_store(args.state, must_exist=True, read_only=True)
+    states = args.state or [DEFAULT_STATE]
     try:
-        params = Params.from_fingerprint(store.meta("params"))
-        answer = similar(store, _query_page(args, store), params)
-    finally:
-        store.close()
+        found = all_shard_dirs(states)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if found is None and len(states) > 1:
+        raise UsageError("several --state directories are only for worker states")
+    with ExitStack() as stack:
+        def opened(path: str):
+            store = open_store(path, must_exist=True, read_only=True)
+            stack.callback(store.close)
+            return store
+
+        if found is None:
+            store = opened(states[0])
+            params = Params.from_fingerprint(store.meta("params"))
+            answer = similar(store, _query_page(args, store), params)
+        else:
+            doc_dirs, gram_dirs, shards = found
+            docs = {s: opened(p) for s, p in doc_dirs.items()}
+            grams = {g: opened(p) for g, p in gram_dirs.items()}
+            params = Params.from_fingerprint(docs[0].meta("params"))
+            page = _query_page(args, *docs.values())
+            answer = similar_sharded(docs, grams, page, params, shards)
     if args.json:
         sys.stdout.buffer.write(_line(answer))
     else:
@@ -613,8 +636,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --text/--html: the URL the page comes from (its server "
                      "decides which sources are foreign; a URL the state holds is asked "
                      "as its re-fetch)")
-    sim.add_argument("--state", default=DEFAULT_STATE, metavar="DIR",
-                     help=f"a `streamdet run` state (default {DEFAULT_STATE})")
+    sim.add_argument("--state", action="append", metavar="DIR",
+                     help=f"a `streamdet run` state, or the state of every worker (repeat "
+                     f"--state; default {DEFAULT_STATE})")
     sim.add_argument("--json", action="store_true", help="one JSON object")
     sim.set_defaults(func=cmd_similar)
     return parser

@@ -254,6 +254,9 @@ def test_two_workers_equal_streamdet_run(pipeline, crawl):
     members: dict[str, list[str]] = {}
     for u, r in sorted(_rows(reference_dump).items(), key=lambda x: x[0].encode("utf-8")):
         members.setdefault(r["cluster"], []).append(u)
+    # similar on worker states answers as on the `streamdet run` state of the same records
+    assert streamdet("similar", member, *states, "--json").stdout == streamdet(
+        "similar", member, "--state", path.parent / "ref", "--json").stdout
     listed = [json.loads(x) for x in pipeline.dump("--clusters").splitlines()]
     assert listed == sorted(
         ({"cluster": c, "size": len(m), "members": m} for c, m in members.items() if len(m) > 1),

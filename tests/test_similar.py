@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import random
 
-from streamdet.adapters.similar import QUERY_URL, similar
+from streamdet.adapters.similar import QUERY_URL, similar, similar_sharded
 from streamdet.adapters.views import dump_rows
 from streamdet.engine.analysis import analyze
 from streamdet.engine.core import Engine
@@ -30,6 +30,7 @@ from .reference import (
     ref_supershingles,
     ref_tokenize,
 )
+from .sharded import Simulation, analysed
 
 PARAMS = Params(k=5)
 
@@ -114,6 +115,28 @@ def test_similar_equals_the_reference_and_an_arrival_and_adds_nothing():
             asked += bool(want)
     assert asked >= 12  # mirrors were asked about, and found
     assert list(dump_rows(store, PARAMS)) == before  # nothing was added
+
+
+def test_similar_on_worker_states_equals_a_run_state():
+    """The Kafka pipeline's shards (simulated, 1-3 shards) answer as a `streamdet run`
+    state of the same records does, and keep nothing of the query."""
+    records = _mirrors(7)
+    store, _ = _state(records)
+    for shards in (1, 3):
+        sim = Simulation(PARAMS, shards, seed=shards)
+        for page in analysed(records, PARAMS):
+            sim.publish(page)
+        sim.run_until_idle()
+        docs = {sh.index: sh.state.store for sh in sim.doc}
+        grams = {sh.index: sh.state.store for sh in sim.gram}
+        before = sim.rows()
+        for rec in records[-6:] + records[:3]:
+            doc = ref_record(rec)
+            for url in (doc.url, QUERY_URL):
+                page = Page(url, text=doc.text)
+                assert similar_sharded(docs, grams, page, PARAMS, shards) == \
+                    similar(store, page, PARAMS), (shards, url)
+        assert sim.rows() == before
 
 
 def test_similar_on_the_command_line(tmp_path):

@@ -148,6 +148,22 @@ def _newest_copies(states: list[str], kind: str) -> tuple[dict[int, str], int, b
     return {s: path for s, (_, path) in best.items()}, shards, found
 
 
+def all_shard_dirs(states: list[str]) -> tuple[dict[int, str], dict[int, str], int] | None:
+    """Every doc and gram shard directory of worker states (the newest copy of each) and
+    the shard count; None when they are not worker states. Raises ValueError naming the
+    shards none of them holds."""
+    docs, shards, found = _newest_copies(states, "doc")
+    if not found:
+        return None
+    grams, _, _ = _newest_copies(states, "gram")
+    lacks = [f"doc-{s}" for s in range(shards) if s not in docs]
+    lacks += [f"gram-{g}" for g in range(shards) if g not in grams]
+    if lacks:
+        raise ValueError(f"these worker states lack shards {', '.join(lacks)} of the "
+                         "pipeline: give the --state of every worker")
+    return docs, grams, shards
+
+
 def shard_dirs(states: list[str]) -> tuple[list[str], list[int], str | None] | None:
     """The doc-shard directories of worker states (STATE/doc-<s>), one per shard (the
     newest copy of each), the doc shards of the pipeline that none of them holds, and
