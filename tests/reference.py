@@ -51,6 +51,8 @@ the supershingles of every pair of live documents, clusters by union-find over t
 
 from __future__ import annotations
 
+import re
+import string
 import struct
 import unicodedata
 from collections.abc import Iterable, Mapping
@@ -549,3 +551,63 @@ def ref_cluster_rows(supers: Mapping[str, list[int]], tokens: Mapping[str, tuple
         same[tokens[u]] = same.get(tokens[u], 0) + 1
     return {u: {"cluster": min(members[find(u)]), "cluster_size": len(members[find(u)]),
                 "exact_dups": same[tokens[u]] - 1} for u in urls}
+
+
+# ----------------------------------------------------------------------------- SPEC §8 URLs
+
+
+def _ref_remove_dot_segments(path: str) -> str:
+    """RFC 3986 §5.2.4, as written there (on a path whose slashes are single)."""
+    inp, out = path, ""
+    while inp:
+        if inp.startswith("../"):
+            inp = inp[3:]
+        elif inp.startswith("./"):
+            inp = inp[2:]
+        elif inp.startswith("/./"):
+            inp = "/" + inp[3:]
+        elif inp == "/.":
+            inp = "/"
+        elif inp.startswith("/../") or inp == "/..":
+            inp = "/" + inp[4:] if inp.startswith("/../") else "/"
+            out = out[: out.rfind("/")] if "/" in out else ""
+        elif inp in (".", ".."):
+            inp = ""
+        else:
+            start = 1 if inp.startswith("/") else 0
+            cut = inp.find("/", start)
+            cut = len(inp) if cut < 0 else cut
+            out, inp = out + inp[:cut], inp[cut:]
+    return out
+
+
+def ref_path(url: str) -> tuple[list[str], bool]:
+    """SPEC §8's path of a URL as docs read it: the path alone, runs of `/` as one,
+    escapes of unreserved characters decoded (the others upper-cased), dot segments
+    removed; its non-empty segments, and whether it ends as a directory."""
+    path = urlsplit(url).path
+    path = re.sub(r"/+", "/", path)
+    unreserved = set(string.ascii_letters + string.digits + "-._~")
+
+    def one(m: re.Match) -> str:
+        ch = chr(int(m.group(1), 16))
+        return ch if ch in unreserved else "%" + m.group(1).upper()
+
+    path = re.sub(r"%([0-9A-Fa-f]{2})", one, path)
+    out = _ref_remove_dot_segments(path)
+    return [s for s in out.split("/") if s], out == "" or out.endswith("/")
+
+
+def ref_neighbourhoods(url: str, depth: int) -> list[str]:
+    """`host/` and one neighbourhood per directory of the page, the first `depth`."""
+    segments, directory = ref_path(url)
+    dirs = segments if directory else segments[:-1]
+    host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    return [host + "/" + "".join(d + "/" for d in dirs[:n]) for n in range(min(len(dirs),
+                                                                              depth) + 1)]
+
+
+def ref_is_trap(url: str) -> bool:
+    """One segment three times or more in the path (a crawler's recursion error)."""
+    segments, _ = ref_path(url)
+    return any(segments.count(s) >= 3 for s in segments)
