@@ -148,20 +148,30 @@ def _newest_copies(states: list[str], kind: str) -> tuple[dict[int, str], int, b
     return {s: path for s, (_, path) in best.items()}, shards, found
 
 
-def all_shard_dirs(states: list[str]) -> tuple[dict[int, str], dict[int, str], int] | None:
-    """Every doc and gram shard directory of worker states (the newest copy of each) and
-    the shard count; None when they are not worker states. Raises ValueError naming the
-    shards none of them holds."""
+def _worker_shards(states: list[str]) -> tuple[dict[int, str], dict[int, str], int] | None:
+    """The doc and gram shard directories of worker states (the newest copy of each) and
+    the pipeline's shard count; None when they are not worker states."""
     docs, shards, found = _newest_copies(states, "doc")
     if not found:
         return None
     grams, _, _ = _newest_copies(states, "gram")
+    return docs, grams, shards
+
+
+def all_shard_dirs(states: list[str]) -> tuple[dict[int, str], dict[int, str], int] | None:
+    """Every doc and gram shard directory of worker states (the newest copy of each) and
+    the shard count; None when they are not worker states. Raises ValueError naming the
+    shards none of them holds."""
+    found = _worker_shards(states)
+    if found is None:
+        return None
+    docs, grams, shards = found
     lacks = [f"doc-{s}" for s in range(shards) if s not in docs]
     lacks += [f"gram-{g}" for g in range(shards) if g not in grams]
     if lacks:
         raise ValueError(f"these worker states lack shards {', '.join(lacks)} of the "
                          "pipeline: give the --state of every worker")
-    return docs, grams, shards
+    return found
 
 
 def shard_dirs(states: list[str]) -> tuple[list[str], list[int], str | None] | None:
@@ -171,9 +181,9 @@ def shard_dirs(states: list[str]) -> tuple[list[str], list[int], str | None] | N
     them holds it). None when the directories are not worker states."""
     from ..engine.shards import CLUSTER_SHARD
 
-    docs, shards, found = _newest_copies(states, "doc")
-    if not found:
+    found = _worker_shards(states)
+    if found is None:
         return None
-    grams, _, _ = _newest_copies(states, "gram")
+    docs, grams, shards = found
     missing = [s for s in range(shards) if s not in docs]
     return [docs[s] for s in sorted(docs)], missing, grams.get(CLUSTER_SHARD)

@@ -152,8 +152,8 @@ class ClusterRole:
             raw = txn.near(cluster_key(number))
             c = Cluster.decode(raw) if raw is not None else Cluster(url, {docno})
             seen[number] = (c.id, len(c.members))
-        kept = txn.near(doc_key(docno))
-        twins = _u64(txn.near(exact_key_of(Sketch.decode(kept).exact))) if kept else 1
+        kept = txn.near(doc_key(docno))  # its sketch's record opens with its exact key
+        twins = _u64(txn.near(exact_key_of(_u64(kept)))) if kept else 1
         return *seen[number], twins - 1
 
     @staticmethod
@@ -266,7 +266,7 @@ class ClusterRole:
         class) differs from the batch's start, or lost the member holding its id, or went
         from one member to two or back. (A consumer may hold a state from inside the
         batch: a Kafka cluster shard's new owner batches the records its predecessor did
-        otherwise; see report.)"""
+        otherwise; see cluster_events.)"""
         b = self._b
         for number in sorted(b.suspect):
             c = b.clusters.get(number)
@@ -304,7 +304,7 @@ class ClusterRole:
             out.append(ClusterRow(d, cluster, size, twins, stamp, changed[d]))
         return out
 
-        # -- internals -------------------------------------------------------------------------
+    # -- internals -------------------------------------------------------------------------
     @staticmethod
     def _count(txn, key: bytes, step: int) -> int:
         """Add `step` to a count record; return the new count."""
@@ -416,7 +416,11 @@ def _record(raw: bytes | None, url: str) -> tuple[int, str]:
     """(stamp, shown text) of a URL's record; none: stamp 0, alone under its own URL."""
     if raw is None:
         return 0, shown_text(url, False)
-    return int.from_bytes(raw[:8], "little"), raw[8:].decode("utf-8")
+    return _u64(raw), raw[8:].decode("utf-8")
+
+
+def _encode_record(stamp: int, text: str) -> bytes:
+    return u64key_le(stamp) + text.encode("utf-8")
 
 
 def cluster_events(txn, rows: list[ClusterRow], next_seq: Callable[[int], int],
@@ -447,8 +451,7 @@ def cluster_events(txn, rows: list[ClusterRow], next_seq: Callable[[int], int],
         now = shown_text(r.cluster, r.size > 1)
         if (r.stamp, now) != (stamp, text):
             default = r.stamp == 0 and now == shown_text(url, False)
-            txn.put_near(shown_key(url), None if default else
-                         r.stamp.to_bytes(8, "little") + now.encode("utf-8"))
+            txn.put_near(shown_key(url), None if default else _encode_record(r.stamp, now))
         if now == last:
             continue
         if shown is not None:
@@ -475,7 +478,7 @@ def reconcile_shown(txn, shown: Mapping[str, str]) -> None:
         stamp, text = _record(held.get(url), url)
         want = shown.get(cluster_slot(url), shown_text(url, False))
         if want != text:
-            txn.put_near(shown_key(url), stamp.to_bytes(8, "little") + want.encode("utf-8"))
+            txn.put_near(shown_key(url), _encode_record(stamp, want))
 
 
 def cluster_event(url: str, seq: int, cluster: str, size: int, exact_dups: int,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -157,6 +158,34 @@ class DeltasMsg:
     times: dict[str, float] = field(default_factory=dict)  # cause URL -> its fetched_at
     links: list[Link] = field(default_factory=list)  # SPEC §7 (engine.sentence_postings)
     clusters: list[ClusterRow] = field(default_factory=list)  # SPEC §6 (engine.clusters)
+
+    def __len__(self) -> int:
+        """Its items: deltas, links and cluster rows."""
+        return len(self.deltas) + len(self.links) + len(self.clusters)
+
+    def where(self, keep: Callable[[int], bool]) -> DeltasMsg:
+        """Its deltas, links and cluster rows whose target `keep` accepts (no names or
+        times: what a doc shard holds for pages not applied yet, or applies now)."""
+        return DeltasMsg([d for d in self.deltas if keep(d.target)],
+                         links=[ln for ln in self.links if keep(ln.target)],
+                         clusters=[r for r in self.clusters if keep(r.target)])
+
+    def by_target(self) -> dict[int, DeltasMsg]:
+        """Its items grouped by target, each group in its order."""
+        per: dict[int, DeltasMsg] = {}
+        for d in self.deltas:
+            per.setdefault(d.target, DeltasMsg([])).deltas.append(d)
+        for ln in self.links:
+            per.setdefault(ln.target, DeltasMsg([])).links.append(ln)
+        for r in self.clusters:
+            per.setdefault(r.target, DeltasMsg([])).clusters.append(r)
+        return per
+
+    def extend(self, other: DeltasMsg) -> None:
+        """Its items followed by `other`'s."""
+        self.deltas.extend(other.deltas)
+        self.links.extend(other.links)
+        self.clusters.extend(other.clusters)
 
     def encode(self) -> bytes:
         """Rows (target, op, grams, arg, cause) as one u64 array, five per delta (arg 0

@@ -176,20 +176,14 @@ class DocShard:
             for docno, (server, url) in msg.names.items():
                 if txn.name(docno) is None:
                     txn.put_name(docno, server, url)
-            ready, links, rows = msg.deltas, msg.links, msg.clusters
-            if (any(d.target > newest for d in ready) or any(ln.target > newest for ln in links)
-                    or any(r.target > newest for r in rows)):
-                early = DeltasMsg([d for d in ready if d.target > newest],
-                                  links=[ln for ln in links if ln.target > newest],
-                                  clusters=[r for r in rows if r.target > newest])
-                ready = [d for d in ready if d.target <= newest]
-                links = [ln for ln in links if ln.target <= newest]
-                rows = [r for r in rows if r.target <= newest]
+            early = msg.where(lambda target: target > newest)
+            if early:
+                msg = msg.where(lambda target: target <= newest)
                 self._hold(txn, early)
-                self.held += len(early.deltas) + len(early.links) + len(early.clusters)
-            self.docs.apply(txn, ready, dirty)
-            self.partials.apply(txn, partners, links, paired)
-            clusters += rows
+                self.held += len(early)
+            self.docs.apply(txn, msg.deltas, dirty)
+            self.partials.apply(txn, partners, msg.links, paired)
+            clusters += msg.clusters
         # seq: the offsets consumed so far only grow, on this worker or the next owner
         next_seq = lambda last: max(last + 1, seq)  # noqa: E731
         events = rescore(self.docs, txn, dirty, before, next_seq, shown)
@@ -200,21 +194,13 @@ class DocShard:
 
     @staticmethod
     def _hold(txn, early: DeltasMsg) -> None:
-        """Keep deltas and links about pages not applied yet, after any held before them."""
-        per: dict[int, DeltasMsg] = {}
-        for d in early.deltas:
-            per.setdefault(d.target, DeltasMsg([])).deltas.append(d)
-        for ln in early.links:
-            per.setdefault(ln.target, DeltasMsg([])).links.append(ln)
-        for r in early.clusters:
-            per.setdefault(r.target, DeltasMsg([])).clusters.append(r)
-        for target, msg in per.items():
+        """Keep deltas, links and cluster rows about pages not applied yet, after any held
+        before them."""
+        for target, msg in early.by_target().items():
             raw = txn.early_deltas(target)
             held = DeltasMsg.decode(raw) if raw else DeltasMsg([])
-            txn.put_early_deltas(target, DeltasMsg(held.deltas + msg.deltas,
-                                                   links=held.links + msg.links,
-                                                   clusters=held.clusters + msg.clusters
-                                                   ).encode())
+            held.extend(msg)
+            txn.put_early_deltas(target, held.encode())
 
     @staticmethod
     def _release(txn, newest: int) -> DeltasMsg:
@@ -222,10 +208,7 @@ class DocShard:
         target's own order is all that matters: those of different documents commute)."""
         out = DeltasMsg([])
         for target, raw in txn.early_up_to(newest):
-            msg = DeltasMsg.decode(raw)
-            out.deltas.extend(msg.deltas)
-            out.links.extend(msg.links)
-            out.clusters.extend(msg.clusters)
+            out.extend(DeltasMsg.decode(raw))
             txn.put_early_deltas(target, None)
         return out
 
