@@ -182,3 +182,20 @@ def test_spans_are_located_in_the_first_part_of_a_huge_page(monkeypatch):
     assert [s["spans"] for s in cut["sources"]] == [[[0, 7]], []]
     assert [s["share"] for s in cut["sources"]] == [s["share"] for s in full[
         "http://q.com/"]["sources"]]
+
+
+def test_the_windows_cache_answers_as_the_text_does_within_its_budget():
+    from streamdet.engine.evidence import WindowsCache, text_windows
+    from streamdet.engine.text import pack_text
+
+    texts = [f"page {i} " + " ".join(f"w{j % (i + 3)}" for j in range(200)) for i in range(12)]
+    cache = WindowsCache(budget=40_000)
+    for _ in range(2):
+        for t in texts:
+            got, want = cache.get(pack_text(t), 3), text_windows(t, 3)
+            assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+            assert 0 < cache.bytes <= 40_000
+    assert cache.get(b"", 3) is None
+    big = " ".join(f"x{j}" for j in range(5000))  # more than a quarter of the budget
+    before = cache.bytes
+    assert len(cache.get(pack_text(big), 3)[0]) == 4998 and cache.bytes == before

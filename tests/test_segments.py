@@ -17,7 +17,7 @@ from streamdet.state.rocks import RocksKV
 from streamdet.state.schema import encode_posting, u64key
 from streamdet.state.segments import SegmentIndex
 
-from .harness import assert_same_rows, memory_pipeline
+from .harness import assert_same_rows, memory_pipeline, rocks_reopen_pipeline
 from .reference import reference
 from .strategies import any_corpus_st
 
@@ -101,11 +101,14 @@ def test_find_returns_exactly_the_pairs_written(kv):
     assert SegmentIndex(kv).find(np.unique(probe)) == truth
 
 
+@pytest.mark.parametrize("ingest_pairs", [1 << 18, 1])  # merged by writes; by ingested files
 @pytest.mark.parametrize("merge_slice", [1 << 20, 100])  # one slice; ~30 slices a merge
 def test_compaction_merges_tiers_drops_withdrawn_pairs_but_keeps_overlay_grams(kv, monkeypatch,
-                                                                          merge_slice):
+                                                                          merge_slice,
+                                                                          ingest_pairs):
     monkeypatch.setattr(seg_mod, "MERGE_FANIN", 2)
     monkeypatch.setattr(seg_mod, "MERGE_SLICE", merge_slice)
+    monkeypatch.setattr(seg_mod, "INGEST_PAIRS", ingest_pairs)
     rng = np.random.default_rng(2)
     index = SegmentIndex(kv)
     batches = []
@@ -124,6 +127,8 @@ def test_compaction_merges_tiers_drops_withdrawn_pairs_but_keeps_overlay_grams(k
     assert set(found) == set(everything.tolist()) - set(batches[1].tolist()) | {kept}
     assert found[kept] == 12
     assert SegmentIndex(kv).find(everything) == found
+    assert {seg_mod._KEY.unpack(k)[0] for k, _ in kv.items("segs")} == {
+        s.id for s in index.segments}  # nothing of the merged-away segments is left
     # written slice by slice, the merged segment is still one sorted run in full chunks
     merged = max(index.segments, key=lambda x: x.n)
     n_chunks = -(-merged.n // seg_mod.CHUNK)
@@ -206,10 +211,10 @@ def test_orphan_segment_from_an_interrupted_merge_is_deleted_on_open(kv):
     index = SegmentIndex(kv)
     g = _grams(rng, 1000)
     _add(index, kv, g, np.ones(len(g), dtype=np.uint64))
-    # a merge that wrote its segment but died before switching the manifest
+    # a merge (or a batch) that ingested its segment but died before the manifest named it
     orphan = _grams(rng, 800)
     ops, _ = seg_mod.segment_ops(index.next_id, orphan, np.full(len(orphan), 2, dtype=np.uint64))
-    kv.write(ops)
+    kv.ingest(ops)
     orphan_keys = {k for k, _ in kv.items("segs")} - {k for k, _ in _segment_keys(kv, 1)}
     assert orphan_keys
     reopened = SegmentIndex(kv)
@@ -217,6 +222,21 @@ def test_orphan_segment_from_an_interrupted_merge_is_deleted_on_open(kv):
     assert not left & orphan_keys
     assert reopened.find(g) == dict.fromkeys(g.tolist(), 1)
     assert reopened.find(orphan) == {}
+    # the next segment takes the orphan's id: its keys, ingested over the deletion of the
+    # orphan's, are found
+    again = _grams(rng, 700)
+    again = again[~np.isin(again, g)]
+    ops, seg = reopened.new_segment_ops(np.sort(again), np.full(len(again), 3, dtype=np.uint64))
+    assert seg.id == _segment_keys_id(orphan_keys)
+    kv.ingest([op for op in ops if op[0] == "segs"])
+    kv.write([op for op in ops if op[0] != "segs"])
+    reopened.installed(seg)
+    assert SegmentIndex(kv).find(again) == dict.fromkeys(again.tolist(), 3)
+
+
+def _segment_keys_id(keys: set[bytes]) -> int:
+    (seg_id,) = {seg_mod._KEY.unpack(k)[0] for k in keys}
+    return seg_id
 
 
 def _segment_keys(kv, seg_id: int):
@@ -264,3 +284,19 @@ def test_merging_in_tiny_slices_changes_nothing(corpus, monkeypatch_module):
     monkeypatch_module.setattr(seg_mod, "MERGE_SLICE", 8)
     monkeypatch_module.setattr(recent_mod, "CAPACITY", 2)  # nearly every batch a segment
     assert_same_rows(reference(records, params), memory_pipeline(records, params, batches))
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(corpus=any_corpus_st())
+def test_segments_ingested_as_files_change_nothing(corpus, monkeypatch_module):
+    """Every segment, new or merged, ingested into RocksDB as an SST file (as batches of
+    hundreds of pages are), with a reopen after every batch: the rows still equal the
+    reference's."""
+    records, params, batches = corpus
+    monkeypatch_module.setattr(seg_mod, "INGEST_PAIRS", 1)
+    monkeypatch_module.setattr(seg_mod, "MERGE_FANIN", 2)
+    monkeypatch_module.setattr(seg_mod, "TIER_FLOOR", 8)
+    monkeypatch_module.setattr(recent_mod, "CAPACITY", 2)
+    assert_same_rows(reference(records, params),
+                     rocks_reopen_pipeline(records, params, batches))

@@ -12,6 +12,7 @@ with the offsets of the tokens read from the unfolded text. Computed only where 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
@@ -27,6 +28,7 @@ Spans = list[list[int]]
 # the text. Real pages average 27 k characters of visible text; a page past this (a 10 MB
 # body) gets the spans of its first part, and its shares stay exact (docs/evidence.md).
 EVIDENCE_MAX_CHARS = 1_000_000
+WINDOWS_CACHE_BYTES = 32 << 20  # windows of recently shown texts (WindowsCache)
 
 
 def newly_covered(doc: DocState, docnos: Sequence[int]) -> list[np.ndarray]:
@@ -73,15 +75,63 @@ def _owners(windows: np.ndarray, covered: Sequence[np.ndarray]) -> np.ndarray:
     return np.where(grams[at] == windows, labels[at], -1)
 
 
-def source_spans(text: str, k: int, covered: Sequence[np.ndarray]) -> list[Spans]:
-    """For each set of grams, the merged ranges of its occurrences in `text` (in its
-    first EVIDENCE_MAX_CHARS code points). The windows are hashed from the tokens as
-    analysis hashed them. A text cut at EVIDENCE_MAX_CHARS loses its last token, which
-    the cut may have shortened into another word."""
+Windows = tuple[np.ndarray, np.ndarray, np.ndarray]  # window hashes, token starts, ends
+
+
+def text_windows(text: str, k: int) -> Windows:
+    """The k-token windows of `text` (its first EVIDENCE_MAX_CHARS code points), hashed
+    as analysis hashed them, with the offsets of the tokens. A text cut at
+    EVIDENCE_MAX_CHARS loses its last token, which the cut may have shortened into
+    another word."""
     tokens, starts, ends = token_spans(text[:EVIDENCE_MAX_CHARS])
     if len(text) > EVIDENCE_MAX_CHARS and tokens:
         tokens = tokens[:-1]
-    windows = window_hashes(token_hashes(tokens), k)
+    return window_hashes(token_hashes(tokens), k), starts, ends
+
+
+class WindowsCache:
+    """The windows of recently shown texts, by their packed bytes, within a byte budget:
+    a quilted page is shown again each time its cover changes (on the replayed real
+    pages, 1,421 quilt and rescore events went to 519 pages), and tokenizing and hashing
+    its text is most of what its evidence costs."""
+
+    def __init__(self, budget: int = WINDOWS_CACHE_BYTES) -> None:
+        self.budget = budget
+        self.bytes = 0
+        self._items: OrderedDict[tuple, tuple[Windows, int]] = OrderedDict()
+
+    def get(self, packed: bytes, k: int) -> Windows | None:
+        """The windows of a packed text (None: it keeps no text)."""
+        key = (packed, k, EVIDENCE_MAX_CHARS)
+        hit = self._items.get(key)
+        if hit is not None:
+            self._items.move_to_end(key)
+            return hit[0]
+        text = unpack_text(packed)
+        if text is None:
+            return None
+        windows = text_windows(text, k)
+        size = len(packed) + sum(a.nbytes for a in windows)
+        if size <= self.budget // 4:  # a giant page is not worth the room it takes
+            self._items[key] = (windows, size)
+            self.bytes += size
+            while self.bytes > self.budget:
+                _, (_, freed) = self._items.popitem(last=False)
+                self.bytes -= freed
+        return windows
+
+
+_CACHE = WindowsCache()
+
+
+def source_spans(text: str, k: int, covered: Sequence[np.ndarray]) -> list[Spans]:
+    """For each set of grams, the merged ranges of its occurrences in `text` (in its
+    first EVIDENCE_MAX_CHARS code points; see text_windows)."""
+    return _spans(text_windows(text, k), k, covered)
+
+
+def _spans(found: Windows, k: int, covered: Sequence[np.ndarray]) -> list[Spans]:
+    windows, starts, ends = found
     owner = _owners(windows, covered)
     out = []
     for i in range(len(covered)):
@@ -95,12 +145,12 @@ def evidence(result: DocResult, doc: DocState, packed_text: bytes | None,
     """The sources of `result` as events, `dump` and `explain` show them: url, grams,
     share of the patch grams, and spans (None where the page's text was not kept: a
     document from a state written before texts were)."""
-    text = unpack_text(packed_text)
+    found = _CACHE.get(packed_text, k) if packed_text else None
     n_patch = doc.n_patch
     spans: list[Spans | None]
-    if text is None or len(result.docnos) != len(result.sources):  # (or a legacy result)
+    if found is None or len(result.docnos) != len(result.sources):  # (or a legacy result)
         spans = [None] * len(result.sources)
     else:
-        spans = source_spans(text, k, newly_covered(doc, result.docnos))
+        spans = _spans(found, k, newly_covered(doc, result.docnos))
     return [{"url": u, "grams": n, "share": n / n_patch if n_patch else 0.0, "spans": sp}
             for (u, n), sp in zip(result.sources, spans, strict=True)]

@@ -82,7 +82,7 @@ def add_document(txn: GramIndexView, docno: int, grams: np.ndarray, plan: PagePl
     gained: list[int] = []
     gained_holders: list[tuple[int, ...]] = []
     first: dict[int, list[int]] = {}  # holder -> grams that were its alone
-    added: dict[int, list[int]] = {}  # holder -> grams that gain docno as a holder
+    shared: dict[tuple[int, ...], list[int]] = {}  # holders -> grams that gain docno
     lost: dict[int, list[int]] = {}  # holder -> grams that become common
     for g in grams[plan.known].tolist():
         p = txn.posting(g)
@@ -102,16 +102,30 @@ def add_document(txn: GramIndexView, docno: int, grams: np.ndarray, plan: PagePl
             if n == 1:
                 first.setdefault(holders[0], []).append(g)
             else:
-                for y in holders:
-                    added.setdefault(y, []).append(g)
+                shared.setdefault(holders, []).append(g)
         else:
             txn.set_posting(g, COMMON)
             for y in holders:
                 lost.setdefault(y, []).append(g)
     out = [Delta(docno, GAIN, gained, gained_holders, cause)] if gained else []
     out.extend(Delta(y, GAIN_FROM, gs, docno, cause) for y, gs in first.items())
-    out.extend(Delta(y, ADD, gs, docno, cause) for y, gs in added.items())
+    out.extend(Delta(y, ADD, gs, docno, cause) for y, gs in _per_holder(shared).items())
     out.extend(Delta(y, LOSE, gs, None, cause) for y, gs in lost.items())
+    return out
+
+
+def _per_holder(shared: dict[tuple[int, ...], list[int]]) -> dict[int, list[int]]:
+    """Each holder's grams, from the grams grouped by their holders: a passage's grams
+    share one holder tuple (the same copies hold all of it), so the pairs are made by a
+    list extend per (tuple, holder) rather than one append per (gram, holder)."""
+    out: dict[int, list[int]] = {}
+    for holders, grams in shared.items():
+        for y in holders:
+            mine = out.get(y)
+            if mine is None:
+                out[y] = grams.copy()
+            else:
+                mine.extend(grams)
     return out
 
 

@@ -48,6 +48,13 @@ class KV(ABC):
     def write(self, ops: Iterable[Op]) -> None:
         """Apply all operations atomically."""
 
+    def ingest(self, ops: list[Op]) -> None:
+        """Write new keys of one table, given in ascending key order, now and apart from
+        any atomic write: for keys nothing reads until a later write names them (a
+        segment's chunks before the manifest that lists it). A backend may build them
+        into a file of its own rather than pass them through its write path."""
+        self.write(ops)
+
     def reclaim(self, table: str, start: bytes, end: bytes) -> None:  # noqa: B027
         """Hint: keys in [start, end) were deleted in bulk; free their space now rather than
         whenever the backend gets round to it."""

@@ -21,11 +21,13 @@ from rocksdict import (
     BlockBasedOptions,
     Cache,
     DBCompressionType,
+    IngestExternalFileOptions,
     MemtableFactory,
     Options,
     Rdict,
     ReadOptions,
     SliceTransform,
+    SstFileWriter,
     WriteBatch,
     WriteBufferManager,
     WriteOptions,
@@ -111,6 +113,7 @@ class RocksKV(KV):
             except Exception as exc:  # noqa: BLE001 - rocksdict raises plain Exception
                 raise StateDirError(f"cannot open state in {path}: {exc}") from None
         families = {t: _table_options(cache, memtables, t == "grams") for t in tables}
+        self._options = families
         try:
             self._db = Rdict(path, _table_options(cache, memtables, False),
                              column_families=families,
@@ -161,6 +164,30 @@ class RocksKV(KV):
         except Exception as exc:  # rocksdict raises plain Exception for IO errors
             raise StateWriteError(f"cannot write the state in {self.path}: "
                                   f"{str(exc)[:300]}") from None
+
+    def ingest(self, ops: list[Op]) -> None:
+        """The keys as one SST file, moved into the column family: they skip the WAL,
+        the memtable and its flush, and land on the lowest level they fit on (a new
+        segment's keys overlap nothing), where no compaction rewrites them."""
+        if not ops:
+            return
+        table = ops[0][0]
+        path = os.path.join(self.path, f"ingest-{table}.sst")
+        try:
+            writer = SstFileWriter(self._options[table])
+            writer.open(path)
+            for _table, key, value in ops:
+                writer[key] = value
+            writer.finish()
+            how = IngestExternalFileOptions()
+            how.set_move_files(True)
+            self._cf[table].ingest_external_file([path], how)
+        except Exception as exc:  # rocksdict raises plain Exception for IO errors
+            raise StateWriteError(f"cannot write the state in {self.path}: "
+                                  f"{str(exc)[:300]}") from None
+        finally:
+            if os.path.exists(path):
+                os.unlink(path)
 
     def reclaim(self, table: str, start: bytes, end: bytes) -> None:
         """Compact the range now. Range deletions leave their data in the SST files until

@@ -28,6 +28,7 @@ import sys
 from array import array
 from dataclasses import dataclass, field
 from itertools import chain
+from operator import itemgetter
 
 import numpy as np
 
@@ -83,6 +84,9 @@ def decode_posting(b: bytes) -> Posting:
 
 
 HOLDER_GROUPS = 64  # distinct holder tuples past which holder_bits builds one bit matrix
+# Slots past which a mask is set in a numpy row and packed: each `b |= 1 << i` copies the
+# whole mask so far, and the deltas of a shared passage name hundreds of slots at once.
+MASK_BY_LOOP = 48
 
 
 @dataclass
@@ -165,13 +169,19 @@ class DocState:
     def bits(self, grams: list[int]) -> int:
         """The slot bitmask of those of `grams` that are patch grams (a delta delivered
         twice may name grams that have gone meanwhile)."""
-        b = 0
         pos = self.pos
-        for g in grams:
-            i = pos.get(g)
-            if i is not None:
+        try:  # one C call for all the lookups; they are most of the cost of a delta
+            at = itemgetter(*grams)(pos) if len(grams) > 1 else tuple(map(pos.__getitem__, grams))
+        except KeyError:
+            at = tuple(i for i in map(pos.get, grams) if i is not None)
+        if len(at) < MASK_BY_LOOP:
+            b = 0
+            for i in at:
                 b |= 1 << i
-        return b
+            return b
+        row = np.zeros((len(self.slots) + 7) & ~7, dtype=np.uint8)
+        row[np.fromiter(at, dtype=np.intp, count=len(at))] = 1
+        return int.from_bytes(np.packbits(row, bitorder="little").tobytes(), "little")
 
     def holder_bits(self, grams: list[int], holders: list[tuple[int, ...]]
                     ) -> dict[int, int]:

@@ -51,11 +51,25 @@ MERGE_SLICE = 1 << 20  # pairs a merge decodes and sorts at a time
 # round); their pairs are mostly still in the memtable, where the range deletion drops
 # them at flush anyway.
 RECLAIM_PAIRS = 1 << 20
+# Segments of at least this many pairs (a batch of hundreds of pages, and merges of such)
+# are ingested as SST files (KV.ingest) rather than written through the write path: they
+# skip the WAL, the memtable and its flush, and sit on the bottom level, where RocksDB's
+# compactions never rewrite them (the engine's merges do). A range deletion reaches them
+# only by a compaction of its range, so a merge compacts away every input that may have
+# been ingested (INGEST_PAIRS // 4 and more: a merge's output is ingested by the pairs
+# of its inputs, and may lose up to 3/4 of them to withdrawn versions without leaving
+# dead files behind). Smaller segments, a Kafka worker's, keep the write path.
+INGEST_PAIRS = 1 << 18
 
 _KEY = struct.Struct(">IcI")
 # key kinds of a segment's filter (the other kinds: b"c" chunks, b"f" fences)
 SPLIT_FILTER = b"s"  # bloom.SplitBlockBloom, written since state format 6
 WORD_FILTER = b"b"  # bloom.BlockedBloom, formats up to 5 (read, never written)
+
+
+def ingested(pairs: int) -> bool:
+    """Whether a segment of this many pairs is ingested as a file (see INGEST_PAIRS)."""
+    return pairs >= INGEST_PAIRS
 
 
 def seg_key(seg_id: int, kind: bytes, index: int) -> bytes:
@@ -159,6 +173,7 @@ class SegmentWriter:
 
     def __init__(self, seg_id: int, capacity: int, packing: Packing) -> None:
         self.id, self.n, self.packing = seg_id, 0, packing
+        self.capacity = capacity
         self.bloom = SplitBlockBloom.sized(capacity)  # capacity: an upper bound on the pairs
         self._fences: list[np.ndarray] = []
         self._chunks = 0
@@ -312,7 +327,8 @@ class SegmentIndex:
     # -- writing --------------------------------------------------------------------------
     def new_segment_ops(self, grams: np.ndarray, docnos: np.ndarray) -> tuple[list[Op], Segment]:
         """Ops adding a batch's segment (with the manifest); apply with `installed` after."""
-        order = np.argsort(grams)  # grams are distinct: no need for a stable sort
+        # grams are distinct; a batch's are sorted runs (one per page), which timsort merges
+        order = np.argsort(grams, kind="stable")
         seg_id = self.next_id
         ops, seg = segment_ops(seg_id, grams[order], docnos[order])
         ops.append(self.manifest_op(self.segments + [seg], seg_id + 1))
@@ -340,19 +356,21 @@ class SegmentIndex:
         self.next_id += 1
         writer = SegmentWriter(seg_id, sum(s.n for s in group),
                                Packing.spanning([s.packing for s in group]))
+        put = self.kv.ingest if ingested(writer.capacity) else self.kv.write
         for g, d in self._slices(group):
             if withdrawn:
                 g, d = self._without_withdrawn(g, d, withdrawn)
-            self.kv.write(writer.add(g, d))  # not live yet: an orphan if we crash first
+            put(writer.add(g, d))  # not live yet: an orphan if we crash first
         ops, merged = writer.finish()
-        self.kv.write(ops)
+        put(ops)
         gone = {s.id for s in group}
         survivors = [s for s in self.segments if s.id not in gone] + [merged]
         switch: list[Op] = [self.manifest_op(survivors, self.next_id)]
         switch.extend(_drop_op(s.id) for s in group)
         self.kv.write(switch)
         self.segments = survivors
-        if sum(s.n for s in group) >= RECLAIM_PAIRS:
+        if (sum(s.n for s in group) >= RECLAIM_PAIRS
+                or any(s.n >= INGEST_PAIRS // 4 for s in group)):
             for s in group:
                 self.kv.reclaim("segs", *_key_range(s.id))
 

@@ -36,7 +36,7 @@ from .schema import (
     u64key,
     u64keys,
 )
-from .segments import SegmentIndex
+from .segments import SegmentIndex, ingested
 
 _MISSING = object()
 DOC_CACHE_SLOTS = 1 << 24  # patch-gram slots of decoded documents kept between batches (~90 B each)
@@ -149,6 +149,7 @@ class Txn:
         self.fresh: list[tuple[np.ndarray, int]] = []
         self._next_docno: int | None = None
         self._segment = None
+        self._segment_keys: list[Op] = []  # the new segment's keys, ingested before commit
         self._logged: tuple[np.ndarray, np.ndarray] | None = None
         self._flushed = False
         self._prefetched = False
@@ -468,7 +469,10 @@ class Txn:
             docnos = np.concatenate((old_docnos, docnos))
             self._flushed = True
         seg_ops, self._segment = self.store.segments.new_segment_ops(grams, docnos)
-        return ops + seg_ops
+        if not ingested(self._segment.n):
+            return ops + seg_ops
+        self._segment_keys = [op for op in seg_ops if op[0] == "segs"]
+        return ops + [op for op in seg_ops if op[0] != "segs"]
 
     @staticmethod
     def _doc_ops(docno: int, d: DocState | None) -> list[Op]:
@@ -489,7 +493,10 @@ class Txn:
 
     def commit(self, positions: dict[str, int] | None = None) -> None:
         """Write everything, with the input positions, in one atomic write."""
-        self.kv.write(self.ops(positions))
+        ops = self.ops(positions)
+        if self._segment_keys:  # an orphan until the manifest in `ops` lists it
+            self.kv.ingest(self._segment_keys)
+        self.kv.write(ops)
         self.store.postings.update(self.dirty_postings)
         for docno in self.dirty_docs:
             if (d := self.docs[docno]) is not None:  # stored now
