@@ -182,13 +182,16 @@ class RefDoc:
 
 
 def ref_record(rec: Mapping[str, Any]) -> RefDoc | None:
-    """SPEC §2 validity, independently: None for a record that goes to the dead letters."""
+    """SPEC §2 validity, independently: None for a record that goes to the dead letters,
+    and for a crawler trap (SPEC §8: a `trap` event, and no state sees the page)."""
     url = rec.get("url")
     if not isinstance(url, str) or not url.strip():
         return None
     url = url.strip()
     parts = urlsplit(url)
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return None
+    if ref_is_trap(url):
         return None
     if any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in url):
         return None

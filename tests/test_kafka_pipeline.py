@@ -36,6 +36,8 @@ from .kafka_broker import (  # noqa: F401 - fixtures
 )
 
 SHARDS = 4
+TRAPS = ("http://trap.example/cal/2024/cal/2024/cal/index.html",  # "cal" 3 times
+         "http://trap.example/x/%78/./x/y/../p?x=x")  # "x" 3 times once normalised
 TIMING = {"STREAMDET_SESSION_MS": "3000", "STREAMDET_HEARTBEAT_MS": "300"}
 
 
@@ -167,6 +169,8 @@ def crawl(tmp_path_factory) -> tuple[Path, bytes, bytes]:
     tmp = tmp_path_factory.mktemp("crawl")
     rng = random.Random(11)
     records = build_crawl(seed=11, n_pages=120, n_quilts=14)
+    # crawler traps (SPEC §8): copies of a quilt under looping paths, turned away unseen
+    records += [dict(records[0], url=u) for u in TRAPS]
     rng.shuffle(records)
     path = _write_lines(tmp / "crawl.jsonl", with_bad(records, rng))
     streamdet("run", "--input", path, "--state", tmp / "ref", "--events", tmp / "ref-events.jsonl")
@@ -208,6 +212,10 @@ def _finish_and_check(pipeline: Pipeline, reference_dump: bytes, reference_pairs
     return (pipeline.tmp / f"{log_of}.log").read_text()
 
 
+def _traps(events: list[dict]) -> set[tuple[str, str, int]]:
+    return {(e["url"], e["segment"], e["repeats"]) for e in events if e["event"] == "trap"}
+
+
 def test_two_workers_equal_streamdet_run(pipeline, crawl):
     path, reference_dump, reference_pairs = crawl
     pipeline.start("w1")
@@ -223,6 +231,11 @@ def test_two_workers_equal_streamdet_run(pipeline, crawl):
     want = _rows(reference_dump)
     events = pipeline.events()
     _check_events_match(events, want)
+    # the traps: an event each, as `streamdet run` gives, and no state holds them
+    ran = [json.loads(x) for x in (path.parent / "ref-events.jsonl").read_text().splitlines()]
+    assert _traps(events) == _traps(ran) == {
+        (u, s, 3) for u, s in zip(TRAPS, ("cal", "x"), strict=True)}
+    assert not set(TRAPS) & set(want)
     pipeline.stop()  # (dump opens the shard states)
     got = pipeline.dump()
     assert sum(r["quilted"] for r in want.values()) >= 4  # the corpus has quilts to find

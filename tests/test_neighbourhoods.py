@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 
 from streamdet.engine.neighbourhoods import MAX_DEPTH, is_trap, neighbourhoods, path_segments
 
-from .reference import ref_is_trap, ref_neighbourhoods, ref_path
+from .harness import assert_same_rows, run_embedded
+from .reference import ref_is_trap, ref_neighbourhoods, ref_path, ref_record, reference
+from .strategies import corpus_st
 
 PIECES = ["a", "b", "A", "%41", "%61", "%2F", "%2f", "%2e", "%2E%2E", ".", "..", "", "x%20y",
           "é", "%7E", "~", "%zz", "p.html", "..a", ".b", "%252F", "日本"]
@@ -43,3 +45,38 @@ def test_by_hand():
     assert is_trap("http://h/a/%61/A%2F/a")  # %61 is a
     deep = "http://h/" + "/".join(f"d{i}" for i in range(1000)) + "/p"
     assert len(neighbourhoods(deep)) == MAX_DEPTH + 1 and not is_trap(deep)
+
+
+TRAP_URLS = ["http://h1.example/a/a/a", "https://h2.example/x/y/x/%78/p.html",
+             "http://h1.example/cal/./cal/2024/../cal/"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(corpus=corpus_st(), at=st.lists(st.tuples(st.integers(0, 20),
+                                                  st.sampled_from(TRAP_URLS)), max_size=4))
+def test_traps_are_turned_away_with_an_event_and_the_state_is_the_rest(corpus, at):
+    """SPEC §8: a trap's page enters no state (the rows are the reference's for the other
+    records, whatever the batching) and gets one `trap` event, in arrival order."""
+    records, params, batches = corpus
+    records = list(records)
+    for i, url in at:
+        records.insert(min(i, len(records)), dict(records[min(i, len(records) - 1)], url=url))
+    events: list[dict] = []
+    rows = run_embedded(records, params, [*batches, len(at)], events=events)
+    assert_same_rows(reference(records, params), rows)
+    traps = [e for e in events if e["event"] == "trap"]
+    want = [r["url"] for r in records if r.get("url") in TRAP_URLS  # and valid otherwise
+            and ref_record(dict(r, url="http://valid.example/p")) is not None]
+    assert sorted(e["url"] for e in traps) == sorted(want)
+    assert all(e["repeats"] == 3 and e["seq"] == 0 and e["cause"] == e["url"] for e in traps)
+    assert not {e["url"] for e in events if e["event"] != "trap"} & set(TRAP_URLS)
+    assert all(ref_record(dict(html="<p>x</p>", url=u)) is None for u in TRAP_URLS)
+
+
+def test_the_repeated_segment_is_named():
+    from streamdet.engine.events import trap_event
+    from streamdet.engine.params import Params
+
+    ev = trap_event("https://h2.example/x/y/x/%78/p.html?x=x", Params())
+    assert (ev["event"], ev["segment"], ev["repeats"]) == ("trap", "x", 3)
+    assert trap_event("http://h.example/a/b/a/c.html", Params()) is None

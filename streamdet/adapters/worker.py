@@ -33,6 +33,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
+from ..engine.events import trap_event
 from ..engine.messages import GramsMsg, PageMsg, ShownMsg, decode_doc_input
 from ..engine.params import Params
 from ..engine.records import DEFAULT_MAX_BODY
@@ -311,6 +312,13 @@ class Worker:
             m.pages.inc()
             if res.implausible_time:
                 m.implausible_times.inc()
+            if (trap := trap_event(res.url, self.params)) is not None:  # no state sees it
+                trap["at"] = utc_now()
+                m.events.labels("trap").inc()
+                r.sends.append(await self.producer.send(
+                    self.topics.events, value=json.dumps(trap, ensure_ascii=False).encode(),
+                    key=res.url.encode("utf-8")))
+                continue
             msg = PageMsg(res.url, res.server, res.grams, res.fetched_at, res.text,
                           res.sentences, res.sketch)
             shard = url_shard(res.url, self.shards)

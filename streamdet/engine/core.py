@@ -25,6 +25,7 @@ from .analysis import Analyzed
 from .clusters import ClusterRole, cluster_events
 from .deltas import arrival_stats
 from .docs import Dirty, DocRole, Touch
+from .events import trap_event
 from .params import Params
 from .partials import PairDirty, PartialRole, Partners, pair_owner, sentences_key
 from .postings import PagePlan, add_document, plan_batch, withdraw_document
@@ -40,6 +41,21 @@ class BatchStats:
     fanout: list[int] | None = None  # per arrival: earlier documents it affected
     went_common: int = 0  # grams that became common
     new_documents: int = 0  # URLs seen for the first time
+    traps: int = 0  # pages turned away as crawler traps (SPEC §8)
+
+
+def turn_away_traps(pages: Iterable[Analyzed], params: Params
+                    ) -> tuple[list[Analyzed], list[dict]]:
+    """The pages that enter the state, and a `trap` event for each that does not (SPEC
+    §8: its URL is a crawler's recursion error; any version of it the state holds stays)."""
+    kept, traps = [], []
+    for page in pages:
+        event = trap_event(page.url, params)
+        if event is None:
+            kept.append(page)
+        else:
+            traps.append(event)
+    return kept, traps
 
 
 class Engine:
@@ -56,7 +72,8 @@ class Engine:
         dirty: Dirty = {}
         before: dict[int, DocResult] = {}  # previous result of re-fetched URLs, by new docno
         stats = BatchStats(fanout=[])
-        pages = list(pages)
+        pages, traps = turn_away_traps(pages, self.params)
+        stats.traps = len(traps)
         plans = plan_batch(txn, [p.grams for p in pages])
         partners, paired = Partners(txn), {}
         self._rows = {}  # of the batch: documents' sentence rows
@@ -67,7 +84,7 @@ class Engine:
             docno, old, fanout = self._arrive(txn, page, plan, dirty, before, stats)
             stats.fanout.append(fanout)
             self._pair(txn, page, docno, old, partners, paired)
-        events = rescore(self.docs, txn, dirty, before, lambda last: last + 1)
+        events = traps + rescore(self.docs, txn, dirty, before, lambda last: last + 1)
         events += self.partials.report(txn, partners, paired, lambda last: last + 1)
         rows = self.clusters.rows(txn, self.clusters.settle(txn))
         events += cluster_events(txn, rows, lambda last: last + 1, self.params.to_dict())

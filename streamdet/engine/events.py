@@ -6,6 +6,7 @@ import hashlib
 import json
 
 from ..state.schema import DocResult
+from .neighbourhoods import trap_segment
 from .params import Params
 
 
@@ -69,3 +70,17 @@ def make_event(kind: str, url: str, seq: int, result: DocResult, cause: str,
         "cause": cause,
         "params": params.to_dict(),
     }
+
+
+def trap_event(url: str, params: Params) -> dict | None:
+    """The `trap` event of a URL whose path repeats one segment TRAP_REPEATS times or more
+    (SPEC §8: a crawler's recursion error), or None for any other URL. Such a page is
+    turned away before any state sees it, so the crawler can stop following the loop.
+    Its `seq` is 0: no state keeps a record of the URL to count from, and every trap
+    event of a URL says the same. Without `at`, like make_event."""
+    found = trap_segment(url)
+    if found is None:
+        return None
+    segment, repeats = found
+    return {"event": "trap", "url": url, "seq": 0, "segment": segment, "repeats": repeats,
+            "cause": url, "params": params.to_dict()}

@@ -72,9 +72,16 @@ def neighbourhoods(url: str) -> list[str]:
     return out
 
 
-def is_trap(url: str) -> bool:
-    """Whether one segment of the path occurs TRAP_REPEATS times or more."""
+def trap_segment(url: str) -> tuple[str, int] | None:
+    """The path's most repeated segment and its count, when it occurs TRAP_REPEATS times
+    or more (a recursion error); else None."""
     segments, _ = path_segments(url)
     if len(segments) < TRAP_REPEATS:
-        return False
-    return Counter(segments).most_common(1)[0][1] >= TRAP_REPEATS
+        return None
+    segment, n = Counter(segments).most_common(1)[0]
+    return (segment, n) if n >= TRAP_REPEATS else None
+
+
+def is_trap(url: str) -> bool:
+    """Whether one segment of the path occurs TRAP_REPEATS times or more."""
+    return trap_segment(url) is not None
