@@ -20,6 +20,11 @@ def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def utc_at(millis: int) -> str:
+    """A Kafka timestamp (ms since the epoch) as utc_now writes a time."""
+    return datetime.fromtimestamp(millis / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def _line(obj: dict) -> bytes:
     # ensure_ascii=False keeps URLs readable; "surrogatepass" can never fail on the odd
     # lone surrogate that slips into an opaque field (valid JSON readers reject those, so

@@ -66,7 +66,7 @@ from .kafka import (
     read_all,
 )
 from .metrics import metrics
-from .outputs import utc_now
+from .outputs import utc_at, utc_now
 from .payloads import analyze_payloads, warm_up
 from .state_format import SHARD, check_state
 from .watchdog import DEFAULT_PAGE_TIMEOUT, Aborted, AnalysisPool
@@ -312,8 +312,9 @@ class Worker:
             m.pages.inc()
             if res.implausible_time:
                 m.implausible_times.inc()
-            if (trap := trap_event(res.url, self.params)) is not None:  # no state sees it
-                trap["at"] = utc_now()
+            if (trap := trap_event(res.url, self.params, seq=rec.offset + 1)) is not None:
+                # no state sees it; a record processed again repeats its event exactly
+                trap["at"] = utc_at(rec.timestamp)
                 m.events.labels("trap").inc()
                 r.sends.append(await self.producer.send(
                     self.topics.events, value=json.dumps(trap, ensure_ascii=False).encode(),

@@ -72,15 +72,17 @@ def make_event(kind: str, url: str, seq: int, result: DocResult, cause: str,
     }
 
 
-def trap_event(url: str, params: Params) -> dict | None:
+def trap_event(url: str, params: Params, seq: int = 0) -> dict | None:
     """The `trap` event of a URL whose path repeats one segment TRAP_REPEATS times or more
     (SPEC §8: a crawler's recursion error), or None for any other URL. Such a page is
     turned away before any state sees it, so the crawler can stop following the loop.
-    Its `seq` is 0: no state keeps a record of the URL to count from, and every trap
-    event of a URL says the same. Without `at`, like make_event."""
+    No state keeps a record of the URL to count its events from: `streamdet run` gives
+    seq 0, a Kafka worker the pages record's offset + 1 (a URL's records share a
+    partition, so it grows with each fetch, and a record processed again after a crash
+    repeats its event exactly). Without `at`, like make_event."""
     found = trap_segment(url)
     if found is None:
         return None
     segment, repeats = found
-    return {"event": "trap", "url": url, "seq": 0, "segment": segment, "repeats": repeats,
+    return {"event": "trap", "url": url, "seq": seq, "segment": segment, "repeats": repeats,
             "cause": url, "params": params.to_dict()}
