@@ -67,8 +67,8 @@ def kv(request, tmp_path):
 
 
 def _add(index: SegmentIndex, kv, grams: np.ndarray, docnos: np.ndarray) -> None:
-    ops, seg = index.new_segment_ops(grams, docnos)
-    kv.write(ops)
+    keys, manifest, seg = index.new_segment_ops(grams, docnos)
+    kv.write([*keys, manifest])
     index.installed(seg)
 
 
@@ -226,10 +226,11 @@ def test_orphan_segment_from_an_interrupted_merge_is_deleted_on_open(kv):
     # orphan's, are found
     again = _grams(rng, 700)
     again = again[~np.isin(again, g)]
-    ops, seg = reopened.new_segment_ops(np.sort(again), np.full(len(again), 3, dtype=np.uint64))
+    keys, manifest, seg = reopened.new_segment_ops(np.sort(again),
+                                                  np.full(len(again), 3, dtype=np.uint64))
     assert seg.id == _segment_keys_id(orphan_keys)
-    kv.ingest([op for op in ops if op[0] == "segs"])
-    kv.write([op for op in ops if op[0] != "segs"])
+    kv.ingest(keys)
+    kv.write([manifest])
     reopened.installed(seg)
     assert SegmentIndex(kv).find(again) == dict.fromkeys(again.tolist(), 3)
 

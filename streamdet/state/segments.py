@@ -325,14 +325,15 @@ class SegmentIndex:
         return found
 
     # -- writing --------------------------------------------------------------------------
-    def new_segment_ops(self, grams: np.ndarray, docnos: np.ndarray) -> tuple[list[Op], Segment]:
-        """Ops adding a batch's segment (with the manifest); apply with `installed` after."""
+    def new_segment_ops(self, grams: np.ndarray, docnos: np.ndarray
+                        ) -> tuple[list[Op], Op, Segment]:
+        """A batch's segment: the ops writing its keys (ingested when `ingested(seg.n)`),
+        the manifest op that makes it live, and its handle; apply with `installed` after."""
         # grams are distinct; a batch's are sorted runs (one per page), which timsort merges
         order = np.argsort(grams, kind="stable")
         seg_id = self.next_id
-        ops, seg = segment_ops(seg_id, grams[order], docnos[order])
-        ops.append(self.manifest_op(self.segments + [seg], seg_id + 1))
-        return ops, seg
+        keys, seg = segment_ops(seg_id, grams[order], docnos[order])
+        return keys, self.manifest_op(self.segments + [seg], seg_id + 1), seg
 
     def installed(self, seg: Segment) -> None:
         """The segment's ops were committed."""

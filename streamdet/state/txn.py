@@ -468,11 +468,11 @@ class Txn:
             grams = np.concatenate((old_grams, grams))
             docnos = np.concatenate((old_docnos, docnos))
             self._flushed = True
-        seg_ops, self._segment = self.store.segments.new_segment_ops(grams, docnos)
-        if not ingested(self._segment.n):
-            return ops + seg_ops
-        self._segment_keys = [op for op in seg_ops if op[0] == "segs"]
-        return ops + [op for op in seg_ops if op[0] != "segs"]
+        keys, manifest, self._segment = self.store.segments.new_segment_ops(grams, docnos)
+        if ingested(self._segment.n):
+            self._segment_keys = keys  # ingested by commit, before the manifest is written
+            return ops + [manifest]
+        return ops + keys + [manifest]
 
     @staticmethod
     def _doc_ops(docno: int, d: DocState | None) -> list[Op]:
