@@ -15,6 +15,7 @@ keep their stale postings; readers drop x through the withdrawn set.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain, repeat
 
 import numpy as np
 
@@ -27,8 +28,10 @@ class GramIndexView:
 
     def prefetch(self, grams: np.ndarray) -> np.ndarray: ...
     def posting(self, gram: int) -> Posting | None: ...
+    def prefetched(self, grams: np.ndarray) -> list[Posting | None]: ...
     def postings(self, grams: np.ndarray) -> list[Posting | None]: ...
     def set_posting(self, gram: int, posting: Posting) -> None: ...
+    def set_postings(self, grams: list[int], posting: Posting) -> None: ...
     def add_fresh(self, grams: np.ndarray, docno: int, remember: np.ndarray) -> None: ...
     def live(self, posting: tuple[int, ...]) -> tuple[int, ...]: ...
 
@@ -76,57 +79,87 @@ def plan_batch(txn: GramIndexView, page_grams: list[np.ndarray]) -> list[PagePla
 
 def add_document(txn: GramIndexView, docno: int, grams: np.ndarray, plan: PagePlan, m: int,
                  cause: str) -> list[Delta]:
-    """Record that `docno` holds `grams`; return the deltas for every holder, d included."""
+    """Record that `docno` holds `grams`; return the deltas for every holder, d included.
+
+    A page's known grams share few postings (the same copies hold a whole passage: ~17
+    distinct among ~370 known grams of a replayed page), so they are grouped by their
+    live holders and each group is decided once; every list keeps the grams' page order."""
     fresh = ~plan.known
     txn.add_fresh(grams[fresh], docno, plan.later[fresh])
-    gained: list[int] = []
-    gained_holders: list[tuple[int, ...]] = []
-    first: dict[int, list[int]] = {}  # holder -> grams that were its alone
-    shared: dict[tuple[int, ...], list[int]] = {}  # holders -> grams that gain docno
-    lost: dict[int, list[int]] = {}  # holder -> grams that become common
-    for g in grams[plan.known].tolist():
-        p = txn.posting(g)
-        if p is None:  # a false "known": a repeat whose first holder was not remembered
-            txn.add_fresh(np.asarray([g], dtype=np.uint64), docno, np.ones(1, dtype=bool))
+    known = grams[plan.known]
+    if not len(known):
+        return []
+    gained: list[np.ndarray] = []  # positions in `known`
+    gained_holders: list[tuple[tuple[int, ...], int]] = []
+    first: list[tuple[tuple[int, ...], np.ndarray]] = []  # holder -> grams that were its alone
+    shared: list[tuple[tuple[int, ...], np.ndarray]] = []  # holders -> grams that gain docno
+    lost: list[tuple[tuple[int, ...], np.ndarray]] = []  # holders -> grams that become common
+    for holders, at in _by_live_holders(txn, known):
+        gs = known[at]
+        if holders is None:  # a false "known": a repeat whose first holder was not remembered
+            txn.add_fresh(gs, docno, np.ones(len(gs), dtype=bool))
             continue
-        if p == COMMON:
-            continue
-        holders = txn.live(p)
         n = len(holders)
         if n == 0:
-            txn.set_posting(g, (docno,))
+            txn.set_postings(gs.tolist(), (docno,))
         elif n < m:
-            txn.set_posting(g, holders + (docno,))
-            gained.append(g)
-            gained_holders.append(holders)
-            if n == 1:
-                first.setdefault(holders[0], []).append(g)
-            else:
-                shared.setdefault(holders, []).append(g)
+            txn.set_postings(gs.tolist(), holders + (docno,))
+            gained.append(at)
+            gained_holders.append((holders, len(at)))
+            (first if n == 1 else shared).append((holders, at))
         else:
-            txn.set_posting(g, COMMON)
-            for y in holders:
-                lost.setdefault(y, []).append(g)
-    out = [Delta(docno, GAIN, gained, gained_holders, cause)] if gained else []
-    out.extend(Delta(y, GAIN_FROM, gs, docno, cause) for y, gs in first.items())
-    out.extend(Delta(y, ADD, gs, docno, cause) for y, gs in _per_holder(shared).items())
-    out.extend(Delta(y, LOSE, gs, None, cause) for y, gs in lost.items())
+            txn.set_postings(gs.tolist(), COMMON)
+            lost.append((holders, at))
+    out = []
+    if gained:
+        order = np.argsort(np.concatenate(gained), kind="stable")
+        tuples = list(chain.from_iterable(repeat(h, n) for h, n in gained_holders))
+        out.append(Delta(docno, GAIN, known[np.concatenate(gained)[order]].tolist(),
+                         [tuples[i] for i in order.tolist()], cause))
+    out.extend(Delta(y, GAIN_FROM, gs, docno, cause) for y, gs in _per_holder(known, first))
+    out.extend(Delta(y, ADD, gs, docno, cause) for y, gs in _per_holder(known, shared))
+    out.extend(Delta(y, LOSE, gs, None, cause) for y, gs in _per_holder(known, lost))
     return out
 
 
-def _per_holder(shared: dict[tuple[int, ...], list[int]]) -> dict[int, list[int]]:
-    """Each holder's grams, from the grams grouped by their holders: a passage's grams
-    share one holder tuple (the same copies hold all of it), so the pairs are made by a
-    list extend per (tuple, holder) rather than one append per (gram, holder)."""
-    out: dict[int, list[int]] = {}
-    for holders, grams in shared.items():
+_SKIP = object()  # a common gram's group: nothing to do
+
+
+def _by_live_holders(txn: GramIndexView, known: np.ndarray
+                     ) -> list[tuple[tuple[int, ...] | None, np.ndarray]]:
+    """The known grams grouped by their live holders (None: no posting after all), as
+    positions in `known`, ascending; groups in order of first appearance. Common grams
+    are left out."""
+    index: dict = {}
+    raw = np.fromiter((index.setdefault(p, len(index)) for p in txn.prefetched(known)),
+                      dtype=np.intp, count=len(known))
+    live: dict = {}  # live holders -> group number
+    to_group = np.empty(len(index), dtype=np.intp)
+    for p, i in index.items():
+        key = _SKIP if p == COMMON else None if p is None else txn.live(p)
+        to_group[i] = live.setdefault(key, len(live))
+    group = to_group[raw]
+    order = np.argsort(group, kind="stable")
+    bounds = np.cumsum(np.bincount(group, minlength=len(live)))
+    positions = np.split(order, bounds[:-1])
+    return [(key, at) for key, at in zip(live, positions, strict=True) if key is not _SKIP]
+
+
+def _per_holder(known: np.ndarray, groups: list[tuple[tuple[int, ...], np.ndarray]]
+                ) -> list[tuple[int, list[int]]]:
+    """Each holder's grams (page order), from the groups of grams it is among the holders
+    of: one list per holder, made by one take per group rather than one append per
+    (gram, holder); holders in order of first appearance."""
+    out: dict[int, list[np.ndarray]] = {}
+    for holders, at in groups:
         for y in holders:
             mine = out.get(y)
             if mine is None:
-                out[y] = grams.copy()
+                out[y] = [at]
             else:
-                mine.extend(grams)
-    return out
+                mine.append(at)
+    return [(y, known[ats[0] if len(ats) == 1 else np.sort(np.concatenate(ats))].tolist())
+            for y, ats in out.items()]
 
 
 def withdraw_document(

@@ -210,6 +210,10 @@ class Txn:
         """Posting of a prefetched gram (None: no document holds it)."""
         return self.postings_cache.get(gram)
 
+    def prefetched(self, grams: np.ndarray) -> list[Posting | None]:
+        """Postings of prefetched grams, in one pass (None: no document holds it)."""
+        return list(map(self.postings_cache.get, grams.tolist()))
+
     def postings(self, grams: np.ndarray) -> list[Posting | None]:
         """Posting of each gram, prefetched or not."""
         cache = self.postings_cache
@@ -234,6 +238,12 @@ class Txn:
     def set_posting(self, gram: int, posting: Posting) -> None:
         self.postings_cache[gram] = posting
         self.dirty_postings[gram] = posting
+
+    def set_postings(self, grams: list[int], posting: Posting) -> None:
+        """The same posting for many grams."""
+        same = dict.fromkeys(grams, posting)
+        self.postings_cache.update(same)
+        self.dirty_postings.update(same)
 
     def live(self, posting: tuple[int, ...]) -> tuple[int, ...]:
         """The holders of a posting that are not withdrawn versions."""
