@@ -193,14 +193,16 @@ class DocState:
         bit matrix instead."""
         pos = self.pos
         groups: dict[tuple[int, ...], list[int]] = {}
+        last, slots = None, []
         for g, h in zip(grams, holders, strict=True):
-            slots = groups.get(h)
-            if slots is not None:
-                slots.append(pos[g])
-            elif len(groups) < HOLDER_GROUPS:
-                groups[h] = [pos[g]]
-            else:
-                return self._holder_matrix(grams, holders)
+            if h is not last:  # a run of one tuple object needs no hashing (engine.postings)
+                last = h
+                slots = groups.get(h)
+                if slots is None:
+                    if len(groups) >= HOLDER_GROUPS:
+                        return self._holder_matrix(grams, holders)
+                    slots = groups[h] = []
+            slots.append(pos[g])
         width = (len(self.slots) + 7) // 8
         out: dict[int, int] = {}
         for h, slots in groups.items():

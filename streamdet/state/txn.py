@@ -433,8 +433,8 @@ class Txn:
             ops.extend(self._fresh_ops())
         if self.dirty_postings:
             keys = u64keys(list(self.dirty_postings))
-            ops.extend(("grams", key, encode_posting(p))
-                       for key, p in zip(keys, self.dirty_postings.values(), strict=True))
+            ops.extend(("grams", key, raw)
+                       for key, raw in zip(keys, self._encoded_postings(), strict=True))
         for docno in sorted(self.dirty_docs):
             ops.extend(self._doc_ops(docno, self.docs[docno]))
         for docno, grams in self.doc_gram_sets.items():
@@ -461,6 +461,18 @@ class Txn:
         if positions is not None:
             ops.append(("meta", b"positions", json.dumps(positions, sort_keys=True).encode()))
         return ops
+
+    def _encoded_postings(self) -> list[bytes]:
+        """The dirty postings' bytes, each posting object encoded once: the grams of a
+        passage share one (Txn.set_postings)."""
+        done: dict[int, bytes] = {}
+        out = []
+        for p in self.dirty_postings.values():
+            raw = done.get(id(p))  # every posting stays alive in dirty_postings meanwhile
+            if raw is None:
+                raw = done[id(p)] = encode_posting(p)
+            out.append(raw)
+        return out
 
     def _fresh_ops(self) -> list[Op]:
         """The batch's new first-holder pairs: logged among the recent pairs while they
