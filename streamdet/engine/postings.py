@@ -148,18 +148,28 @@ def _by_live_holders(txn: GramIndexView, known: np.ndarray
 def _per_holder(known: np.ndarray, groups: list[tuple[tuple[int, ...], np.ndarray]]
                 ) -> list[tuple[int, list[int]]]:
     """Each holder's grams (page order), from the groups of grams it is among the holders
-    of: one list per holder, made by one take per group rather than one append per
-    (gram, holder); holders in order of first appearance."""
-    out: dict[int, list[np.ndarray]] = {}
-    for holders, at in groups:
+    of; holders in order of first appearance. A passage's ~10 copies share its group, so
+    a group's grams are listed once for all of them (the lists are shared, never changed);
+    a holder in several groups gets their positions merged."""
+    out: dict[int, list[int]] = {}  # holder -> its groups
+    for i, (holders, _) in enumerate(groups):
         for y in holders:
             mine = out.get(y)
             if mine is None:
-                out[y] = [at]
+                out[y] = [i]
             else:
-                mine.append(at)
-    return [(y, known[ats[0] if len(ats) == 1 else np.sort(np.concatenate(ats))].tolist())
-            for y, ats in out.items()]
+                mine.append(i)
+    lists: dict[int, list[int]] = {}
+
+    def listed(i: int) -> list[int]:
+        gs = lists.get(i)
+        if gs is None:
+            gs = lists[i] = known[groups[i][1]].tolist()
+        return gs
+
+    return [(y, listed(mine[0]) if len(mine) == 1 else
+             known[np.sort(np.concatenate([groups[i][1] for i in mine]))].tolist())
+            for y, mine in out.items()]
 
 
 def withdraw_document(
