@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamdet.engine.neighbourhoods import MAX_DEPTH, is_trap, neighbourhoods, path_segments
+from streamdet.engine.neighbourhoods import MAX_DEPTH, neighbourhoods, path_segments, trap_segment
 
 from .harness import assert_same_rows, run_embedded
 from .reference import ref_is_trap, ref_neighbourhoods, ref_path, ref_record, reference
@@ -21,6 +21,10 @@ path_st = st.lists(st.sampled_from(PIECES), max_size=12).map(lambda s: "/" + "/"
 url_st = st.builds(lambda host, path, tail: f"http://{host}{path}{tail}",
                    st.sampled_from(["h.example", "H.Example.", "u:p@h.example:8080"]),
                    path_st, st.sampled_from(["", "?q=/a/a/a", "#/x/x/x", "?a=1#b"]))
+
+
+def is_trap(url: str) -> bool:
+    return trap_segment(url) is not None
 
 
 @settings(max_examples=800, deadline=None)

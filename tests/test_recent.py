@@ -97,5 +97,6 @@ def test_pairs_that_do_not_fit_go_into_one_segment_with_the_recent_ones(backend,
     txn = store.begin()
     grams = np.asarray(sorted(truth), dtype=np.uint64)
     assert txn.prefetch(grams).all()
-    assert {g: txn.posting(g) for g in truth} == {g: (d,) for g, d in truth.items()}
+    assert dict(zip(grams.tolist(), txn.prefetched(grams), strict=True)) == {
+        g: (d,) for g, d in truth.items()}
     store.close()

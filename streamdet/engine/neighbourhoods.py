@@ -81,7 +81,3 @@ def trap_segment(url: str) -> tuple[str, int] | None:
     segment, n = Counter(segments).most_common(1)[0]
     return (segment, n) if n >= TRAP_REPEATS else None
 
-
-def is_trap(url: str) -> bool:
-    """Whether one segment of the path occurs TRAP_REPEATS times or more."""
-    return trap_segment(url) is not None

@@ -27,7 +27,6 @@ class GramIndexView:
     """What the gram role needs from the state (implemented by state.txn.Txn)."""
 
     def prefetch(self, grams: np.ndarray) -> np.ndarray: ...
-    def posting(self, gram: int) -> Posting | None: ...
     def prefetched(self, grams: np.ndarray) -> list[Posting | None]: ...
     def postings(self, grams: np.ndarray) -> list[Posting | None]: ...
     def set_posting(self, gram: int, posting: Posting) -> None: ...
@@ -112,9 +111,10 @@ def add_document(txn: GramIndexView, docno: int, grams: np.ndarray, plan: PagePl
             lost.append((holders, at))
     out = []
     if gained:
-        order = np.argsort(np.concatenate(gained), kind="stable")
+        at = np.concatenate(gained)
+        order = np.argsort(at, kind="stable")
         tuples = list(chain.from_iterable(repeat(h, n) for h, n in gained_holders))
-        out.append(Delta(docno, GAIN, known[np.concatenate(gained)[order]].tolist(),
+        out.append(Delta(docno, GAIN, known[at[order]].tolist(),
                          [tuples[i] for i in order.tolist()], cause))
     out.extend(Delta(y, GAIN_FROM, gs, docno, cause) for y, gs in _per_holder(known, first))
     out.extend(Delta(y, ADD, gs, docno, cause) for y, gs in _per_holder(known, shared))

@@ -206,10 +206,6 @@ class Txn:
                 keep(g, p)  # a committed value: valid in the store's cache right away
         return rest
 
-    def posting(self, gram: int) -> Posting | None:
-        """Posting of a prefetched gram (None: no document holds it)."""
-        return self.postings_cache.get(gram)
-
     def prefetched(self, grams: np.ndarray) -> list[Posting | None]:
         """Postings of prefetched grams, in one pass (None: no document holds it)."""
         return list(map(self.postings_cache.get, grams.tolist()))
