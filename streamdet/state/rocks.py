@@ -138,7 +138,10 @@ class RocksKV(KV):
     def items(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         if table not in self._cf:
             return
-        it = self._cf[table].iter(ReadOptions())
+        opts = ReadOptions()
+        if table == "grams":  # its prefix-hashed memtable iterates in order only when told
+            opts.set_total_order_seek(True)
+        it = self._cf[table].iter(opts)
         it.seek(start) if start else it.seek_to_first()
         while it.valid():
             yield it.key(), it.value()
