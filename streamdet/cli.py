@@ -26,15 +26,17 @@ DEFAULT_STATE = "streamdet-state"
 
 
 def add_params(p: argparse.ArgumentParser, env_prefix: bool = False) -> None:
-    """-k -m -c --theta --foreign --phi --gamma; with env_prefix, defaults from
-    STREAMDET_K, _M, _C, _THETA, _FOREIGN, _PHI, _GAMMA (the worker's configuration in a
-    container)."""
+    """-k -m -c --theta --foreign --phi --gamma --popular; with env_prefix, defaults from
+    STREAMDET_K, _M, _C, _THETA, _FOREIGN, _PHI, _GAMMA, _POPULAR (the worker's
+    configuration in a container)."""
     d = Params()
     k, m, c, theta, foreign, phi, gamma = d.k, d.m, d.c, d.theta, d.foreign, d.phi, d.gamma
+    popular = d.popular
     if env_prefix:
         k, m, c = int_env("K", k), int_env("M", m), int_env("C", c)
         theta, foreign = env_as("THETA", float, theta), env("FOREIGN", foreign)
         phi, gamma = env_as("PHI", float, phi), int_env("GAMMA", gamma)
+        popular = int_env("POPULAR", popular)
     p.add_argument("-k", type=int, default=k, help=f"gram length in tokens (default {k})")
     p.add_argument("-m", type=int, default=m, help=f"postings cap: grams on more documents "
                    f"are common, not patches (default {m})")
@@ -49,6 +51,9 @@ def add_params(p: argparse.ArgumentParser, env_prefix: bool = False) -> None:
     p.add_argument("--gamma", type=int, default=gamma,
                    help="fewest consecutive equal sentences that make two pages on "
                    f"different servers partial duplicates (default {gamma})")
+    p.add_argument("--popular", type=int, default=popular, metavar="P",
+                   help="fewest live documents that make a gram a popular phrase, counted "
+                   f"per page as pop(d) (default {popular})")
 
 
 def port_number(text: str) -> int:
@@ -64,7 +69,7 @@ def port_number(text: str) -> int:
 
 def params_of(args: argparse.Namespace) -> Params:
     return Params(k=args.k, m=args.m, c=args.c, theta=args.theta, foreign=args.foreign,
-                  phi=args.phi, gamma=args.gamma)
+                  phi=args.phi, gamma=args.gamma, popular=args.popular)
 
 
 def open_store(path: str, must_exist: bool = False, read_only: bool = False):
@@ -285,12 +290,14 @@ def cmd_dump(args: argparse.Namespace) -> int:
         return _dump_clusters(near or dirs[0])
     rows: list[dict] = []
     clusters = None if args.partials else _cluster_store(dirs, near)
+    pops = True if args.partials or dirs == [near] else _pipeline_pops(args.state)
     try:
         for path in dirs:
             store = open_store(path, must_exist=True, read_only=True)
             try:
                 rows.extend(partial_rows(store) if args.partials else
-                            dump_rows(store, near=clusters, clustered=near is not None))
+                            dump_rows(store, near=clusters, clustered=near is not None,
+                                      pops=pops))
             finally:
                 store.close()
     finally:
@@ -303,6 +310,25 @@ def cmd_dump(args: argparse.Namespace) -> int:
         out.write(_line(row))
     out.flush()
     return 0
+
+
+def _pipeline_pops(states: list[str] | None, docno: int | None = None):
+    """pop(d) of worker states' documents (of `docno` alone, if given), summed over every
+    gram shard (SPEC §8); None when some gram shard is not among them."""
+    from .adapters.views import pop_counts, pop_of, worker_shards
+
+    found = worker_shards(states or [DEFAULT_STATE])
+    if found is None:
+        return None
+    _, grams, shards = found
+    if len(grams) < shards:
+        return None
+    stores = [open_store(grams[g], must_exist=True, read_only=True) for g in range(shards)]
+    try:
+        return pop_counts(stores) if docno is None else pop_of(stores, docno)
+    finally:
+        for store in stores:
+            store.close()
 
 
 def _dump_clusters(path: str) -> int:
@@ -348,6 +374,8 @@ def _page(args: argparse.Namespace, with_pairs: bool = False):
             finally:
                 store.close()
         found.pairs.sort(key=lambda p: p["other"].encode("utf-8"))
+        if near is not None and dirs != [near]:  # worker states: the gram shards count pop
+            found.pop = _pipeline_pops(args.state, found.docno)
         clusters = _cluster_store(dirs, near) if with_pairs else None
         if clusters is not None:
             try:
@@ -392,43 +420,89 @@ def _query_page(args: argparse.Namespace, *stores):
     return Page(url, text=body) if args.text is not None else Page(url, html=body)
 
 
-def cmd_similar(args: argparse.Namespace) -> int:
-    from contextlib import ExitStack
-
-    from .adapters.outputs import _line
-    from .adapters.similar import similar, similar_sharded, similar_text
+def _opened_states(states: list[str] | None, stack):
+    """A `run` state opened read-only, or every shard of worker states: (doc shards,
+    gram shards, shard count), the stores by shard number; `stack` closes them."""
     from .adapters.views import all_shard_dirs
-    from .engine.params import Params
 
-    states = args.state or [DEFAULT_STATE]
+    states = states or [DEFAULT_STATE]
     try:
         found = all_shard_dirs(states)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if found is None and len(states) > 1:
         raise UsageError("several --state directories are only for worker states")
-    with ExitStack() as stack:
-        def opened(path: str):
-            store = open_store(path, must_exist=True, read_only=True)
-            stack.callback(store.close)
-            return store
 
-        if found is None:
-            store = opened(states[0])
-            params = Params.from_fingerprint(store.meta("params"))
-            answer = similar(store, _query_page(args, store), params)
-        else:
-            doc_dirs, gram_dirs, shards = found
-            docs = {s: opened(p) for s, p in doc_dirs.items()}
-            grams = {g: opened(p) for g, p in gram_dirs.items()}
+    def opened(path: str):
+        store = open_store(path, must_exist=True, read_only=True)
+        stack.callback(store.close)
+        return store
+
+    if found is None:
+        return opened(states[0])
+    doc_dirs, gram_dirs, shards = found
+    return ({s: opened(p) for s, p in doc_dirs.items()},
+            {g: opened(p) for g, p in gram_dirs.items()}, shards)
+
+
+def cmd_similar(args: argparse.Namespace) -> int:
+    from contextlib import ExitStack
+
+    from .adapters.outputs import _line
+    from .adapters.similar import similar, similar_sharded, similar_text
+    from .engine.params import Params
+
+    with ExitStack() as stack:
+        found = _opened_states(args.state, stack)
+        if isinstance(found, tuple):
+            docs, grams, shards = found
             params = Params.from_fingerprint(docs[0].meta("params"))
             page = _query_page(args, *docs.values())
             answer = similar_sharded(docs, grams, page, params, shards)
+        else:
+            params = Params.from_fingerprint(found.meta("params"))
+            answer = similar(found, _query_page(args, found), params)
     if args.json:
         sys.stdout.buffer.write(_line(answer))
     else:
         print(similar_text(answer, params))
     sys.stdout.flush()
+    return 0
+
+
+def cmd_phrases(args: argparse.Namespace) -> int:
+    """SPEC §8: the grams on the most live documents, from a `run` state or from every
+    worker state (gram shards count them, doc shards keep the texts)."""
+    from contextlib import ExitStack
+
+    from .adapters.outputs import _line
+    from .adapters.phrases import phrase_rows
+    from .adapters.views import live_docnos
+    from .engine.params import Params
+    from .engine.routing import docno_shard
+
+    if args.top < 1:
+        raise UsageError(f"--top must be >= 1, got {args.top}")
+    with ExitStack() as stack:
+        found = _opened_states(args.state, stack)
+        if isinstance(found, tuple):
+            by_shard, grams, shards = found
+            docs = [by_shard[s] for s in range(shards)]
+            counting = [grams[g] for g in range(shards)]
+            txns = [d.begin() for d in docs]
+            text_of = lambda d: txns[docno_shard(d, shards)].text(d)  # noqa: E731
+        else:
+            counting = docs = [found]
+            text_of = found.begin().text
+        params = Params.from_fingerprint(docs[0].meta("params"))
+        if any(s.meta("popular") == "partial" for s in counting):
+            print("streamdet: warning: this state was upgraded from a version that did not "
+                  "count popular phrases: the counts are short", file=sys.stderr)
+        rows = phrase_rows(counting, text_of, lambda: live_docnos(docs), args.top, params)
+    out = sys.stdout.buffer
+    for row in rows:
+        out.write(_line(row) if args.json else f"{row['docs']}\t{row['phrase']}\n".encode())
+    out.flush()
     return 0
 
 
@@ -625,6 +699,17 @@ def build_parser() -> argparse.ArgumentParser:
                      "unless NO_COLOR is set) or with [n> ... <n] markers")
     exp.set_defaults(func=cmd_explain)
     txt.set_defaults(func=cmd_text)
+
+    ph = sub.add_parser("phrases", help="the phrases (k-grams) on the most live pages, with "
+                        "their page counts (SPEC §8's popular phrases)")
+    ph.add_argument("--top", type=int, default=20, metavar="N",
+                    help="how many (default 20; grams on two pages or more)")
+    ph.add_argument("--state", action="append", metavar="DIR",
+                    help=f"a `streamdet run` state, or the state of every worker (repeat "
+                    f"--state; default {DEFAULT_STATE})")
+    ph.add_argument("--json", action="store_true",
+                    help='one {"phrase", "docs"} object per line')
+    ph.set_defaults(func=cmd_phrases)
 
     sim = sub.add_parser("similar", help="the near-duplicates of a page and what it would be "
                          "made of, against a state, without adding it")

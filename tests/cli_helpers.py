@@ -26,7 +26,7 @@ STREAMDET = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "stre
 SUMMARY = re.compile(r"^streamdet: (\d+) pages in [\d.]+ s \(\d+ pages/s\)(?:, (\d+) already "
                      r"applied)?; (.*?); (\d+) dead letters(?: \((.*?)\) -> \S+)?(?:; .*)?; "
                      r"state [\d.]+ MB in .*$")
-DUMP_KEYS = ["url", "n_grams", "n_patch_grams", "patch_fraction", "sources", "quilted",
+DUMP_KEYS = ["url", "n_grams", "n_patch_grams", "patch_fraction", "sources", "quilted", "pop",
              "cluster", "cluster_size", "exact_dups"]
 
 

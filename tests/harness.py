@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from streamdet.adapters.views import dump_rows
+from streamdet.adapters.phrases import phrase_rows
+from streamdet.adapters.views import dump_rows, live_docnos
 from streamdet.engine.analysis import analyze
 from streamdet.engine.core import Engine
 from streamdet.engine.params import Params
@@ -60,7 +61,8 @@ def cut(records: Sequence[Any], batches: Sequence[int]) -> list[list[Any]]:
 
 def _run_on_store(open_store: Callable[[], Store], records: list[dict], params: Params,
                   batches: Sequence[int], reopen: bool, compact: bool,
-                  events: list[dict] | None) -> Rows:
+                  events: list[dict] | None, phrases: list[dict] | None = None,
+                  top: int = 1 << 30) -> Rows:
     engine = Engine(params)
     store = open_store()
     try:
@@ -82,6 +84,10 @@ def _run_on_store(open_store: Callable[[], Store], records: list[dict], params: 
                 store.close()
                 store = open_store()
                 engine = Engine(params)
+        if phrases is not None:  # SPEC §8: every gram on two documents or more
+            txn = store.begin()
+            phrases.extend(phrase_rows([store], txn.text, lambda: live_docnos([store]),
+                                       top, params))
         return {row["url"]: row for row in dump_rows(store, params)}
     finally:
         store.close()
@@ -89,22 +95,24 @@ def _run_on_store(open_store: Callable[[], Store], records: list[dict], params: 
 
 def run_embedded(records: list[dict], params: Params, batches: Sequence[int], *,
                  backend: str = "memory", reopen: bool = False, compact: bool = True,
-                 events: list[dict] | None = None) -> Rows:
+                 events: list[dict] | None = None, phrases: list[dict] | None = None,
+                 top: int = 1 << 30) -> Rows:
     """The engine in-process: each batch is one transaction `begin / process / commit`,
     then `store.compact()` (segment merges) as the embedded runner does.
 
     backend: "memory" (MemoryKV) or "rocks" (RocksDB in a temporary directory).
     reopen: close and reopen the store (and make a new Engine) after every batch.
     compact: merge crowded segment tiers after every batch (the runner's behaviour).
-    events: when a list is given, every event the engine emits is appended to it."""
+    events: when a list is given, every event the engine emits is appended to it.
+    phrases: when a list is given, `phrases --top top` rows (SPEC §8; default: all)."""
     if backend == "memory":
         kv = MemoryKV()
         return _run_on_store(lambda: Store(kv), records, params, batches, reopen,
-                              compact, events)
+                              compact, events, phrases, top)
     if backend == "rocks":
         with tempfile.TemporaryDirectory(prefix="streamdet-test-") as tmp:
             return _run_on_store(lambda: Store(RocksKV(tmp)), records, params, batches,
-                                 reopen, compact, events)
+                                 reopen, compact, events, phrases, top)
     raise ValueError(f"unknown backend {backend!r}")
 
 
@@ -148,6 +156,8 @@ def normalize_row(row: Mapping[str, Any]) -> dict:
     }
     if evidence:
         out["evidence"] = evidence
+    if "pop" in row:  # SPEC §8
+        out["pop"] = row["pop"]
     if "cluster" in row:  # SPEC §6
         out["cluster"] = (row["cluster"], row["cluster_size"], row["exact_dups"])
     return out

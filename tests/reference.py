@@ -22,7 +22,11 @@ from the list of records, in arrival order:
 
 `reference(records, params)` returns {url: row}, each row shaped like
 `streamdet.adapters.views.dump_rows`: {"url", "n_grams", "n_patch_grams",
-"patch_fraction", "sources": [{"url", "grams"}, ...] in greedy order, "quilted"}.
+"patch_fraction", "sources": [{"url", "grams"}, ...] in greedy order, "quilted", "pop"}:
+pop(d) (SPEC §8) is the number of d's gram tuples on at least P live documents, counted
+over the latest versions like docs(g), with no cap and no sticky exception.
+`ref_phrases(records, params)` lists every gram tuple on two or more of them (SPEC §8's
+`phrases`).
 
 SPEC §7 (partial duplicates located by sentences, Zhang et al. 2010), the same way:
 
@@ -305,6 +309,7 @@ def reference(records: Iterable[Mapping[str, Any]], params: Any) -> dict[str, di
     k, m = _param(params, "k"), _param(params, "m")
     c, theta, foreign = _param(params, "c"), _param(params, "theta"), _param(params, "foreign")
     phi = _param(params, "phi") if _has(params, "phi") else 0.0  # SPEC §5: counted sources
+    popular = _param(params, "popular") if _has(params, "popular") else 5  # SPEC §8: P
 
     arrivals: list[tuple[str, frozenset]] = []
     latest: dict[str, tuple[frozenset, str]] = {}  # url -> (grams, server)
@@ -346,8 +351,28 @@ def reference(records: Iterable[Mapping[str, Any]], params: Any) -> dict[str, di
             "sources": [{"url": u, "grams": len(new), "share": len(new) / p,
                          "spans": ref_spans(texts[url], k, new)} for u, new in cover],
             "quilted": frac >= theta and sum(len(new) >= phi * p for _, new in cover) >= c,
+            "pop": sum(1 for g in grams if len(docs_of[g]) >= popular),  # SPEC §8
         }
     return rows
+
+
+def ref_phrases(records: Iterable[Mapping[str, Any]], params: Any) -> list[dict]:
+    """SPEC §8's `phrases`: every gram on two or more live documents as {"phrase", "docs"},
+    most documents first, then by phrase (code-point order); phrase = its k tokens joined
+    by spaces."""
+    k = _param(params, "k")
+    latest: dict[str, frozenset] = {}
+    for rec in records:
+        doc = ref_record(rec)
+        if doc is not None:
+            latest[doc.url] = ref_grams(ref_tokenize(doc.text), k)
+    docs_of: dict = {}
+    for grams in latest.values():
+        for g in grams:
+            docs_of[g] = docs_of.get(g, 0) + 1
+    rows = [(-n, " ".join(g)) for g, n in docs_of.items() if n >= 2]
+    rows.sort(key=lambda r: (r[0], r[1].encode("utf-8")))
+    return [{"phrase": phrase, "docs": -neg} for neg, phrase in rows]
 
 
 # ----------------------------------------------------------------------------- sentences

@@ -40,12 +40,13 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from streamdet.adapters.views import dump_rows, partial_rows
+from streamdet.adapters.phrases import phrase_rows
+from streamdet.adapters.views import dump_rows, live_docnos, partial_rows, pop_counts
 from streamdet.engine.analysis import analyze
 from streamdet.engine.messages import GramsMsg, PageMsg, decode_doc_input
 from streamdet.engine.params import Params
 from streamdet.engine.records import BadRecord, page_from_object
-from streamdet.engine.routing import docno_for, url_shard
+from streamdet.engine.routing import docno_for, docno_shard, url_shard
 from streamdet.engine.shard_step import (
     DELTAS_OUT,
     EVENTS_OUT,
@@ -309,10 +310,20 @@ class Simulation:
 
     def rows(self) -> Rows:
         out: Rows = {}
+        pops = pop_counts(sh.state.store for sh in self.gram)
         for sh in self.doc:
-            for row in dump_rows(sh.state.store, self.params, self.gram[0].state.store):
+            for row in dump_rows(sh.state.store, self.params, self.gram[0].state.store,
+                                 pops=pops):
                 out[row["url"]] = row
         return out
+
+    def phrase_rows(self, top: int = 1 << 30) -> list[dict]:
+        """`phrases --top` over the gram shards, texts from the doc shards (SPEC §8)."""
+        docs = [sh.state.store for sh in self.doc]
+        txns = [store.begin() for store in docs]
+        return phrase_rows([sh.state.store for sh in self.gram],
+                           lambda d: txns[docno_shard(d, self.p)].text(d),
+                           lambda: live_docnos(docs), top, self.params)
 
     def partial_rows(self) -> list[dict]:
         """dump --partials over every doc shard (SPEC §7)."""
@@ -334,7 +345,8 @@ def sharded_pipeline(records: list[dict], params: Params, batches: Sequence[int]
                      shards: int = 3, seed: int = 0, crash_rate: float = 0.0,
                      wipe_rate: float = 0.0, lag_rate: float = 0.0, dup_rate: float = 0.0,
                      events: list[dict] | None = None, stats: dict | None = None,
-                     partials: list[dict] | None = None) -> Rows:
+                     partials: list[dict] | None = None,
+                     phrases: list[dict] | None = None) -> Rows:
     """Records published in `batches` (the stream cut as it arrives), shards running
     in between on a random schedule, then run until idle."""
     sim = Simulation(params, shards, seed, crash_rate, wipe_rate, lag_rate)
@@ -359,4 +371,6 @@ def sharded_pipeline(records: list[dict], params: Params, batches: Sequence[int]
                      recovered=sim.recovered, resumed=sim.resumed)
     if partials is not None:
         partials.extend(sim.partial_rows())
+    if phrases is not None:
+        phrases.extend(sim.phrase_rows())
     return sim.rows()

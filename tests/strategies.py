@@ -55,7 +55,9 @@ def params_st(draw, small: bool | None = None) -> Params:
     foreign = draw(st.sampled_from(FOREIGN_MODES))
     # phi (SPEC §5): mostly 0 (SPEC §1 exactly), else a share that drops small sources
     phi = draw(st.one_of(st.just(0.0), st.sampled_from([0.1, 0.25, 0.5]), st.floats(0.0, 1.0)))
-    return Params(k=k, m=m, c=c, theta=theta, foreign=foreign, phi=phi)
+    # P (SPEC §8): around m, so that grams cross it both with postings and as common grams
+    popular = draw(st.sampled_from([2, 3, 3, 4, 5, 5, 7]))
+    return Params(k=k, m=m, c=c, theta=theta, foreign=foreign, phi=phi, popular=popular)
 
 
 words_st = st.lists(st.sampled_from(WORDS), min_size=1, max_size=8)

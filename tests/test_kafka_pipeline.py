@@ -137,6 +137,13 @@ class Pipeline:
             args += ["--state", self.tmp / name]
         return dump_states(args)
 
+    def phrases(self) -> bytes:
+        """`streamdet phrases` over every worker's state (SPEC §8)."""
+        args = ["--top", PHRASES_TOP, "--json"]
+        for name in self.workers:
+            args += ["--state", self.tmp / name]
+        return streamdet("phrases", *args).stdout
+
     def stop(self) -> None:
         for proc in self.workers.values():
             if proc.poll() is None:
@@ -176,7 +183,16 @@ def crawl(tmp_path_factory) -> tuple[Path, bytes, bytes]:
     streamdet("run", "--input", path, "--state", tmp / "ref", "--events", tmp / "ref-events.jsonl")
     pairs = streamdet("dump", "--partials", "--state", tmp / "ref").stdout
     assert len(pairs.splitlines()) >= 5  # pairs to get right: quilts hold donors' passages
+    REFERENCE["phrases"] = streamdet("phrases", "--state", tmp / "ref", "--top", PHRASES_TOP,
+                                     "--json").stdout
+    assert len(REFERENCE["phrases"].splitlines()) == PHRASES_TOP
     return path, dump(tmp / "ref"), pairs
+
+
+# What `streamdet run` gives for the crawl beside its dump and pairs (set by `crawl`): the
+# popular phrases (SPEC §8), whatever parameters of SPEC §1 and §5 a test changes
+REFERENCE: dict[str, bytes] = {}
+PHRASES_TOP = 40
 
 
 def _rows(raw: bytes) -> dict[str, dict]:
@@ -205,6 +221,7 @@ def _finish_and_check(pipeline: Pipeline, reference_dump: bytes, reference_pairs
     assert {u: normalize_row(r) for u, r in got.items()} == {
         u: normalize_row(r) for u, r in want.items()}
     assert pipeline.dump("--partials") == reference_pairs
+    assert pipeline.phrases() == REFERENCE["phrases"]  # counted by the gram shards
     pairs = [json.loads(line) for line in reference_pairs.splitlines()]
     problems = check_pair_events(without_repeats(events), pairs)
     problems += check_cluster_events(without_repeats(events), got)

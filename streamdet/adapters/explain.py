@@ -22,6 +22,7 @@ from ..engine.params import Params
 from ..engine.text import unpack_text
 from ..state.schema import DocResult, DocState
 from ..state.txn import Store
+from .views import pop_of
 
 # ANSI colours for the sources, in cover order (then again from the first)
 COLOURS = ("\x1b[1;31m", "\x1b[1;32m", "\x1b[1;34m", "\x1b[1;35m", "\x1b[1;36m",
@@ -49,6 +50,7 @@ class Page:
     # SPEC §6: {"cluster", "cluster_size", "exact_dups", "near": [{"url", "resemblance"}],
     # "near_total"} (near_of)
     cluster: dict = field(default_factory=dict)
+    pop: int | None = None  # SPEC §8: its popular grams (None: not known)
 
     @property
     def counted(self) -> int:
@@ -105,7 +107,8 @@ def look_up(store: Store, url: str) -> Page | Missing:
     result = current(txn, doc)
     packed = txn.text(docno)
     return Page(url, server, seq, doc, result, evidence(result, doc, packed, params.k),
-                unpack_text(packed), params, docno, cluster=cluster_of(txn, docno, url))
+                unpack_text(packed), params, docno, cluster=cluster_of(txn, docno, url),
+                pop=pop_of([store], docno))
 
 
 def near_rows(txn, near: list[tuple[int, float]]) -> list[dict]:
@@ -157,6 +160,9 @@ def summary(page: Page) -> list[str]:
         lines.append(f"    [{i}] {s['grams']:6d} new grams ({100 * s['share']:5.1f}% of patch) "
                      f"from {s['url']}{mark}")
     lines.append(f"  {verdict(page)} (events so far: {page.seq})")
+    if page.pop is not None:
+        lines.append(f"  pop: {page.pop} of its grams are popular phrases (on {p.popular} or "
+                     "more pages, `streamdet phrases`)")
     return lines
 
 
@@ -255,6 +261,7 @@ def explain_json(page: Page) -> dict:
         "quilted": page.result.quilted,
         "verdict": verdict(page),
         "seq": page.seq,
+        "pop": page.pop,
         "params": p.to_dict(),
         "partials": page.pairs,
         **page.cluster,

@@ -21,17 +21,23 @@ class StateFormat:
     current: str
     upgradable: tuple[str, ...]
     kind: str  # what a state of this format is, for messages
+    uncounted: tuple[str, ...] = ()  # upgradable formats that did not count popular phrases
 
 
 # 4 may hold stale covers, 5 packs segment pairs, 6 gives new segments split-block filters,
 # 7 keeps documents' visible texts (table texts; documents from before have none), 8 their
 # sentences and partial-duplicate pairs (table partials; documents from before have none),
-# 9 near-duplicate sketches and clusters (table near; documents from before have none)
-EMBEDDED = StateFormat("9", ("3", "4", "5", "6", "7", "8"), "a `streamdet run` state")
-# shards-3 to shards-8: the same six steps; shards-1 gram shards had no URL tables
-SHARD = StateFormat("shards-8", ("shards-2", "shards-3", "shards-4", "shards-5", "shards-6",
-                                 "shards-7"),
-                    "a worker shard")
+# 9 near-duplicate sketches and clusters (table near; documents from before have none),
+# 10 popular phrases' counts and pop(d) (table popular; a state from before does not count
+# them: meta `popular` says "partial" once it is upgraded, views.pop_counts)
+EMBEDDED = StateFormat("10", ("3", "4", "5", "6", "7", "8", "9"), "a `streamdet run` state",
+                       ("3", "4", "5", "6", "7", "8", "9"))
+# shards-3 to shards-9: the same seven steps; shards-1 gram shards had no URL tables
+SHARD = StateFormat("shards-9", ("shards-2", "shards-3", "shards-4", "shards-5", "shards-6",
+                                 "shards-7", "shards-8"),
+                    "a worker shard",
+                    ("shards-2", "shards-3", "shards-4", "shards-5", "shards-6", "shards-7",
+                     "shards-8"))
 
 
 def check_state(store: Store, fmt: StateFormat, params: Params, where: str,
@@ -52,4 +58,6 @@ def check_state(store: Store, fmt: StateFormat, params: Params, where: str,
     if shards is not None and store.meta("shards") != str(shards):
         raise StateError(f"{where} was built for {store.meta('shards')} shards, not {shards}")
     if found != fmt.current:
+        if found is None or found in fmt.uncounted:  # SPEC §8's counts would be short
+            store.set_meta("popular", "partial")
         store.set_meta("format", fmt.current)

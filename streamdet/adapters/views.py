@@ -3,7 +3,7 @@ pairs), and the doc shards of worker states (`explain` and `text` are adapters/e
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from ..engine.clusters import ClusterRole
 from ..engine.docs import current
@@ -23,13 +23,52 @@ def _params(store: Store, params: Params | None) -> Params:
     return Params.from_fingerprint(recorded)
 
 
+def pop_counts(stores: Iterable[Store]) -> dict[int, int] | None:
+    """pop(d) of every document with popular grams (SPEC §8), summed over the states that
+    count them: a `streamdet run` state, or every gram shard of a Kafka pipeline (each
+    counts the grams it owns, engine.popular). None when one of them was not counting
+    from its start (a state upgraded from before format 10: its figures are short)."""
+    out: dict[int, int] = {}
+    for store in stores:
+        if store.meta("popular") == "partial":
+            return None
+        for key, raw in store.kv.items("popular", b"d"):
+            if not key.startswith(b"d"):
+                break
+            d = key_u64(key[1:])
+            out[d] = out.get(d, 0) + int.from_bytes(raw, "little")
+    return out
+
+
+def pop_of(stores: Iterable[Store], docno: int) -> int | None:
+    """pop(d) of one version, summed over the states that count it (pop_counts)."""
+    total = 0
+    for store in stores:
+        if store.meta("popular") == "partial":
+            return None
+        total += store.begin().pop_many([docno])[0]
+    return total
+
+
+def live_docnos(stores: Iterable[Store]) -> Iterator[int]:
+    """The live document versions of states that keep URLs (a `run` state, doc shards)."""
+    for store in stores:
+        for _, raw in store.kv.items("urls"):
+            yield decode_url_entry(raw)[0]
+
+
 def dump_rows(store: Store, params: Params | None = None, near: Store | None = None,
-              clustered: bool = True) -> Iterator[dict]:
+              clustered: bool = True, pops: Mapping[int, int] | None | bool = True
+              ) -> Iterator[dict]:
     """One row per live document, sorted by URL (code-point order = UTF-8 byte order);
     `params` default to those the state records. The clusters (SPEC §6) are read from
     `near`, a Kafka pipeline's cluster shard, if given (a doc shard has none); without
-    `clustered` they are not known (null)."""
+    `clustered` they are not known (null). pop(d) (SPEC §8) comes from `pops`
+    (pop_counts of a pipeline's gram shards; None: not known), by default from the
+    state itself."""
     params = _params(store, params)
+    if pops is True:
+        pops = pop_counts([store])
     txn = store.begin()
     near_txn = txn if near is None else near.begin()
     clusters: dict[int, tuple[str, int]] = {}  # decoded once, however many members
@@ -47,6 +86,7 @@ def dump_rows(store: Store, params: Params | None = None, near: Store | None = N
             "patch_fraction": doc.patch_fraction,
             "sources": evidence(r, doc, txn.text(docno), params.k),
             "quilted": r.quilted,
+            "pop": None if pops is None else pops.get(docno, 0),
             "cluster": cluster,
             "cluster_size": size,
             "exact_dups": twins,
@@ -148,7 +188,7 @@ def _newest_copies(states: list[str], kind: str) -> tuple[dict[int, str], int, b
     return {s: path for s, (_, path) in best.items()}, shards, found
 
 
-def _worker_shards(states: list[str]) -> tuple[dict[int, str], dict[int, str], int] | None:
+def worker_shards(states: list[str]) -> tuple[dict[int, str], dict[int, str], int] | None:
     """The doc and gram shard directories of worker states (the newest copy of each) and
     the pipeline's shard count; None when they are not worker states."""
     docs, shards, found = _newest_copies(states, "doc")
@@ -162,7 +202,7 @@ def all_shard_dirs(states: list[str]) -> tuple[dict[int, str], dict[int, str], i
     """Every doc and gram shard directory of worker states (the newest copy of each) and
     the shard count; None when they are not worker states. Raises ValueError naming the
     shards none of them holds."""
-    found = _worker_shards(states)
+    found = worker_shards(states)
     if found is None:
         return None
     docs, grams, shards = found
@@ -181,7 +221,7 @@ def shard_dirs(states: list[str]) -> tuple[list[str], list[int], str | None] | N
     them holds it). None when the directories are not worker states."""
     from ..engine.shards import CLUSTER_SHARD
 
-    found = _worker_shards(states)
+    found = worker_shards(states)
     if found is None:
         return None
     docs, grams, shards = found

@@ -26,12 +26,15 @@ from .clusters import ClusterRole, cluster_events
 from .deltas import arrival_stats
 from .docs import Dirty, DocRole, Touch
 from .events import trap_event
+from .grams import gram_set
 from .params import Params
 from .partials import PairDirty, PartialRole, Partners, pair_owner, sentences_key
 from .postings import PagePlan, add_document, plan_batch, withdraw_document
 from .rescoring import rescore
 from .sentence_postings import add_keys, prefetch, rows_of, withdraw_keys
 from .sentences import Sentences
+from .text import unpack_text
+from .tokens import tokenize
 
 
 @dataclass
@@ -119,6 +122,15 @@ class Engine:
                          pair_owner(txn, self.params), self._fresh, page.url)
         self.partials.apply(txn, partners, links, paired)
 
+    def _version_grams(self, txn: Txn, docno: int) -> list[int]:
+        """All grams of a stored version, to withdraw: its kept text tokenized and hashed
+        again as analysis did (re-fetches are few, and the state keeps no gram sets). A
+        version from before texts were kept gives its patch grams (SPEC §1 needs no more)."""
+        packed = txn.text(docno)
+        if packed is None:
+            return txn.doc(docno).patch_grams()
+        return gram_set(tokenize(unpack_text(packed)), self.params.k).tolist()
+
     def _arrive(self, txn: Txn, page: Analyzed, plan: PagePlan, dirty: Dirty,
                 before: dict[int, DocResult], stats: BatchStats) -> tuple[int, int | None, int]:
         """Apply one arrival; return its docno, the version it replaced (None: a new URL),
@@ -130,7 +142,8 @@ class Engine:
         if entry is not None:
             old, seq = entry
             prev = before.pop(old, None) or txn.doc(old).result
-            withdrawn = withdraw_document(txn, old, txn.doc(old).patch_grams(), page.url)
+            withdrawn = withdraw_document(txn, old, self._version_grams(txn, old), page.url,
+                                          self.params.popular)
             affected = self.docs.apply(txn, withdrawn, dirty)
             txn.put_doc(old, None)
             txn.put_text(old, None)
@@ -146,7 +159,8 @@ class Engine:
         if page.sketch is not None:
             self.clusters.add(txn, docno, page.url, page.sketch)
         dirty[docno] = Touch(page.url, None)
-        added = add_document(txn, docno, page.grams, plan, self.params.m, page.url)
+        added = add_document(txn, docno, page.grams, plan, self.params.m, page.url,
+                             self.params.popular)
         stats.went_common += arrival_stats(docno, added)[1]
         stats.new_documents += entry is None
         affected |= self.docs.apply(txn, added, dirty)

@@ -23,7 +23,8 @@ class Params:
     """k: gram length; m: postings cap; c: minimum cover; theta: minimum patch fraction;
     phi: the share of the patch grams a source must newly cover to count toward c
     (SPEC §5; 0: every source counts, exactly SPEC §1); gamma: the fewest consecutive
-    equal sentences that make two pages partial duplicates (SPEC §7)."""
+    equal sentences that make two pages partial duplicates (SPEC §7); popular: the fewest
+    live documents that make a gram a popular phrase (SPEC §8's P)."""
 
     k: int = 5
     m: int = 50
@@ -32,6 +33,7 @@ class Params:
     foreign: str = "domain"
     phi: float = 0.0
     gamma: int = 3
+    popular: int = 5
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -46,6 +48,9 @@ class Params:
             raise ParamsError(f"phi must be within [0, 1], got {self.phi}")
         if self.gamma < 1:
             raise ParamsError(f"gamma must be >= 1, got {self.gamma}")
+        if self.popular < 2:
+            raise ParamsError(f"popular must be >= 2 (a phrase on one page is not replicated), "
+                              f"got {self.popular}")
         if self.foreign not in FOREIGN_MODES:
             modes = ", ".join(FOREIGN_MODES)
             raise ParamsError(f"foreign must be one of {modes}, got {self.foreign!r}")

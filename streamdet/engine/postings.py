@@ -4,12 +4,13 @@ For an arriving document d and each of its grams g with live holders L (|L| = n)
   n = 0        -> g is d's alone: posting (d,)
   1 <= n < m   -> posting L + d; d gains patch gram g with sources L; each holder gains g
                   (n = 1, it was unique) or gains source d (n >= 2)
-  n = m        -> g becomes common (sticky marker); every holder loses patch gram g
-  common       -> nothing
-For a withdrawn version x and each of its grams that others hold too (the embedded engine
-passes x's patch grams; a gram shard, which cannot see x's document, all of x's grams in
-the shard), the holders left either lose g (one left) or lose source x. Grams x held alone
-keep their stale postings; readers drop x through the withdrawn set.
+  n = m        -> g becomes common (sticky marker, and a tally of its exact count);
+                  every holder loses patch gram g
+  common       -> its tally counts d
+For a withdrawn version x and each of its grams (all of them, in the shard), the holders
+left either lose g (one left) or lose source x, and a common gram's tally stops counting
+x. Grams x held alone keep their stale postings; readers drop x through the withdrawn set.
+Counts reaching or leaving P change pop(d) (SPEC §8, engine.popular).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 
 from ..state.schema import COMMON, Posting
 from .deltas import ADD, DROP, GAIN, GAIN_FROM, LOSE, Delta
+from .popular import PopChanges, Tally
 
 
 class GramIndexView:
@@ -33,6 +35,10 @@ class GramIndexView:
     def set_postings(self, grams: list[int], posting: Posting) -> None: ...
     def add_fresh(self, grams: np.ndarray, docno: int, remember: np.ndarray) -> None: ...
     def live(self, posting: tuple[int, ...]) -> tuple[int, ...]: ...
+    def tally_many(self, grams: list[int]) -> list[bytes | None]: ...
+    def put_tally(self, gram: int, raw: bytes) -> None: ...
+    def pop_many(self, docnos: list[int]) -> list[int]: ...
+    def put_pop(self, docno: int, pop: int | None) -> None: ...
 
 
 @dataclass
@@ -77,7 +83,7 @@ def plan_batch(txn: GramIndexView, page_grams: list[np.ndarray]) -> list[PagePla
 
 
 def add_document(txn: GramIndexView, docno: int, grams: np.ndarray, plan: PagePlan, m: int,
-                 cause: str) -> list[Delta]:
+                 cause: str, popular: int) -> list[Delta]:
     """Record that `docno` holds `grams`; return the deltas for every holder, d included.
 
     A page's known grams share few postings (the same copies hold a whole passage: ~17
@@ -93,7 +99,9 @@ def add_document(txn: GramIndexView, docno: int, grams: np.ndarray, plan: PagePl
     first: list[tuple[tuple[int, ...], np.ndarray]] = []  # holder -> grams that were its alone
     shared: list[tuple[tuple[int, ...], np.ndarray]] = []  # holders -> grams that gain docno
     lost: list[tuple[tuple[int, ...], np.ndarray]] = []  # holders -> grams that become common
-    for holders, at in _by_live_holders(txn, known):
+    pop = PopChanges(popular)
+    groups, common = _by_live_holders(txn, known)
+    for holders, at in groups:
         gs = known[at]
         if holders is None:  # a false "known": a repeat whose first holder was not remembered
             txn.add_fresh(gs, docno, np.ones(len(gs), dtype=bool))
@@ -106,9 +114,16 @@ def add_document(txn: GramIndexView, docno: int, grams: np.ndarray, plan: PagePl
             gained.append(at)
             gained_holders.append((holders, len(at)))
             (first if n == 1 else shared).append((holders, at))
+            pop.added(docno, holders, len(at))
         else:
             txn.set_postings(gs.tolist(), COMMON)
             lost.append((holders, at))
+            pop.added(docno, holders, len(at))
+            raw = Tally.of((docno, *holders), popular - 1).encode()
+            for g in gs.tolist():
+                txn.put_tally(g, raw)
+    if len(common):
+        _join_common(txn, docno, known[common].tolist(), pop)
     out = []
     if gained:
         at = np.concatenate(gained)
@@ -119,17 +134,27 @@ def add_document(txn: GramIndexView, docno: int, grams: np.ndarray, plan: PagePl
     out.extend(Delta(y, GAIN_FROM, gs, docno, cause) for y, gs in _per_holder(known, first))
     out.extend(Delta(y, ADD, gs, docno, cause) for y, gs in _per_holder(known, shared))
     out.extend(Delta(y, LOSE, gs, None, cause) for y, gs in _per_holder(known, lost))
+    pop.apply(txn)
     return out
+
+
+def _join_common(txn: GramIndexView, docno: int, grams: list[int], pop: PopChanges) -> None:
+    """`docno` joins common grams: their tallies count it (engine.popular)."""
+    width = pop.popular - 1
+    for g, raw in zip(grams, txn.tally_many(grams), strict=True):
+        tally = Tally(0, [0] * width, []) if raw is None else Tally.decode(raw, width)
+        pop.tally_add(tally, docno)
+        txn.put_tally(g, tally.encode())
 
 
 _SKIP = object()  # a common gram's group: nothing to do
 
 
 def _by_live_holders(txn: GramIndexView, known: np.ndarray
-                     ) -> list[tuple[tuple[int, ...] | None, np.ndarray]]:
+                     ) -> tuple[list[tuple[tuple[int, ...] | None, np.ndarray]], np.ndarray]:
     """The known grams grouped by their live holders (None: no posting after all), as
-    positions in `known`, ascending; groups in order of first appearance. Common grams
-    are left out."""
+    positions in `known`, ascending; groups in order of first appearance. The common
+    grams' positions come apart."""
     index: dict = {}
     raw = np.fromiter((index.setdefault(p, len(index)) for p in txn.prefetched(known)),
                       dtype=np.intp, count=len(known))
@@ -142,7 +167,14 @@ def _by_live_holders(txn: GramIndexView, known: np.ndarray
     order = np.argsort(group, kind="stable")
     bounds = np.cumsum(np.bincount(group, minlength=len(live)))
     positions = np.split(order, bounds[:-1])
-    return [(key, at) for key, at in zip(live, positions, strict=True) if key is not _SKIP]
+    common = np.zeros(0, dtype=np.intp)
+    groups = []
+    for key, at in zip(live, positions, strict=True):
+        if key is _SKIP:
+            common = at
+        else:
+            groups.append((key, at))
+    return groups, common
 
 
 def _per_holder(known: np.ndarray, groups: list[tuple[tuple[int, ...], np.ndarray]]
@@ -173,16 +205,21 @@ def _per_holder(known: np.ndarray, groups: list[tuple[tuple[int, ...], np.ndarra
 
 
 def withdraw_document(
-    txn: GramIndexView, docno: int, patch_grams: list[int], cause: str
+    txn: GramIndexView, docno: int, grams: list[int], cause: str, popular: int
 ) -> list[Delta]:
-    """Remove version `docno` from these grams' postings; deltas for the holders left."""
-    if not patch_grams:
+    """Remove version `docno` from these grams' postings, all of its grams (its common
+    grams' tallies count it too); deltas for the holders left."""
+    if not grams:
         return []
-    grams = np.asarray(patch_grams, dtype=np.uint64)
     alone: dict[int, list[int]] = {}
     dropped: dict[int, list[int]] = {}
-    for g, p in zip(patch_grams, txn.postings(grams), strict=True):
-        if p is None or p == COMMON:
+    pop = PopChanges(popular)
+    common: list[int] = []
+    for g, p in zip(grams, txn.postings(np.asarray(grams, dtype=np.uint64)), strict=True):
+        if p is None:
+            continue
+        if p == COMMON:
+            common.append(g)
             continue
         live = txn.live(p)
         if docno not in live:
@@ -190,12 +227,21 @@ def withdraw_document(
         rest = tuple(x for x in live if x != docno)
         if not rest:
             continue  # it was docno's alone: the stale posting is read through the withdrawn set
+        pop.withdrawn(rest)
         txn.set_posting(g, rest)
         if len(rest) == 1:
             alone.setdefault(rest[0], []).append(g)
         else:
             for y in rest:
                 dropped.setdefault(y, []).append(g)
+    width = popular - 1
+    for g, raw in zip(common, txn.tally_many(common), strict=True):
+        if raw is not None:  # none: common in a state from before tallies (format 9)
+            tally = Tally.decode(raw, width)
+            pop.tally_remove(tally, docno)
+            txn.put_tally(g, tally.encode())
     out = [Delta(y, LOSE, gs, None, cause) for y, gs in alone.items()]
     out.extend(Delta(y, DROP, gs, docno, cause) for y, gs in dropped.items())
+    pop.apply(txn)
+    txn.put_pop(docno, None)
     return out

@@ -295,7 +295,8 @@ class GramShard:
         for op, m in ops:
             if op == ADD_OP:
                 txn.put_name(m.docno, m.server, m.url)
-                added = add_document(txn, m.docno, m.grams, next(plans), self.params.m, m.url)
+                added = add_document(txn, m.docno, m.grams, next(plans), self.params.m, m.url,
+                                     self.params.popular)
                 self._count(m.docno, added)
                 deltas.extend(added)
                 links.extend(self._add_keys(txn, m, fresh))
@@ -303,7 +304,8 @@ class GramShard:
                     near.add(txn, m.docno, m.url, m.sketch)
             else:
                 if op == WITHDRAW_OP:
-                    deltas.extend(withdraw_document(txn, m.docno, m.grams.tolist(), m.url))
+                    deltas.extend(withdraw_document(txn, m.docno, m.grams.tolist(), m.url,
+                                                    self.params.popular))
                     links.extend(self._withdraw_keys(txn, m))
                     if near is not None:
                         near.withdraw(txn, m.docno, m.url, m.url)

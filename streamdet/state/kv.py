@@ -12,7 +12,8 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 
 TABLES = ("grams", "segs", "docs", "slots", "names", "urls", "dead", "meta", "docgrams",
-          "docdelta", "recent", "early", "texts", "partials", "near")
+          "docdelta", "recent", "early", "texts", "partials", "near",
+          "popular")
 
 
 class DeleteRange:

@@ -144,6 +144,7 @@ class Txn:
         self.texts: dict[int, bytes | None] = {}  # packed visible texts written, per docno
         self.partials = KeyedTable(self.kv, "partials")  # SPEC §7 (engine.partials)
         self.near_records = KeyedTable(self.kv, "near")  # SPEC §6 (engine.clusters)
+        self.tallies = KeyedTable(self.kv, "popular")  # SPEC §8 (engine.popular)
         self.meta_puts: dict[str, bytes] = {}
         self.early: dict[int, bytes | None] = {}  # changed early deltas, per target docno
         self.fresh: list[tuple[np.ndarray, int]] = []
@@ -318,6 +319,25 @@ class Txn:
     def put_near(self, key: bytes, value: bytes | None) -> None:
         self.near_records.put(key, value)
 
+    # -- popular phrases (SPEC §8): common grams' tallies (engine.popular) ----------------
+
+    # Two kinds of record, told apart by a prefix byte: a common gram's tally (b"t"),
+    # a document's pop(d) as counted here (b"d", absent: 0).
+
+    def tally_many(self, grams: list[int]) -> list[bytes | None]:
+        return self.tallies.get_many([b"t" + u64key(g) for g in grams])
+
+    def put_tally(self, gram: int, raw: bytes) -> None:
+        self.tallies.put(b"t" + u64key(gram), raw)
+
+    def pop_many(self, docnos: list[int]) -> list[int]:
+        raws = self.tallies.get_many([b"d" + u64key(d) for d in docnos])
+        return [0 if raw is None else int.from_bytes(raw, "little") for raw in raws]
+
+    def put_pop(self, docno: int, pop: int | None) -> None:
+        """pop(d) counted here (None or 0: the record goes)."""
+        self.tallies.put(b"d" + u64key(docno), pop.to_bytes(8, "little") if pop else None)
+
     def newest_version(self) -> int:
         """The greatest docno whose grams are kept (0: none). In a doc shard that is the
         last page applied: pages are applied in offset order, docnos grow with the offset,
@@ -440,6 +460,7 @@ class Txn:
             ops.append(("texts", u64key(docno), packed))
         ops.extend(self.partials.ops())
         ops.extend(self.near_records.ops())
+        ops.extend(self.tallies.ops())
         for docno, (server, url) in self.new_names.items():
             ops.append(("names", u64key(docno), encode_name(server, url)))
         for docno in self.new_withdrawn:
