@@ -26,17 +26,19 @@ DEFAULT_STATE = "streamdet-state"
 
 
 def add_params(p: argparse.ArgumentParser, env_prefix: bool = False) -> None:
-    """-k -m -c --theta --foreign --phi --gamma --popular; with env_prefix, defaults from
-    STREAMDET_K, _M, _C, _THETA, _FOREIGN, _PHI, _GAMMA, _POPULAR (the worker's
-    configuration in a container)."""
+    """-k -m -c --theta --foreign --phi --gamma --popular --monster-*; with env_prefix,
+    defaults from STREAMDET_K, _M, _C, _THETA, _FOREIGN, _PHI, _GAMMA, _POPULAR,
+    _MONSTER_PAGES, _MONSTER_POP, _MONSTER_SD (the worker's configuration in a container)."""
     d = Params()
     k, m, c, theta, foreign, phi, gamma = d.k, d.m, d.c, d.theta, d.foreign, d.phi, d.gamma
-    popular = d.popular
+    popular, monster = d.popular, (d.monster_pages, d.monster_pop, d.monster_sd)
     if env_prefix:
         k, m, c = int_env("K", k), int_env("M", m), int_env("C", c)
         theta, foreign = env_as("THETA", float, theta), env("FOREIGN", foreign)
         phi, gamma = env_as("PHI", float, phi), int_env("GAMMA", gamma)
         popular = int_env("POPULAR", popular)
+        monster = (int_env("MONSTER_PAGES", monster[0]), env_as("MONSTER_POP", float, monster[1]),
+                   env_as("MONSTER_SD", float, monster[2]))
     p.add_argument("-k", type=int, default=k, help=f"gram length in tokens (default {k})")
     p.add_argument("-m", type=int, default=m, help=f"postings cap: grams on more documents "
                    f"are common, not patches (default {m})")
@@ -54,6 +56,14 @@ def add_params(p: argparse.ArgumentParser, env_prefix: bool = False) -> None:
     p.add_argument("--popular", type=int, default=popular, metavar="P",
                    help="fewest live documents that make a gram a popular phrase, counted "
                    f"per page as pop(d) (default {popular})")
+    p.add_argument("--monster-pages", type=int, default=monster[0], metavar="N",
+                   help=f"a site is a monster candidate from this many pages (default "
+                   f"{monster[0]}) ...")
+    p.add_argument("--monster-pop", type=float, default=monster[1], metavar="X",
+                   help=f"... when the mean of its pages' pop(d) is at least this (default "
+                   f"{monster[1]:g}) ...")
+    p.add_argument("--monster-sd", type=float, default=monster[2], metavar="S",
+                   help=f"... and their population sd below this (default {monster[2]:g})")
 
 
 def port_number(text: str) -> int:
@@ -69,7 +79,9 @@ def port_number(text: str) -> int:
 
 def params_of(args: argparse.Namespace) -> Params:
     return Params(k=args.k, m=args.m, c=args.c, theta=args.theta, foreign=args.foreign,
-                  phi=args.phi, gamma=args.gamma, popular=args.popular)
+                  phi=args.phi, gamma=args.gamma, popular=args.popular,
+                  monster_pages=args.monster_pages, monster_pop=args.monster_pop,
+                  monster_sd=args.monster_sd)
 
 
 def open_store(path: str, must_exist: bool = False, read_only: bool = False):
@@ -506,6 +518,33 @@ def cmd_phrases(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sites(args: argparse.Namespace) -> int:
+    """SPEC §8: hosts and domains with their figures, monster candidates first."""
+    from contextlib import ExitStack
+
+    from .adapters.outputs import _line
+    from .adapters.views import sites_of
+
+    with ExitStack() as stack:
+        found = _opened_states(args.state, stack)
+        if isinstance(found, tuple):
+            raise UsageError("site statistics are kept by `streamdet run` states; a Kafka "
+                             "pipeline's workers do not keep them yet")
+        rows = sites_of(found)
+    out = sys.stdout.buffer
+    if args.json:
+        for row in rows:
+            out.write(_line(row))
+    else:
+        out.write(b"monster  level   pages  pop mean  pop sd  patch mean  quilted  site\n")
+        for r in rows:
+            out.write((f"{'monster' if r['monster'] else '-':7}  {r['level']:6} "
+                       f"{r['pages']:6d}  {r['pop_mean']:8.1f}  {r['pop_sd']:6.1f}  "
+                       f"{r['patch_mean']:10.3f}  {r['quilted']:7d}  {r['site']}\n").encode())
+    out.flush()
+    return 0
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -710,6 +749,16 @@ def build_parser() -> argparse.ArgumentParser:
     ph.add_argument("--json", action="store_true",
                     help='one {"phrase", "docs"} object per line')
     ph.set_defaults(func=cmd_phrases)
+
+    st = sub.add_parser("sites", help="hosts and domains with their page counts, pop(d) "
+                        "mean and sd, patch fraction and quilted pages; monster candidates "
+                        "first (SPEC §8)")
+    st.add_argument("--state", action="append", metavar="DIR",
+                    help=f"a `streamdet run` state (default {DEFAULT_STATE})")
+    st.add_argument("--json", action="store_true",
+                    help='one {"site", "level", "pages", "pop_mean", "pop_sd", "patch_mean", '
+                    '"quilted", "monster"} object per line')
+    st.set_defaults(func=cmd_sites)
 
     sim = sub.add_parser("similar", help="the near-duplicates of a page and what it would be "
                          "made of, against a state, without adding it")

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from streamdet.adapters.phrases import phrase_rows
-from streamdet.adapters.views import dump_rows, live_docnos
+from streamdet.adapters.views import dump_rows, live_docnos, sites_of
 from streamdet.engine.analysis import analyze
 from streamdet.engine.core import Engine
 from streamdet.engine.params import Params
@@ -62,7 +62,7 @@ def cut(records: Sequence[Any], batches: Sequence[int]) -> list[list[Any]]:
 def _run_on_store(open_store: Callable[[], Store], records: list[dict], params: Params,
                   batches: Sequence[int], reopen: bool, compact: bool,
                   events: list[dict] | None, phrases: list[dict] | None = None,
-                  top: int = 1 << 30) -> Rows:
+                  top: int = 1 << 30, sites: list[dict] | None = None) -> Rows:
     engine = Engine(params)
     store = open_store()
     try:
@@ -88,6 +88,8 @@ def _run_on_store(open_store: Callable[[], Store], records: list[dict], params: 
             txn = store.begin()
             phrases.extend(phrase_rows([store], txn.text, lambda: live_docnos([store]),
                                        top, params))
+        if sites is not None:  # SPEC §8
+            sites.extend(sites_of(store, params))
         return {row["url"]: row for row in dump_rows(store, params)}
     finally:
         store.close()
@@ -96,7 +98,7 @@ def _run_on_store(open_store: Callable[[], Store], records: list[dict], params: 
 def run_embedded(records: list[dict], params: Params, batches: Sequence[int], *,
                  backend: str = "memory", reopen: bool = False, compact: bool = True,
                  events: list[dict] | None = None, phrases: list[dict] | None = None,
-                 top: int = 1 << 30) -> Rows:
+                 top: int = 1 << 30, sites: list[dict] | None = None) -> Rows:
     """The engine in-process: each batch is one transaction `begin / process / commit`,
     then `store.compact()` (segment merges) as the embedded runner does.
 
@@ -104,15 +106,16 @@ def run_embedded(records: list[dict], params: Params, batches: Sequence[int], *,
     reopen: close and reopen the store (and make a new Engine) after every batch.
     compact: merge crowded segment tiers after every batch (the runner's behaviour).
     events: when a list is given, every event the engine emits is appended to it.
-    phrases: when a list is given, `phrases --top top` rows (SPEC §8; default: all)."""
+    phrases: when a list is given, `phrases --top top` rows (SPEC §8; default: all).
+    sites: when a list is given, `sites` rows (SPEC §8)."""
     if backend == "memory":
         kv = MemoryKV()
         return _run_on_store(lambda: Store(kv), records, params, batches, reopen,
-                              compact, events, phrases, top)
+                              compact, events, phrases, top, sites)
     if backend == "rocks":
         with tempfile.TemporaryDirectory(prefix="streamdet-test-") as tmp:
             return _run_on_store(lambda: Store(RocksKV(tmp)), records, params, batches,
-                                 reopen, compact, events, phrases, top)
+                                 reopen, compact, events, phrases, top, sites)
     raise ValueError(f"unknown backend {backend!r}")
 
 

@@ -61,6 +61,7 @@ import struct
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import urlsplit
@@ -373,6 +374,36 @@ def ref_phrases(records: Iterable[Mapping[str, Any]], params: Any) -> list[dict]
     rows = [(-n, " ".join(g)) for g, n in docs_of.items() if n >= 2]
     rows.sort(key=lambda r: (r[0], r[1].encode("utf-8")))
     return [{"phrase": phrase, "docs": -neg} for neg, phrase in rows]
+
+
+def ref_sites(rows: Mapping[str, Mapping], params: Any) -> dict[tuple[str, str], dict]:
+    """SPEC §8's site figures from the reference's rows (pop, patch fraction, quilted per
+    live URL): {(site, level): {"pages", "pop_mean", "pop_sd", "patch_mean", "quilted",
+    "monster"}} per host and per registered domain, σ the population one, straight from
+    the lists."""
+    from streamdet.engine.servers import registered_domain
+
+    members: dict[tuple[str, str], list[Mapping]] = {}
+    for url, row in rows.items():
+        host = (urlsplit(url).hostname or "").rstrip(".").lower()
+        members.setdefault((host, "host"), []).append(row)
+        members.setdefault((registered_domain(host), "domain"), []).append(row)
+    out = {}
+    for site, rs in members.items():
+        pops = [r["pop"] for r in rs]
+        mean = Fraction(sum(pops), len(pops))
+        variance = sum((p - mean) ** 2 for p in pops) / len(pops)
+        out[site] = {
+            "pages": len(rs),
+            "pop_mean": float(mean),
+            "pop_sd": float(variance) ** 0.5,
+            "patch_mean": sum(r["patch_fraction"] for r in rs) / len(rs),
+            "quilted": sum(bool(r["quilted"]) for r in rs),
+            "monster": (len(rs) >= _param(params, "monster_pages")
+                        and mean >= Fraction(_param(params, "monster_pop"))
+                        and variance < Fraction(_param(params, "monster_sd")) ** 2),
+        }
+    return out
 
 
 # ----------------------------------------------------------------------------- sentences

@@ -57,7 +57,11 @@ def params_st(draw, small: bool | None = None) -> Params:
     phi = draw(st.one_of(st.just(0.0), st.sampled_from([0.1, 0.25, 0.5]), st.floats(0.0, 1.0)))
     # P (SPEC §8): around m, so that grams cross it both with postings and as common grams
     popular = draw(st.sampled_from([2, 3, 3, 4, 5, 5, 7]))
-    return Params(k=k, m=m, c=c, theta=theta, foreign=foreign, phi=phi, popular=popular)
+    # the monster rule (SPEC §8) at the scale of small corpora, sometimes the defaults
+    monster = draw(st.sampled_from([(10, 30.0, 15.0), (1, 0.0, 0.5), (2, 1.0, 1.0),
+                                    (2, 2.0, 3.0), (3, 0.5, 15.0)]))
+    return Params(k=k, m=m, c=c, theta=theta, foreign=foreign, phi=phi, popular=popular,
+                  monster_pages=monster[0], monster_pop=monster[1], monster_sd=monster[2])
 
 
 words_st = st.lists(st.sampled_from(WORDS), min_size=1, max_size=8)

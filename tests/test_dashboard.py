@@ -237,6 +237,9 @@ TOPICS: dict[str, list[Callable[[dict], bool]]] = {
     "rebalances": [_uses("streamdet_rebalances_total")],
     "batch time by stage": [_quantiles("streamdet_batch_seconds", "0.5", "0.99",
                                        by="stage, le")],
+    "crawler traps": [_uses("streamdet_events_total", pattern=r'event="trap"')],
+    "monster candidates by level": [_uses("streamdet_monster_sites", pattern=r"by \(level\)")],
+    "site events": [_uses("streamdet_events_total", pattern=r'event="site"')],
 }
 
 
@@ -249,5 +252,5 @@ def test_a_panel_shows(topic):
 
 def test_rows_group_the_panels():
     rows = [p["title"] for p in all_panels() if p["type"] == "row"]
-    assert rows == ["Overview", "Throughput", "Latency", "Kafka", "Detection", "State",
-                    "Errors"]
+    assert rows == ["Overview", "Throughput", "Latency", "Kafka", "Detection", "Replication",
+                    "State", "Errors"]

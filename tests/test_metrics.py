@@ -21,7 +21,8 @@ from streamdet.state.txn import Store
 
 from .cli_helpers import bad_lines, build_crawl, popen, read_jsonl, with_bad, write_jsonl
 
-ALLOWED_LABELS = {"reason", "event", "stage", "topic", "partition", "role", "le"}
+ALLOWED_LABELS = {"reason", "event", "stage", "topic", "partition", "role", "le",
+                  "level"}  # level: host or domain (SPEC §8 sites)
 
 
 def _run(tmp_path, records, params: Params | None = None):
@@ -63,6 +64,22 @@ def test_counters_tell_what_the_run_did(tmp_path):
     assert get("streamdet_state_postings") > 0
     assert get("streamdet_state_documents") == len({r["url"] for r in crawl})
     assert get("streamdet_common_grams_total") == 0  # m=50: nothing on more than 50 pages
+
+
+def test_monster_candidates_gauge_follows_site_events(tmp_path):
+    """A farm of 12 pages repeating one passage makes its host and its domain monster
+    candidates; re-fetched as pages of their own, it stops being one (SPEC §8)."""
+    phrase = " ".join(f"w{i}" for i in range(40))
+    farm = [{"url": f"http://farm.example.com/p{i}", "text": f"{phrase} page {i}"}
+            for i in range(12)]
+    reg, _, events = _run(tmp_path, farm)
+    assert reg.get_sample_value("streamdet_monster_sites", {"level": "host"}) == 1
+    assert reg.get_sample_value("streamdet_monster_sites", {"level": "domain"}) == 1
+    assert reg.get_sample_value("streamdet_events_total", {"event": "site"}) == 2 == sum(
+        e["event"] == "site" for e in events)
+    own = [{"url": r["url"], "text": f"words of page {i} only"} for i, r in enumerate(farm)]
+    reg, _, _ = _run(tmp_path, farm + own[:6])
+    assert reg.get_sample_value("streamdet_monster_sites", {"level": "host"}) == 0
 
 
 def test_labels_are_bounded_and_names_exported(tmp_path):

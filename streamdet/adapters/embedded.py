@@ -33,6 +33,7 @@ from .inputs import BATCH_BYTES, BATCH_WAIT_S, DEFAULT_BATCH, RawRecord, ReadOpt
 from .metrics import Metrics
 from .outputs import JsonlSink, dead_letter, utc_now
 from .state_format import EMBEDDED, check_state
+from .views import monster_counts
 from .watchdog import DEFAULT_PAGE_TIMEOUT
 
 if TYPE_CHECKING:
@@ -79,6 +80,9 @@ class EmbeddedRunner:
         self.metrics = metrics
         self._disk_checked = 0.0
         self._documents = sum(1 for _ in store.kv.items("urls")) if metrics else 0
+        if metrics:  # SPEC §8: the monster candidates the state holds, then their events
+            for level, n in monster_counts(store).items():
+                metrics.monsters.labels(level).set(n)
         self.store = store
         self.params = params
         self.engine = Engine(params)
@@ -237,6 +241,8 @@ class EmbeddedRunner:
         now = time.time()
         for ev in events:
             m.events.labels(ev["event"]).inc()
+            if ev["event"] == "site":
+                m.monsters.labels(ev["level"]).inc(1 if ev["monster"] else -1)
             if ev["cause"] in fetched:
                 m.latency.observe(max(0.0, now - fetched[ev["cause"]]))
         if time.monotonic() - self._disk_checked > 10:

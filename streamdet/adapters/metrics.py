@@ -81,7 +81,11 @@ class Metrics:
         for reason in ("not_utf8", "not_json", "not_object", "no_url", "bad_url", "no_body",
                        "too_large", "too_slow", "unreadable", "unparsable"):
             self.dead_letters.labels(reason)  # every series exists from the start (rate())
-        for kind in ("quilt", "rescore", "unquilt", "partial", "partial_gone", "cluster"):
+        self.monsters = Gauge("streamdet_monster_sites",
+                              "Hosts and domains that are monster candidates now (SPEC §8), "
+                              "by level.", ["level"], registry=r)
+        for kind in ("quilt", "rescore", "unquilt", "partial", "partial_gone", "cluster",
+                     "trap", "site"):
             self.events.labels(kind)
 
 
@@ -93,7 +97,8 @@ METRICS = ("streamdet_pages_total", "streamdet_input_bytes_total",
            "streamdet_state_documents", "streamdet_state_disk_bytes",
            "streamdet_consumer_lag_records", "streamdet_worker_up", "streamdet_rebalances_total",
            "streamdet_shards_owned", "streamdet_replayed_records_total",
-           "streamdet_implausible_times_total", "streamdet_analysis_restarts_total")
+           "streamdet_implausible_times_total", "streamdet_analysis_restarts_total",
+           "streamdet_monster_sites")
 
 _default: Metrics | None = None
 

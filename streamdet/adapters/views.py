@@ -10,6 +10,7 @@ from ..engine.docs import current
 from ..engine.evidence import evidence
 from ..engine.params import Params
 from ..engine.partials import PartialRole, decode_partners
+from ..engine.sites import LEVELS, Totals, site_rows
 from ..state.schema import decode_url_entry, key_u64
 from ..state.txn import Store
 
@@ -48,6 +49,29 @@ def pop_of(stores: Iterable[Store], docno: int) -> int | None:
             return None
         total += store.begin().pop_many([docno])[0]
     return total
+
+
+def _totals(store: Store) -> Iterator[tuple[bytes, bytes]]:
+    """A `streamdet run` state's hosts' and domains' totals records (engine.sites), read
+    by prefix (not the per-document records)."""
+    for prefix in LEVELS:
+        for key, raw in store.kv.items("sites", prefix):
+            if not key.startswith(prefix):
+                break
+            yield key, raw
+
+
+def sites_of(store: Store, params: Params | None = None) -> list[dict]:
+    """SPEC §8's `sites` rows of a `streamdet run` state."""
+    return site_rows(_totals(store), _params(store, params))
+
+
+def monster_counts(store: Store) -> dict[str, int]:
+    """How many hosts and domains the last `site` events showed as monster candidates."""
+    out = dict.fromkeys(LEVELS.values(), 0)
+    for key, raw in _totals(store):
+        out[LEVELS[key[:1]]] += Totals.decode(raw).shown
+    return out
 
 
 def live_docnos(stores: Iterable[Store]) -> Iterator[int]:

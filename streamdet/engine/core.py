@@ -33,6 +33,7 @@ from .postings import PagePlan, add_document, plan_batch, withdraw_document
 from .rescoring import rescore
 from .sentence_postings import add_keys, prefetch, rows_of, withdraw_keys
 from .sentences import Sentences
+from .sites import Contribution, SiteRole
 from .text import unpack_text
 from .tokens import tokenize
 
@@ -67,6 +68,7 @@ class Engine:
         self.docs = DocRole(params)
         self.partials = PartialRole(params)
         self.clusters = ClusterRole()
+        self.sites = SiteRole(params)
         self._rows: dict[int, np.ndarray] = {}
         self._fresh = np.zeros(0, dtype=np.uint64)  # the batch's fresh sentence keys
 
@@ -74,6 +76,7 @@ class Engine:
         """Apply a batch of analysed pages; return the events and counters."""
         dirty: Dirty = {}
         before: dict[int, DocResult] = {}  # previous result of re-fetched URLs, by new docno
+        withdrawn: dict[int, str] = {}  # versions replaced in this batch -> the new URL
         stats = BatchStats(fanout=[])
         pages, traps = turn_away_traps(pages, self.params)
         stats.traps = len(traps)
@@ -86,14 +89,34 @@ class Engine:
             stats.pages += 1
             docno, old, fanout = self._arrive(txn, page, plan, dirty, before, stats)
             stats.fanout.append(fanout)
+            if old is not None:
+                withdrawn[old] = page.url
             self._pair(txn, page, docno, old, partners, paired)
+        causes = {d: t.cause for d, t in dirty.items()}
         events = traps + rescore(self.docs, txn, dirty, before, lambda last: last + 1)
+        events += self.sites.settle(txn, self._contributions(txn, causes, withdrawn),
+                                    lambda last: last + 1)
         events += self.partials.report(txn, partners, paired, lambda last: last + 1)
         rows = self.clusters.rows(txn, self.clusters.settle(txn))
         events += cluster_events(txn, rows, lambda last: last + 1, self.params.to_dict())
         partners.flush()
         stats.rescored = len(dirty)
         return events, stats
+
+    def _contributions(self, txn: Txn, causes: dict[int, str], withdrawn: dict[int, str]
+                       ) -> dict[int, tuple[Contribution | None, str]]:
+        """What each document the batch changed (re-scored, pop(d) moved, replaced) now
+        adds to its sites' totals (None: nothing, it is gone), with its cause (SPEC §8)."""
+        out: dict[int, tuple[Contribution | None, str]] = {
+            d: (None, url) for d, url in withdrawn.items()}
+        popped = [d for d in txn.pop_changed() if d not in withdrawn]
+        live = [d for d in {*causes, *popped} if d not in withdrawn]
+        for d, pop in zip(live, txn.pop_many(live), strict=True):
+            doc = txn.doc(d)
+            url = txn.url_of(d)
+            out[d] = (Contribution.of(url, pop, doc.n_patch, doc.n_grams, doc.result.quilted),
+                      causes.get(d, url))
+        return out
 
     def _sentence_rows(self, txn: Txn, docnos: list[int]) -> dict[int, np.ndarray]:
         """Documents' sentences as rows, read once a batch in one batched read (a

@@ -24,7 +24,9 @@ class Params:
     phi: the share of the patch grams a source must newly cover to count toward c
     (SPEC §5; 0: every source counts, exactly SPEC §1); gamma: the fewest consecutive
     equal sentences that make two pages partial duplicates (SPEC §7); popular: the fewest
-    live documents that make a gram a popular phrase (SPEC §8's P)."""
+    live documents that make a gram a popular phrase (SPEC §8's P); monster_pages,
+    monster_pop, monster_sd: a site of at least that many pages whose pop(d) has at least
+    that mean and less than that population σ is a monster candidate (SPEC §8)."""
 
     k: int = 5
     m: int = 50
@@ -34,6 +36,9 @@ class Params:
     phi: float = 0.0
     gamma: int = 3
     popular: int = 5
+    monster_pages: int = 10
+    monster_pop: float = 30.0
+    monster_sd: float = 15.0
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -51,6 +56,8 @@ class Params:
         if self.popular < 2:
             raise ParamsError(f"popular must be >= 2 (a phrase on one page is not replicated), "
                               f"got {self.popular}")
+        if self.monster_pages < 1 or self.monster_pop < 0 or self.monster_sd < 0:
+            raise ParamsError("monster_pages must be >= 1, monster_pop and monster_sd >= 0")
         if self.foreign not in FOREIGN_MODES:
             modes = ", ".join(FOREIGN_MODES)
             raise ParamsError(f"foreign must be one of {modes}, got {self.foreign!r}")

@@ -145,6 +145,7 @@ class Txn:
         self.partials = KeyedTable(self.kv, "partials")  # SPEC §7 (engine.partials)
         self.near_records = KeyedTable(self.kv, "near")  # SPEC §6 (engine.clusters)
         self.tallies = KeyedTable(self.kv, "popular")  # SPEC §8 (engine.popular)
+        self.sites = KeyedTable(self.kv, "sites")  # SPEC §8 (engine.sites)
         self.meta_puts: dict[str, bytes] = {}
         self.early: dict[int, bytes | None] = {}  # changed early deltas, per target docno
         self.fresh: list[tuple[np.ndarray, int]] = []
@@ -338,6 +339,18 @@ class Txn:
         """pop(d) counted here (None or 0: the record goes)."""
         self.tallies.put(b"d" + u64key(docno), pop.to_bytes(8, "little") if pop else None)
 
+    def pop_changed(self) -> list[int]:
+        """The documents whose pop(d) this transaction changed."""
+        return [key_u64(k[1:]) for k in self.tallies.dirty if k.startswith(b"d")]
+
+    # -- site statistics (SPEC §8): engine.sites' records ----------------------------------
+
+    def site_many(self, keys: list[bytes]) -> list[bytes | None]:
+        return self.sites.get_many(keys)
+
+    def put_site(self, key: bytes, raw: bytes | None) -> None:
+        self.sites.put(key, raw)
+
     def newest_version(self) -> int:
         """The greatest docno whose grams are kept (0: none). In a doc shard that is the
         last page applied: pages are applied in offset order, docnos grow with the offset,
@@ -461,6 +474,7 @@ class Txn:
         ops.extend(self.partials.ops())
         ops.extend(self.near_records.ops())
         ops.extend(self.tallies.ops())
+        ops.extend(self.sites.ops())
         for docno, (server, url) in self.new_names.items():
             ops.append(("names", u64key(docno), encode_name(server, url)))
         for docno in self.new_withdrawn:

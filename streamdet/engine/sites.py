@@ -1,0 +1,199 @@
+"""Site statistics (SPEC §8, Fetterly 2005 §3.4): per host and per registered domain, the
+pages, mean and population σ of pop(d), mean patch fraction and quilted pages, and the
+"monster" candidates: sites of many pages that all repeat about as many popular phrases.
+
+Each live document *contributes* (pop(d), patch fraction, quilted) to its host's and its
+domain's totals: pages, Σpop, Σpop², Σ patch fraction and quilted pages. Totals are sums,
+so they are kept current by taking a document's old contribution out and putting its new
+one in, whatever the order of arrivals, re-fetches and re-scores. Everything is an
+integer (a patch fraction in units of 2^-32), so the totals, and the monster rule
+evaluated on them exactly, do not depend on that order either (the streaming rule).
+
+Records (table `sites`): `c<docno>` a live document's last contribution with its host
+and domain; `h<host>` / `d<domain>` a site's totals, with the seq of its `site` events
+and whether the last one showed a monster.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+
+from .params import Params
+from .servers import host_of, registered_domain
+
+FIXED_ONE = 1 << 32  # a patch fraction f is kept as floor(f * 2^32)
+LEVELS = {b"h": "host", b"d": "domain"}
+_CONTRIBUTION = struct.Struct("<QQB")  # pop, patch fraction (fixed), quilted
+_TOTALS = struct.Struct("<QQQQQB")  # pages, Σpop, Σfraction, quilted, seq, monster shown
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """What one live document adds to its sites' totals."""
+
+    pop: int
+    fraction: int  # patch fraction in units of 2^-32
+    quilted: bool
+    host: str
+    domain: str
+
+    @classmethod
+    def of(cls, url: str, pop: int, n_patch: int, n_grams: int, quilted: bool) -> Contribution:
+        host = host_of(url)
+        fraction = (n_patch * FIXED_ONE) // n_grams if n_grams else 0
+        return cls(pop, fraction, quilted, host, registered_domain(host))
+
+    def sites(self) -> list[bytes]:
+        return [b"h" + self.host.encode("utf-8"), b"d" + self.domain.encode("utf-8")]
+
+    def encode(self) -> bytes:
+        return (_CONTRIBUTION.pack(self.pop, self.fraction, self.quilted)
+                + f"{self.host}\x00{self.domain}".encode())
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Contribution:
+        pop, fraction, quilted = _CONTRIBUTION.unpack_from(raw)
+        host, domain = raw[_CONTRIBUTION.size :].decode("utf-8").split("\x00")
+        return cls(pop, fraction, bool(quilted), host, domain)
+
+
+@dataclass
+class Totals:
+    """A site's sums over its live documents, and what its `site` events last showed."""
+
+    pages: int = 0
+    pop: int = 0
+    pop2: int = 0
+    fraction: int = 0
+    quilted: int = 0
+    seq: int = 0
+    shown: bool = False  # the last `site` event said it is a monster candidate
+
+    def add(self, c: Contribution, sign: int) -> None:
+        self.pages += sign
+        self.pop += sign * c.pop
+        self.pop2 += sign * c.pop * c.pop
+        self.fraction += sign * c.fraction
+        self.quilted += sign * c.quilted
+
+    def monster(self, params: Params) -> bool:
+        """SPEC §8: at least monster_pages pages, mean pop >= monster_pop and σ <
+        monster_sd, decided on the integer sums (n Σpop² - (Σpop)² < sd² n²)."""
+        n = self.pages
+        if n < params.monster_pages or n == 0:
+            return False
+        spread = n * self.pop2 - self.pop * self.pop
+        return (self.pop >= Fraction(params.monster_pop) * n
+                and spread < Fraction(params.monster_sd) ** 2 * n * n)
+
+    def figures(self, params: Params) -> dict:
+        n = self.pages
+        return {
+            "pages": n,
+            "pop_mean": self.pop / n if n else 0.0,
+            "pop_sd": math.sqrt(max(n * self.pop2 - self.pop * self.pop, 0)) / n if n else 0.0,
+            "patch_mean": self.fraction / FIXED_ONE / n if n else 0.0,
+            "quilted": self.quilted,
+            "monster": self.monster(params),
+        }
+
+    def encode(self) -> bytes:
+        return (_TOTALS.pack(self.pages, self.pop, self.fraction, self.quilted, self.seq,
+                             self.shown) + self.pop2.to_bytes(16, "little"))
+
+    @classmethod
+    def decode(cls, raw: bytes | None) -> Totals:
+        if raw is None:
+            return cls()
+        pages, pop, fraction, quilted, seq, shown = _TOTALS.unpack_from(raw)
+        pop2 = int.from_bytes(raw[_TOTALS.size :], "little")
+        return cls(pages, pop, pop2, fraction, quilted, seq, bool(shown))
+
+
+def site_name(key: bytes) -> tuple[str, str]:
+    """(name, level) of a totals record's key."""
+    return key[1:].decode("utf-8"), LEVELS[key[:1]]
+
+
+class SiteView:
+    """What the site role needs from the state (implemented by state.txn.Txn)."""
+
+    def site_many(self, keys: list[bytes]) -> list[bytes | None]: ...
+    def put_site(self, key: bytes, raw: bytes | None) -> None: ...
+
+
+def contribution_key(docno: int) -> bytes:
+    return b"c" + docno.to_bytes(8, "big")
+
+
+class SiteRole:
+    """Keeps the sites' totals current and tells when a site becomes, or stops being, a
+    monster candidate."""
+
+    def __init__(self, params: Params) -> None:
+        self.params = params
+
+    def settle(self, txn: SiteView, now: dict[int, tuple[Contribution | None, str]],
+               next_seq: Callable[[int], int]) -> list[dict]:
+        """Apply documents' contributions as they stand after a batch (None: withdrawn),
+        each with the URL that caused its change; return the `site` events (without
+        `at`, stamped by the adapter)."""
+        docnos = list(now)
+        old = dict(zip(docnos, txn.site_many([contribution_key(d) for d in docnos]),
+                       strict=True))
+        moves: list[tuple[Contribution, int, str]] = []
+        for d, (c, cause) in now.items():
+            before = None if old[d] is None else Contribution.decode(old[d])
+            if before == c:
+                continue
+            if before is not None:
+                moves.append((before, -1, cause))
+            if c is not None:
+                moves.append((c, 1, cause))
+            txn.put_site(contribution_key(d), None if c is None else c.encode())
+        return self._apply(txn, moves, next_seq)
+
+    def _apply(self, txn: SiteView, moves: list[tuple[Contribution, int, str]],
+               next_seq: Callable[[int], int]) -> list[dict]:
+        keys = sorted({k for c, _, _ in moves for k in c.sites()})
+        totals = {k: Totals.decode(raw) for k, raw in zip(keys, txn.site_many(keys), strict=True)}
+        causes: dict[bytes, str] = {}
+        for c, sign, cause in moves:
+            for k in c.sites():
+                totals[k].add(c, sign)
+                causes[k] = cause
+        events = []
+        for k in keys:
+            t = totals[k]
+            monster = t.monster(self.params)
+            if monster != t.shown:
+                t.seq, t.shown = next_seq(t.seq), monster
+                events.append(site_event(k, t, causes[k], self.params))
+            txn.put_site(k, t.encode() if t.pages or t.seq else None)
+        return events
+
+
+def site_event(key: bytes, t: Totals, cause: str, params: Params) -> dict:
+    """A `site` event: the site became (monster true) or stopped being a monster
+    candidate (SPEC §8), with its figures."""
+    name, level = site_name(key)
+    return {"event": "site", "site": name, "level": level, "seq": t.seq,
+            **t.figures(params), "cause": cause, "params": params.to_dict()}
+
+
+def site_rows(items: Iterable[tuple[bytes, bytes]], params: Params) -> list[dict]:
+    """`streamdet sites` rows of the sites with live pages, from their totals records:
+    monster candidates first, then by mean pop (most first), then by name."""
+    rows = []
+    for key, raw in items:
+        t = Totals.decode(raw)
+        if t.pages:
+            name, level = site_name(key)
+            rows.append({"site": name, "level": level, **t.figures(params)})
+    rows.sort(key=lambda r: (not r["monster"], -r["pop_mean"], r["site"].encode("utf-8"),
+                             r["level"]))
+    return rows

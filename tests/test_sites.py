@@ -1,0 +1,132 @@
+"""SPEC §8's site statistics and monster candidates against the reference, with their
+`site` events, and `streamdet sites`."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from hypothesis import HealthCheck, given, settings
+
+from streamdet.engine.params import Params
+from streamdet.engine.sites import FIXED_ONE, Contribution, Totals
+
+from .cli_helpers import streamdet, write_jsonl
+from .harness import run_embedded
+from .reference import ref_sites, reference
+from .strategies import any_corpus_st
+
+SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                      HealthCheck.data_too_large])
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def assert_same_sites(got: list[dict], expected: dict[tuple[str, str], dict]) -> None:
+    """`sites` rows equal the reference's figures (floats to 1e-9: the patch fractions
+    are summed in units of 2^-32), and come in their order."""
+    by_site = {(r["site"], r["level"]): r for r in got}
+    assert set(by_site) == set(expected)
+    for site, want in expected.items():
+        row = by_site[site]
+        for key in ("pages", "quilted", "monster"):
+            assert row[key] == want[key], (site, key, row, want)
+        for key in ("pop_mean", "pop_sd", "patch_mean"):
+            assert _close(row[key], want[key]), (site, key, row, want)
+    order = [(not r["monster"], -r["pop_mean"], r["site"].encode("utf-8"), r["level"])
+             for r in got]
+    assert order == sorted(order)
+
+
+def _last_shown(events: list[dict]) -> dict[tuple[str, str], bool]:
+    last: dict[tuple[str, str], tuple[int, bool]] = {}
+    for ev in events:
+        if ev["event"] == "site":
+            key = (ev["site"], ev["level"])
+            assert key not in last or ev["seq"] > last[key][0]
+            last[key] = (ev["seq"], ev["monster"])
+    return {k: shown for k, (_, shown) in last.items()}
+
+
+@settings(max_examples=120, **SETTINGS)
+@given(corpus=any_corpus_st())
+def test_sites_equal_the_reference_and_events_tell_monsters(corpus):
+    """Whatever the order and batching: every host's and domain's figures, and the
+    `site` events' last word per site is whether it is a monster candidate now (no
+    event: it never was)."""
+    records, params, batches = corpus
+    sites: list[dict] = []
+    events: list[dict] = []
+    run_embedded(records, params, batches, sites=sites, events=events)
+    expected = ref_sites(reference(records, params), params)
+    assert_same_sites(sites, expected)
+    shown = _last_shown(events)
+    for site, want in expected.items():
+        assert shown.get(site, False) == want["monster"], site
+    assert all(site in expected or not monster for site, monster in shown.items())
+
+
+def _farm(n: int, host: str) -> list[dict]:
+    phrase = " ".join(f"w{i}" for i in range(40))
+    return [{"url": f"http://{host}/p{i}", "text": f"{phrase} page {i}"} for i in range(n)]
+
+
+def test_a_farm_becomes_a_monster_and_stops_being_one():
+    """A host of 10 pages sharing 37 popular 5-grams (mean pop 37, σ 0) is a monster
+    candidate; re-fetched as different pages, it stops being one; the events say so."""
+    params = Params()
+    records = _farm(10, "farm.example.com")
+    events: list[dict] = []
+    sites: list[dict] = []
+    run_embedded(records, params, [3, 7], events=events, sites=sites)
+    expected = ref_sites(reference(records, params), params)
+    assert expected[("farm.example.com", "host")]["monster"]
+    assert_same_sites(sites, expected)
+    [ev] = [e for e in events if e["event"] == "site" and e["level"] == "host"]
+    assert (ev["site"], ev["monster"], ev["pages"], ev["pop_mean"], ev["seq"]) == (
+        "farm.example.com", True, 10, 37.0, 1)
+    assert ev["cause"] == "http://farm.example.com/p9"
+    changed = records + [{"url": f"http://farm.example.com/p{i}", "text": f"own words {i} x y z"}
+                         for i in range(5)]
+    events, sites = [], []
+    run_embedded(changed, params, [10, 5], events=events, sites=sites)
+    assert_same_sites(sites, ref_sites(reference(changed, params), params))
+    host = [(e["seq"], e["monster"]) for e in events
+            if e["event"] == "site" and e["level"] == "host"]
+    assert host == [(1, True), (2, False)]
+
+
+def test_totals_are_exact_integers():
+    t = Totals()
+    cs = [Contribution.of("http://a.org/x", pop, n, 3, q)
+          for pop, n, q in ((30, 1, True), (44, 2, False), (31, 3, False))]
+    for c in cs:
+        t.add(c, 1)
+    t.add(cs[1], -1)
+    back = Totals.decode(t.encode())
+    assert (back.pages, back.pop, back.pop2, back.quilted) == (2, 61, 30 * 30 + 31 * 31, 1)
+    assert back.fraction == FIXED_ONE // 3 + FIXED_ONE
+    assert back.monster(Params(monster_pages=2, monster_pop=30.5, monster_sd=0.51))
+    assert not back.monster(Params(monster_pages=2, monster_pop=30.5, monster_sd=0.5))
+
+
+def test_sites_cli(tmp_path):
+    records = _farm(12, "farm.example.com") + [
+        {"url": "http://blog.other.org/a", "text": "nothing in common with anyone"}]
+    src = write_jsonl(tmp_path / "in.jsonl", records)
+    state = tmp_path / "state"
+    streamdet("run", "--input", src, "--state", state, "--events", tmp_path / "ev.jsonl")
+    out = streamdet("sites", "--state", state, "--json").stdout
+    rows = [json.loads(x) for x in out.splitlines()]
+    params = Params()
+    assert_same_sites(rows, ref_sites(reference(records, params), params))
+    assert rows[0] == {"site": "example.com", "level": "domain", "pages": 12, "pop_mean": 37.0,
+                       "pop_sd": 0.0, "patch_mean": rows[0]["patch_mean"], "quilted": 0,
+                       "monster": True}
+    text = streamdet("sites", "--state", state).stdout.decode()
+    assert "farm.example.com" in text and "monster" in text
+    events = [json.loads(x) for x in (tmp_path / "ev.jsonl").read_text().splitlines()]
+    assert {(e["site"], e["monster"]) for e in events if e["event"] == "site"} == {
+        ("farm.example.com", True), ("example.com", True)}
