@@ -33,6 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from loadtest.bench_embedded import git_revision  # noqa: E402
 from loadtest.bench_partials import analysed  # noqa: E402
 from loadtest.host import machine, write_result  # noqa: E402
 
@@ -180,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "bench_replication",
         "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "host": machine(),
+        "git": git_revision(),
         "config": {"records": n, "seed": args.seed, "batch": BATCH, "params": params.to_dict()},
         "engine": {"seconds": seconds},
         "state": kept,

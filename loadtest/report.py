@@ -32,7 +32,8 @@ from loadtest.host import machine, pyplot  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"
 BENCHES = ("bench_embedded", "bench_lsh", "bench_growth", "bench_kafka", "bench_quality",
-           "bench_hostile", "bench_evidence", "bench_partials", "bench_near")
+           "bench_hostile", "bench_evidence", "bench_partials", "bench_near",
+           "bench_replication")
 COMMANDS = {
     "bench_embedded": "python loadtest/bench_embedded.py --pages 20000 --floor-runs 2",
     "bench_lsh": "python loadtest/bench_lsh.py --pages 5000",
@@ -44,6 +45,7 @@ COMMANDS = {
     "bench_evidence": "python loadtest/bench_evidence.py --pages 1800",
     "bench_partials": "python loadtest/bench_partials.py --pages 2000",
     "bench_near": "python loadtest/bench_near.py --pages 5000 --giant 10000",
+    "bench_replication": "python loadtest/bench_replication.py --pages 20000",
 }
 
 
@@ -177,6 +179,8 @@ def headline(name: str, r: dict) -> list[str]:
         return _partials_headline(r)
     if name == "bench_near":
         return _near_headline(r)
+    if name == "bench_replication":
+        return _replication_headline(r)
     if name == "bench_growth" and r.get("figures", {}).get("stationary"):
         return _growth_headline(r)
     summary = r.get("summary") or r.get("figures")
@@ -248,6 +252,25 @@ def _near_headline(r: dict) -> list[str]:
                    f"re-fetched {g['refetch_ms']:.2f} ms, {g['refetch_searched']} searched, "
                    f"{g['refetch_changed']} reported")
     return out
+
+
+def _replication_headline(r: dict) -> list[str]:
+    """SPEC §8: its share of the engine's time, its tables, `phrases` and `sites`, and
+    the monster candidates among the farms' hosts and the others."""
+    f, q = r["figures"], r["quality"]
+    return [f"{f['pages']:,} pages: §8 (traps, popular phrases, site totals) "
+            f"**{100 * f['section8_share_of_engine']:.1f}%** of the engine's time (target <= "
+            f"20%){_pass(f['section8_share_of_engine'] <= 0.2)}; tables popular "
+            f"{f['popular_bytes_per_page']:.0f} B and sites {f['sites_bytes_per_page']:.0f} B "
+            "a page",
+            f"`phrases --top 20` {f['phrases_seconds']:.3f} s, `sites` "
+            f"{f['sites_seconds']:.3f} s ({f['sites']:,} hosts and domains)",
+            f"monster candidates: {q['farm_hosts_monster']} of the farms' {q['farm_hosts']} "
+            f"hosts (their pop sd {min(q['farm_pop_sd'], default=0):.0f}–"
+            f"{max(q['farm_pop_sd'], default=0):.0f}, against < 15), "
+            f"{q['real_hosts_monster']} of {q['real_hosts']:,} other hosts "
+            f"({100 * q['real_monster_share']:.2f}%; target <= 1%)"
+            f"{_pass(q['real_monster_share'] <= 0.01)}"]
 
 
 def _hostile_headline(r: dict) -> list[str]:
