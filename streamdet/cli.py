@@ -388,6 +388,7 @@ def _page(args: argparse.Namespace, with_pairs: bool = False):
         found.pairs.sort(key=lambda p: p["other"].encode("utf-8"))
         if near is not None and dirs != [near]:  # worker states: the gram shards count pop
             found.pop = _pipeline_pops(args.state, found.docno)
+            found.sites = []  # not kept by workers yet (docs/replication.md)
         clusters = _cluster_store(dirs, near) if with_pairs else None
         if clusters is not None:
             try:
@@ -530,7 +531,10 @@ def cmd_sites(args: argparse.Namespace) -> int:
         if isinstance(found, tuple):
             raise UsageError("site statistics are kept by `streamdet run` states; a Kafka "
                              "pipeline's workers do not keep them yet")
-        rows = sites_of(found)
+        rows = sites_of(found, min_pages=args.min_pages)
+    if args.monsters:
+        rows = [r for r in rows if r["monster"]]
+    rows = rows[: args.top] if args.top is not None else rows
     out = sys.stdout.buffer
     if args.json:
         for row in rows:
@@ -758,6 +762,10 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--json", action="store_true",
                     help='one {"site", "level", "pages", "pop_mean", "pop_sd", "patch_mean", '
                     '"quilted", "monster"} object per line')
+    st.add_argument("--min-pages", type=int, default=1, metavar="N",
+                    help="only sites of at least N live pages (default 1: all)")
+    st.add_argument("--monsters", action="store_true", help="only monster candidates")
+    st.add_argument("--top", type=int, metavar="N", help="the first N rows only")
     st.set_defaults(func=cmd_sites)
 
     sim = sub.add_parser("similar", help="the near-duplicates of a page and what it would be "

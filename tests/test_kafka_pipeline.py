@@ -291,6 +291,13 @@ def test_two_workers_equal_streamdet_run(pipeline, crawl):
     assert listed == sorted(
         ({"cluster": c, "size": len(m), "members": m} for c, m in members.items() if len(m) > 1),
         key=lambda r: (-r["size"], r["cluster"].encode("utf-8")))
+    # explain's pop(d) (SPEC §8) is summed over the gram shards, as dump's is
+    explained = json.loads(streamdet("explain", member, *states, "--json").stdout)
+    assert explained["pop"] == rows[member]["pop"] == _rows(reference_dump)[member]["pop"]
+    assert explained["sites"] == []  # not kept by workers yet
+    # site statistics are not kept by workers yet: said, not answered wrongly
+    refused = streamdet("sites", *states, check=False)
+    assert refused.returncode == 2 and b"do not keep them yet" in refused.stderr
 
 
 def test_two_workers_with_phi_equal_streamdet_run(pipeline, crawl, tmp_path):

@@ -7,6 +7,7 @@ import json
 import math
 
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from streamdet.engine.params import Params
 from streamdet.engine.sites import FIXED_ONE, Contribution, Totals
@@ -51,21 +52,30 @@ def _last_shown(events: list[dict]) -> dict[tuple[str, str], bool]:
 
 
 @settings(max_examples=120, **SETTINGS)
-@given(corpus=any_corpus_st())
-def test_sites_equal_the_reference_and_events_tell_monsters(corpus):
-    """Whatever the order and batching: every host's and domain's figures, and the
-    `site` events' last word per site is whether it is a monster candidate now (no
-    event: it never was)."""
+@given(corpus=any_corpus_st(), how=st.sampled_from([{}, {"reopen": True}, {"compact": False}]))
+def test_sites_equal_the_reference_and_events_tell_monsters(corpus, how):
+    """Whatever the order and batching, and with the state reopened after every batch:
+    every host's and domain's figures, and the `site` events' last word per site is
+    whether it is a monster candidate now (no event: it never was)."""
     records, params, batches = corpus
     sites: list[dict] = []
     events: list[dict] = []
-    run_embedded(records, params, batches, sites=sites, events=events)
+    run_embedded(records, params, batches, sites=sites, events=events, **how)
     expected = ref_sites(reference(records, params), params)
     assert_same_sites(sites, expected)
     shown = _last_shown(events)
     for site, want in expected.items():
         assert shown.get(site, False) == want["monster"], site
     assert all(site in expected or not monster for site, monster in shown.items())
+
+
+@settings(max_examples=6, **SETTINGS)
+@given(corpus=any_corpus_st())
+def test_sites_of_a_rocksdb_state_equal_the_reference(corpus):
+    records, params, batches = corpus
+    sites: list[dict] = []
+    run_embedded(records, params, batches, backend="rocks", reopen=True, sites=sites)
+    assert_same_sites(sites, ref_sites(reference(records, params), params))
 
 
 def _farm(n: int, host: str) -> list[dict]:
@@ -127,6 +137,17 @@ def test_sites_cli(tmp_path):
                        "monster": True}
     text = streamdet("sites", "--state", state).stdout.decode()
     assert "farm.example.com" in text and "monster" in text
+    few = streamdet("sites", "--state", state, "--json", "--min-pages", "2").stdout
+    assert [json.loads(x) for x in few.splitlines()] == [r for r in rows if r["pages"] >= 2]
+    top = streamdet("sites", "--state", state, "--json", "--monsters", "--top", "1").stdout
+    assert [json.loads(x) for x in top.splitlines()] == rows[:1]
+    page = json.loads(streamdet("explain", "http://farm.example.com/p3", "--state", state,
+                                "--json").stdout)
+    assert [(s["site"], s["level"], s["pages"], s["monster"]) for s in page["sites"]] == [
+        ("farm.example.com", "host", 12, True), ("example.com", "domain", 12, True)]
+    told = streamdet("explain", "http://farm.example.com/p3", "--state", state).stdout
+    assert b"host farm.example.com: 12 pages, pop mean 37.0 sd 0.0" in told
+    assert b"a MONSTER candidate" in told
     events = [json.loads(x) for x in (tmp_path / "ev.jsonl").read_text().splitlines()]
     assert {(e["site"], e["monster"]) for e in events if e["event"] == "site"} == {
         ("farm.example.com", True), ("example.com", True)}

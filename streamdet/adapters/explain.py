@@ -19,6 +19,7 @@ from ..engine.clusters import ClusterRole
 from ..engine.docs import current
 from ..engine.evidence import evidence
 from ..engine.params import Params
+from ..engine.sites import page_sites
 from ..engine.text import unpack_text
 from ..state.schema import DocResult, DocState
 from ..state.txn import Store
@@ -51,6 +52,8 @@ class Page:
     # "near_total"} (near_of)
     cluster: dict = field(default_factory=dict)
     pop: int | None = None  # SPEC §8: its popular grams (None: not known)
+    # SPEC §8: its host's and domain's figures (engine.sites; none: not kept, worker states)
+    sites: list[dict] = field(default_factory=list)
 
     @property
     def counted(self) -> int:
@@ -108,7 +111,7 @@ def look_up(store: Store, url: str) -> Page | Missing:
     packed = txn.text(docno)
     return Page(url, server, seq, doc, result, evidence(result, doc, packed, params.k),
                 unpack_text(packed), params, docno, cluster=cluster_of(txn, docno, url),
-                pop=pop_of([store], docno))
+                pop=pop_of([store], docno), sites=page_sites(txn, url, params))
 
 
 def near_rows(txn, near: list[tuple[int, float]]) -> list[dict]:
@@ -163,6 +166,12 @@ def summary(page: Page) -> list[str]:
     if page.pop is not None:
         lines.append(f"  pop: {page.pop} of its grams are popular phrases (on {p.popular} or "
                      "more pages, `streamdet phrases`)")
+    for s in page.sites:
+        if s["pages"]:
+            mark = ": a MONSTER candidate" if s["monster"] else ""
+            lines.append(f"  {s['level']} {s['site']}: {s['pages']} pages, pop mean "
+                         f"{s['pop_mean']:.1f} sd {s['pop_sd']:.1f}, patch mean "
+                         f"{s['patch_mean']:.3f}, {s['quilted']} quilted{mark}")
     return lines
 
 
@@ -262,6 +271,7 @@ def explain_json(page: Page) -> dict:
         "verdict": verdict(page),
         "seq": page.seq,
         "pop": page.pop,
+        "sites": page.sites,
         "params": p.to_dict(),
         "partials": page.pairs,
         **page.cluster,

@@ -61,9 +61,9 @@ def _totals(store: Store) -> Iterator[tuple[bytes, bytes]]:
             yield key, raw
 
 
-def sites_of(store: Store, params: Params | None = None) -> list[dict]:
-    """SPEC §8's `sites` rows of a `streamdet run` state."""
-    return site_rows(_totals(store), _params(store, params))
+def sites_of(store: Store, params: Params | None = None, min_pages: int = 1) -> list[dict]:
+    """SPEC §8's `sites` rows of a `streamdet run` state (of `min_pages` pages or more)."""
+    return site_rows(_totals(store), _params(store, params), min_pages)
 
 
 def monster_counts(store: Store) -> dict[str, int]:

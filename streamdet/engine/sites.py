@@ -20,7 +20,7 @@ import math
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from fractions import Fraction
+from functools import lru_cache
 
 from .params import Params
 from .servers import host_of, registered_domain
@@ -29,6 +29,7 @@ FIXED_ONE = 1 << 32  # a patch fraction f is kept as floor(f * 2^32)
 LEVELS = {b"h": "host", b"d": "domain"}
 _CONTRIBUTION = struct.Struct("<QQB")  # pop, patch fraction (fixed), quilted
 _TOTALS = struct.Struct("<QQQQQB")  # pages, Σpop, Σfraction, quilted, seq, monster shown
+_PAGES = struct.Struct("<Q")  # the first field of _TOTALS
 
 
 @dataclass(frozen=True)
@@ -86,9 +87,10 @@ class Totals:
         n = self.pages
         if n < params.monster_pages or n == 0:
             return False
+        (a, b), (c, d) = _ratios(params.monster_pop, params.monster_sd)
+        # pop / n >= a / b and (n pop2 - pop^2) / n^2 < (c / d)^2, in integers
         spread = n * self.pop2 - self.pop * self.pop
-        return (self.pop >= Fraction(params.monster_pop) * n
-                and spread < Fraction(params.monster_sd) ** 2 * n * n)
+        return self.pop * b >= a * n and spread * d * d < c * c * n * n
 
     def figures(self, params: Params) -> dict:
         n = self.pages
@@ -112,6 +114,12 @@ class Totals:
         pages, pop, fraction, quilted, seq, shown = _TOTALS.unpack_from(raw)
         pop2 = int.from_bytes(raw[_TOTALS.size :], "little")
         return cls(pages, pop, pop2, fraction, quilted, seq, bool(shown))
+
+
+@lru_cache(maxsize=8)
+def _ratios(pop: float, sd: float) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The monster thresholds as exact integer ratios (a float is one)."""
+    return pop.as_integer_ratio(), sd.as_integer_ratio()
 
 
 def site_name(key: bytes) -> tuple[str, str]:
@@ -185,11 +193,27 @@ def site_event(key: bytes, t: Totals, cause: str, params: Params) -> dict:
             **t.figures(params), "cause": cause, "params": params.to_dict()}
 
 
-def site_rows(items: Iterable[tuple[bytes, bytes]], params: Params) -> list[dict]:
-    """`streamdet sites` rows of the sites with live pages, from their totals records:
-    monster candidates first, then by mean pop (most first), then by name."""
+def page_sites(txn: SiteView, url: str, params: Params) -> list[dict]:
+    """The figures of a page's host and domain (SPEC §8), for `explain`."""
+    c = Contribution.of(url, 0, 0, 0, False)
+    keys = c.sites()
+    return [{"site": site_name(k)[0], "level": site_name(k)[1],
+             **Totals.decode(raw).figures(params)}
+            for k, raw in zip(keys, txn.site_many(keys), strict=True)]
+
+
+def site_rows(items: Iterable[tuple[bytes, bytes]], params: Params, min_pages: int = 1
+              ) -> list[dict]:
+    """`streamdet sites` rows of the sites with at least `min_pages` live pages, from
+    their totals records: monster candidates first, then by mean pop (most first), then
+    by name. A record's page count is read before the rest is decoded: most sites of a
+    crawl have one page."""
     rows = []
+    least = max(min_pages, 1)
+    pages_of = _PAGES.unpack_from
     for key, raw in items:
+        if pages_of(raw)[0] < least:
+            continue
         t = Totals.decode(raw)
         if t.pages:
             name, level = site_name(key)
