@@ -762,8 +762,9 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--json", action="store_true",
                     help='one {"site", "level", "pages", "pop_mean", "pop_sd", "patch_mean", '
                     '"quilted", "monster"} object per line')
-    st.add_argument("--min-pages", type=int, default=1, metavar="N",
-                    help="only sites of at least N live pages (default 1: all)")
+    st.add_argument("--min-pages", type=int, default=2, metavar="N",
+                    help="only sites of at least N live pages (default 2: a site of one "
+                    "page has no figures of its own; 1 lists every site)")
     st.add_argument("--monsters", action="store_true", help="only monster candidates")
     st.add_argument("--top", type=int, metavar="N", help="the first N rows only")
     st.set_defaults(func=cmd_sites)

@@ -29,6 +29,7 @@ def assert_same_sites(got: list[dict], expected: dict[tuple[str, str], dict]) ->
     """`sites` rows equal the reference's figures (floats to 1e-9: the patch fractions
     are summed in units of 2^-32), and come in their order."""
     by_site = {(r["site"], r["level"]): r for r in got}
+    assert len(by_site) == len(got), "a site listed twice (kept under both of its keys)"
     assert set(by_site) == set(expected)
     for site, want in expected.items():
         row = by_site[site]
@@ -128,7 +129,7 @@ def test_sites_cli(tmp_path):
     src = write_jsonl(tmp_path / "in.jsonl", records)
     state = tmp_path / "state"
     streamdet("run", "--input", src, "--state", state, "--events", tmp_path / "ev.jsonl")
-    out = streamdet("sites", "--state", state, "--json").stdout
+    out = streamdet("sites", "--state", state, "--json", "--min-pages", "1").stdout
     rows = [json.loads(x) for x in out.splitlines()]
     params = Params()
     assert_same_sites(rows, ref_sites(reference(records, params), params))
@@ -137,8 +138,9 @@ def test_sites_cli(tmp_path):
                        "monster": True}
     text = streamdet("sites", "--state", state).stdout.decode()
     assert "farm.example.com" in text and "monster" in text
-    few = streamdet("sites", "--state", state, "--json", "--min-pages", "2").stdout
+    few = streamdet("sites", "--state", state, "--json").stdout  # --min-pages 2
     assert [json.loads(x) for x in few.splitlines()] == [r for r in rows if r["pages"] >= 2]
+    assert len(few.splitlines()) == 2 < len(rows)
     top = streamdet("sites", "--state", state, "--json", "--monsters", "--top", "1").stdout
     assert [json.loads(x) for x in top.splitlines()] == rows[:1]
     page = json.loads(streamdet("explain", "http://farm.example.com/p3", "--state", state,

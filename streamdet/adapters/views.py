@@ -10,7 +10,7 @@ from ..engine.docs import current
 from ..engine.evidence import evidence
 from ..engine.params import Params
 from ..engine.partials import PartialRole, decode_partners
-from ..engine.sites import LEVELS, Totals, site_rows
+from ..engine.sites import LEVELS, SHARED, Totals, site_rows
 from ..state.schema import decode_url_entry, key_u64
 from ..state.txn import Store
 
@@ -51,10 +51,10 @@ def pop_of(stores: Iterable[Store], docno: int) -> int | None:
     return total
 
 
-def _totals(store: Store) -> Iterator[tuple[bytes, bytes]]:
+def _totals(store: Store, min_pages: int = 1) -> Iterator[tuple[bytes, bytes]]:
     """A `streamdet run` state's hosts' and domains' totals records (engine.sites), read
-    by prefix (not the per-document records)."""
-    for prefix in LEVELS:
+    by prefix (not the per-document records; those of one page only if `min_pages` < 2)."""
+    for prefix in LEVELS if min_pages < 2 else SHARED.values():
         for key, raw in store.kv.items("sites", prefix):
             if not key.startswith(prefix):
                 break
@@ -63,13 +63,13 @@ def _totals(store: Store) -> Iterator[tuple[bytes, bytes]]:
 
 def sites_of(store: Store, params: Params | None = None, min_pages: int = 1) -> list[dict]:
     """SPEC §8's `sites` rows of a `streamdet run` state (of `min_pages` pages or more)."""
-    return site_rows(_totals(store), _params(store, params), min_pages)
+    return site_rows(_totals(store, min_pages), _params(store, params), min_pages)
 
 
 def monster_counts(store: Store) -> dict[str, int]:
     """How many hosts and domains the last `site` events showed as monster candidates."""
     out = dict.fromkeys(LEVELS.values(), 0)
-    for key, raw in _totals(store):
+    for key, raw in _totals(store, _params(store, None).monster_pages):
         out[LEVELS[key[:1]]] += Totals.decode(raw).shown
     return out
 

@@ -11,7 +11,10 @@ evaluated on them exactly, do not depend on that order either (the streaming rul
 
 Records (table `sites`): `c<docno>` a live document's last contribution with its host
 and domain; `h<host>` / `d<domain>` a site's totals, with the seq of its `site` events
-and whether the last one showed a monster.
+and whether the last one showed a monster, under `H` / `D` while it has two pages or
+more. Most sites of a crawl have one page (1.6 sites a page on the load stream), and
+site statistics mean something only over several: `sites` reads the upper-case records
+alone unless asked for one-page sites too.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from .params import Params
 from .servers import host_of, registered_domain
 
 FIXED_ONE = 1 << 32  # a patch fraction f is kept as floor(f * 2^32)
-LEVELS = {b"h": "host", b"d": "domain"}
+LEVELS = {b"h": "host", b"d": "domain", b"H": "host", b"D": "domain"}
+SHARED = {b"h": b"H", b"d": b"D"}  # the prefix of a site of two pages or more
 _CONTRIBUTION = struct.Struct("<QQB")  # pop, patch fraction (fixed), quilted
 _TOTALS = struct.Struct("<QQQQQB")  # pages, Σpop, Σfraction, quilted, seq, monster shown
 _PAGES = struct.Struct("<Q")  # the first field of _TOTALS
@@ -168,7 +172,8 @@ class SiteRole:
     def _apply(self, txn: SiteView, moves: list[tuple[Contribution, int, str]],
                next_seq: Callable[[int], int]) -> list[dict]:
         keys = sorted({k for c, _, _ in moves for k in c.sites()})
-        totals = {k: Totals.decode(raw) for k, raw in zip(keys, txn.site_many(keys), strict=True)}
+        totals = _read(txn, keys)
+        was_shared = {k for k, t in totals.items() if t.pages >= 2}
         causes: dict[bytes, str] = {}
         for c, sign, cause in moves:
             for k in c.sites():
@@ -181,8 +186,25 @@ class SiteRole:
             if monster != t.shown:
                 t.seq, t.shown = next_seq(t.seq), monster
                 events.append(site_event(k, t, causes[k], self.params))
-            txn.put_site(k, t.encode() if t.pages or t.seq else None)
+            raw = t.encode() if t.pages or t.seq else None
+            shared = t.pages >= 2
+            txn.put_site(_shared_key(k) if shared else k, raw)
+            if shared != (k in was_shared):  # it moved: the other record goes
+                txn.put_site(k if shared else _shared_key(k), None)
         return events
+
+
+def _shared_key(key: bytes) -> bytes:
+    """The key of a site's totals while it has two pages or more."""
+    return SHARED[key[:1]] + key[1:]
+
+
+def _read(txn: SiteView, keys: list[bytes]) -> dict[bytes, Totals]:
+    """Sites' totals by their one-page keys, wherever they are kept."""
+    raws = txn.site_many([*keys, *map(_shared_key, keys)])
+    n = len(keys)
+    return {k: Totals.decode(raws[i] if raws[i] is not None else raws[n + i])
+            for i, k in enumerate(keys)}
 
 
 def site_event(key: bytes, t: Totals, cause: str, params: Params) -> dict:
@@ -195,11 +217,9 @@ def site_event(key: bytes, t: Totals, cause: str, params: Params) -> dict:
 
 def page_sites(txn: SiteView, url: str, params: Params) -> list[dict]:
     """The figures of a page's host and domain (SPEC §8), for `explain`."""
-    c = Contribution.of(url, 0, 0, 0, False)
-    keys = c.sites()
-    return [{"site": site_name(k)[0], "level": site_name(k)[1],
-             **Totals.decode(raw).figures(params)}
-            for k, raw in zip(keys, txn.site_many(keys), strict=True)]
+    keys = Contribution.of(url, 0, 0, 0, False).sites()
+    return [{"site": site_name(k)[0], "level": site_name(k)[1], **t.figures(params)}
+            for k, t in _read(txn, keys).items()]
 
 
 def site_rows(items: Iterable[tuple[bytes, bytes]], params: Params, min_pages: int = 1
