@@ -116,10 +116,10 @@ def sites_seconds(store, params) -> tuple[float, list[dict]]:
 
 def phrases_seconds(store, params) -> tuple[float, list[dict]]:
     from streamdet.adapters.phrases import phrase_rows
-    from streamdet.adapters.views import live_docnos
+    from streamdet.adapters.views import live_docnos, text_reader
 
     t = time.perf_counter()
-    rows = phrase_rows([store], store.begin().text, lambda: live_docnos([store]), 20,
+    rows = phrase_rows([store], text_reader([store]), lambda: live_docnos([store]), 20,
                        params)
     return time.perf_counter() - t, rows
 

@@ -490,9 +490,8 @@ def cmd_phrases(args: argparse.Namespace) -> int:
 
     from .adapters.outputs import _line
     from .adapters.phrases import phrase_rows
-    from .adapters.views import live_docnos
+    from .adapters.views import live_docnos, text_reader
     from .engine.params import Params
-    from .engine.routing import docno_shard
 
     if args.top < 1:
         raise UsageError(f"--top must be >= 1, got {args.top}")
@@ -502,16 +501,14 @@ def cmd_phrases(args: argparse.Namespace) -> int:
             by_shard, grams, shards = found
             docs = [by_shard[s] for s in range(shards)]
             counting = [grams[g] for g in range(shards)]
-            txns = [d.begin() for d in docs]
-            text_of = lambda d: txns[docno_shard(d, shards)].text(d)  # noqa: E731
         else:
             counting = docs = [found]
-            text_of = found.begin().text
         params = Params.from_fingerprint(docs[0].meta("params"))
         if any(s.meta("popular") == "partial" for s in counting):
             print("streamdet: warning: this state was upgraded from a version that did not "
                   "count popular phrases: the counts are short", file=sys.stderr)
-        rows = phrase_rows(counting, text_of, lambda: live_docnos(docs), args.top, params)
+        rows = phrase_rows(counting, text_reader(docs), lambda: live_docnos(docs), args.top,
+                           params)
     out = sys.stdout.buffer
     for row in rows:
         out.write(_line(row) if args.json else f"{row['docs']}\t{row['phrase']}\n".encode())

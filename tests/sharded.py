@@ -41,12 +41,18 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from streamdet.adapters.phrases import phrase_rows
-from streamdet.adapters.views import dump_rows, live_docnos, partial_rows, pop_counts
+from streamdet.adapters.views import (
+    dump_rows,
+    live_docnos,
+    partial_rows,
+    pop_counts,
+    text_reader,
+)
 from streamdet.engine.analysis import analyze
 from streamdet.engine.messages import GramsMsg, PageMsg, decode_doc_input
 from streamdet.engine.params import Params
 from streamdet.engine.records import BadRecord, page_from_object
-from streamdet.engine.routing import docno_for, docno_shard, url_shard
+from streamdet.engine.routing import docno_for, url_shard
 from streamdet.engine.shard_step import (
     DELTAS_OUT,
     EVENTS_OUT,
@@ -320,9 +326,7 @@ class Simulation:
     def phrase_rows(self, top: int = 1 << 30) -> list[dict]:
         """`phrases --top` over the gram shards, texts from the doc shards (SPEC §8)."""
         docs = [sh.state.store for sh in self.doc]
-        txns = [store.begin() for store in docs]
-        return phrase_rows([sh.state.store for sh in self.gram],
-                           lambda d: txns[docno_shard(d, self.p)].text(d),
+        return phrase_rows([sh.state.store for sh in self.gram], text_reader(docs),
                            lambda: live_docnos(docs), top, self.params)
 
     def partial_rows(self) -> list[dict]:

@@ -3,13 +3,14 @@ pairs), and the doc shards of worker states (`explain` and `text` are adapters/e
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from ..engine.clusters import ClusterRole
 from ..engine.docs import current
 from ..engine.evidence import evidence
 from ..engine.params import Params
 from ..engine.partials import PartialRole, decode_partners
+from ..engine.routing import docno_shard
 from ..engine.sites import LEVELS, SHARED, Totals, site_rows
 from ..state.schema import decode_url_entry, key_u64
 from ..state.txn import Store
@@ -72,6 +73,15 @@ def monster_counts(store: Store) -> dict[str, int]:
     for key, raw in _totals(store, _params(store, None).monster_pages):
         out[LEVELS[key[:1]]] += Totals.decode(raw).shown
     return out
+
+
+def text_reader(docs: list[Store]) -> Callable[[int], bytes | None]:
+    """A version's kept text, read from whichever state keeps it: the one `run` state,
+    or the doc shard its docno names (`docs` in shard order)."""
+    txns = [store.begin() for store in docs]
+    if len(txns) == 1:
+        return txns[0].text
+    return lambda docno: txns[docno_shard(docno, len(txns))].text(docno)
 
 
 def live_docnos(stores: Iterable[Store]) -> Iterator[int]:

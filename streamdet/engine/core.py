@@ -110,7 +110,7 @@ class Engine:
         out: dict[int, tuple[Contribution | None, str]] = {
             d: (None, url) for d, url in withdrawn.items()}
         popped = [d for d in txn.pop_changed() if d not in withdrawn]
-        live = [d for d in {*causes, *popped} if d not in withdrawn]
+        live = list({*causes, *popped})  # re-scored ones are live: _arrive undirties the old
         for d, pop in zip(live, txn.pop_many(live), strict=True):
             doc = txn.doc(d)
             url = txn.url_of(d)

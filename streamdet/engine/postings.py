@@ -107,6 +107,7 @@ def add_document(txn: GramIndexView, docno: int, grams: np.ndarray, plan: PagePl
             txn.add_fresh(gs, docno, np.ones(len(gs), dtype=bool))
             continue
         n = len(holders)
+        pop.added(docno, holders, len(at))
         if n == 0:
             txn.set_postings(gs.tolist(), (docno,))
         elif n < m:
@@ -114,11 +115,9 @@ def add_document(txn: GramIndexView, docno: int, grams: np.ndarray, plan: PagePl
             gained.append(at)
             gained_holders.append((holders, len(at)))
             (first if n == 1 else shared).append((holders, at))
-            pop.added(docno, holders, len(at))
         else:
             txn.set_postings(gs.tolist(), COMMON)
             lost.append((holders, at))
-            pop.added(docno, holders, len(at))
             raw = Tally.of((docno, *holders), popular - 1).encode()
             for g in gs.tolist():
                 txn.put_tally(g, raw)

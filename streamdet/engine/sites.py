@@ -89,7 +89,7 @@ class Totals:
         """SPEC §8: at least monster_pages pages, mean pop >= monster_pop and σ <
         monster_sd, decided on the integer sums (n Σpop² - (Σpop)² < sd² n²)."""
         n = self.pages
-        if n < params.monster_pages or n == 0:
+        if n < params.monster_pages:  # monster_pages >= 1 (Params): n is not 0 past here
             return False
         (a, b), (c, d) = _ratios(params.monster_pop, params.monster_sd)
         # pop / n >= a / b and (n pop2 - pop^2) / n^2 < (c / d)^2, in integers
@@ -234,10 +234,8 @@ def site_rows(items: Iterable[tuple[bytes, bytes]], params: Params, min_pages: i
     for key, raw in items:
         if pages_of(raw)[0] < least:
             continue
-        t = Totals.decode(raw)
-        if t.pages:
-            name, level = site_name(key)
-            rows.append({"site": name, "level": level, **t.figures(params)})
+        name, level = site_name(key)
+        rows.append({"site": name, "level": level, **Totals.decode(raw).figures(params)})
     rows.sort(key=lambda r: (not r["monster"], -r["pop_mean"], r["site"].encode("utf-8"),
                              r["level"]))
     return rows
