@@ -528,6 +528,9 @@ def cmd_sites(args: argparse.Namespace) -> int:
         if isinstance(found, tuple):
             raise UsageError("site statistics are kept by `streamdet run` states; a Kafka "
                              "pipeline's workers do not keep them yet")
+        if found.meta("popular") == "partial":
+            print("streamdet: warning: this state was upgraded from a version that did not "
+                  "count popular phrases: the pop figures are short", file=sys.stderr)
         rows = sites_of(found, min_pages=args.min_pages)
     if args.monsters:
         rows = [r for r in rows if r["monster"]]

@@ -171,3 +171,41 @@ def test_phrases_cli(tmp_path):
     assert expected["http://s0.org/"]["pop"] == 4  # its 3-grams up to "online now page"
     bad = streamdet("phrases", "--state", state, "--top", "0", check=False)
     assert bad.returncode == 2 and b"--top" in bad.stderr
+
+
+def test_a_state_from_before_tallies_goes_on_without_them():
+    """A state upgraded from format 9 has common grams without tallies and no pop(d)
+    records: pages joining and leaving those grams (and pop moving below what was never
+    counted) must not stop the engine; §1's results stay exact, pop reads as not known."""
+    from streamdet.adapters.views import dump_rows
+    from streamdet.engine.analysis import analyze
+    from streamdet.engine.core import Engine
+    from streamdet.engine.records import page_from_object
+    from streamdet.state.kv import MemoryKV
+    from streamdet.state.txn import Store
+
+    params = Params(k=2, m=3, popular=2)
+    kv = MemoryKV()
+    store, engine = Store(kv), Engine(params)
+    records = _docs(*((f"http://s{i}.org/", "a b c d") for i in range(6)),
+                    ("http://t0.org/", "e f"), ("http://t1.org/", "e f"))
+
+    def run(batch):
+        txn = store.begin()
+        engine.process(txn, [analyze(page_from_object(r), params) for r in batch])
+        txn.commit({})
+
+    run(records)
+    kv.write([("popular", key, None) for key, _ in list(kv.items("popular"))])  # format 9
+    store.set_meta("popular", "partial")  # as check_state marks an upgraded state
+    later = _docs(("http://s9.org/", "a b c d"),
+                  *((f"http://s{i}.org/", f"x{i} y{i} z{i}") for i in range(6)),
+                  ("http://t0.org/", "g h"))  # t1 loses a popular gram it was not counted for
+    for rec in later:  # joins the old common grams, then their old holders leave
+        run([rec])
+    rows = {r["url"]: r for r in dump_rows(store, params)}
+    assert all(r["pop"] is None for r in rows.values())
+    expected = reference(records + later, params)
+    for row in [*rows.values(), *expected.values()]:
+        del row["pop"]
+    assert_same_rows(expected, rows)

@@ -38,7 +38,7 @@ def pop_counts(stores: Iterable[Store]) -> dict[int, int] | None:
             if not key.startswith(b"d"):
                 break
             d = key_u64(key[1:])
-            out[d] = out.get(d, 0) + int.from_bytes(raw, "little")
+            out[d] = out.get(d, 0) + int.from_bytes(raw, "little", signed=True)
     return out
 
 

@@ -138,10 +138,15 @@ def add_document(txn: GramIndexView, docno: int, grams: np.ndarray, plan: PagePl
 
 
 def _join_common(txn: GramIndexView, docno: int, grams: list[int], pop: PopChanges) -> None:
-    """`docno` joins common grams: their tallies count it (engine.popular)."""
+    """`docno` joins common grams: their tallies count it (engine.popular). A common gram
+    with no tally went common in a state from before tallies (format 9): its holders were
+    never counted, so it is left uncounted (withdrawals pass it over too), rather than
+    counted from zero and taken below it by the withdrawal of a holder from before."""
     width = pop.popular - 1
     for g, raw in zip(grams, txn.tally_many(grams), strict=True):
-        tally = Tally(0, [0] * width, []) if raw is None else Tally.decode(raw, width)
+        if raw is None:
+            continue
+        tally = Tally.decode(raw, width)
         pop.tally_add(tally, docno)
         txn.put_tally(g, tally.encode())
 

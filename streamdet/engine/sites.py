@@ -31,8 +31,10 @@ from .servers import host_of, registered_domain
 FIXED_ONE = 1 << 32  # a patch fraction f is kept as floor(f * 2^32)
 LEVELS = {b"h": "host", b"d": "domain", b"H": "host", b"D": "domain"}
 SHARED = {b"h": b"H", b"d": b"D"}  # the prefix of a site of two pages or more
-_CONTRIBUTION = struct.Struct("<QQB")  # pop, patch fraction (fixed), quilted
-_TOTALS = struct.Struct("<QQQQQB")  # pages, Σpop, Σfraction, quilted, seq, monster shown
+# pop and Σpop are signed: a state upgraded from before format 10 counts pop(d) from 0 and
+# may take it below (its figures are marked short, views.pop_counts)
+_CONTRIBUTION = struct.Struct("<qQB")  # pop, patch fraction (fixed), quilted
+_TOTALS = struct.Struct("<QqQQQB")  # pages, Σpop, Σfraction, quilted, seq, monster shown
 _PAGES = struct.Struct("<Q")  # the first field of _TOTALS
 
 

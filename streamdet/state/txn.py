@@ -333,11 +333,15 @@ class Txn:
 
     def pop_many(self, docnos: list[int]) -> list[int]:
         raws = self.tallies.get_many([b"d" + u64key(d) for d in docnos])
-        return [0 if raw is None else int.from_bytes(raw, "little") for raw in raws]
+        return [0 if raw is None else int.from_bytes(raw, "little", signed=True)
+                for raw in raws]
 
     def put_pop(self, docno: int, pop: int | None) -> None:
-        """pop(d) counted here (None or 0: the record goes)."""
-        self.tallies.put(b"d" + u64key(docno), pop.to_bytes(8, "little") if pop else None)
+        """pop(d) counted here (None or 0: the record goes). Signed: in a state upgraded
+        from before format 10 a document counted from 0 may lose popular grams it was
+        never counted for (its figures are marked short and not shown, views.pop_counts)."""
+        self.tallies.put(b"d" + u64key(docno),
+                         pop.to_bytes(8, "little", signed=True) if pop else None)
 
     def pop_changed(self) -> list[int]:
         """The documents whose pop(d) this transaction changed."""
