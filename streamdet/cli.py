@@ -26,12 +26,14 @@ DEFAULT_STATE = "streamdet-state"
 
 
 def add_params(p: argparse.ArgumentParser, env_prefix: bool = False) -> None:
-    """-k -m -c --theta --foreign --phi --gamma --popular --monster-*; with env_prefix,
-    defaults from STREAMDET_K, _M, _C, _THETA, _FOREIGN, _PHI, _GAMMA, _POPULAR,
-    _MONSTER_PAGES, _MONSTER_POP, _MONSTER_SD (the worker's configuration in a container)."""
+    """-k -m -c --theta --foreign --phi --gamma --popular --monster-* --chunk-threshold
+    --stop-chunks; with env_prefix, defaults from STREAMDET_K, _M, _C, _THETA, _FOREIGN,
+    _PHI, _GAMMA, _POPULAR, _MONSTER_PAGES, _MONSTER_POP, _MONSTER_SD, _CHUNK_THRESHOLD,
+    _STOP_CHUNKS (the worker's configuration in a container)."""
     d = Params()
     k, m, c, theta, foreign, phi, gamma = d.k, d.m, d.c, d.theta, d.foreign, d.phi, d.gamma
     popular, monster = d.popular, (d.monster_pages, d.monster_pop, d.monster_sd)
+    threshold, stop = d.chunk_threshold, None
     if env_prefix:
         k, m, c = int_env("K", k), int_env("M", m), int_env("C", c)
         theta, foreign = env_as("THETA", float, theta), env("FOREIGN", foreign)
@@ -39,6 +41,7 @@ def add_params(p: argparse.ArgumentParser, env_prefix: bool = False) -> None:
         popular = int_env("POPULAR", popular)
         monster = (int_env("MONSTER_PAGES", monster[0]), env_as("MONSTER_POP", float, monster[1]),
                    env_as("MONSTER_SD", float, monster[2]))
+        threshold, stop = int_env("CHUNK_THRESHOLD", threshold), env("STOP_CHUNKS", None)
     p.add_argument("-k", type=int, default=k, help=f"gram length in tokens (default {k})")
     p.add_argument("-m", type=int, default=m, help=f"postings cap: grams on more documents "
                    f"are common, not patches (default {m})")
@@ -64,6 +67,12 @@ def add_params(p: argparse.ArgumentParser, env_prefix: bool = False) -> None:
                    f"{monster[1]:g}) ...")
     p.add_argument("--monster-sd", type=float, default=monster[2], metavar="S",
                    help=f"... and their population sd below this (default {monster[2]:g})")
+    p.add_argument("--chunk-threshold", type=int, default=threshold, metavar="T",
+                   help="fewest live pages that put a paragraph in the labelled set "
+                   f"(blind discovery; 0: only labelled paragraphs; default {threshold})")
+    p.add_argument("--stop-chunks", default=stop, metavar="FILE",
+                   help="a file of stop chunks, one paragraph a line: never labelled, not "
+                   "counted in contains(L, f) (lines of fewer than 3 words always are)")
 
 
 def port_number(text: str) -> int:
@@ -81,7 +90,22 @@ def params_of(args: argparse.Namespace) -> Params:
     return Params(k=args.k, m=args.m, c=args.c, theta=args.theta, foreign=args.foreign,
                   phi=args.phi, gamma=args.gamma, popular=args.popular,
                   monster_pages=args.monster_pages, monster_pop=args.monster_pop,
-                  monster_sd=args.monster_sd)
+                  monster_sd=args.monster_sd, chunk_threshold=args.chunk_threshold,
+                  stop_chunks=_stop_chunks(args.stop_chunks))
+
+
+def _stop_chunks(path: str | None) -> tuple[int, ...]:
+    """The keys of a stop-chunk file's lines (SPEC §8), () without one."""
+    from .engine.chunks import text_keys
+
+    if not path:
+        return ()
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read the stop chunks in {path}: {exc}") from None
+    return tuple(text_keys(text).tolist())
 
 
 def open_store(path: str, must_exist: bool = False, read_only: bool = False):
@@ -302,14 +326,15 @@ def cmd_dump(args: argparse.Namespace) -> int:
         return _dump_clusters(near or dirs[0])
     rows: list[dict] = []
     clusters = None if args.partials else _cluster_store(dirs, near)
-    pops = True if args.partials or dirs == [near] else _pipeline_pops(args.state)
+    pops, contains = ((True, True) if args.partials or dirs == [near] else
+                      _pipeline_counts(args.state))
     try:
         for path in dirs:
             store = open_store(path, must_exist=True, read_only=True)
             try:
                 rows.extend(partial_rows(store) if args.partials else
                             dump_rows(store, near=clusters, clustered=near is not None,
-                                      pops=pops))
+                                      pops=pops, contains=contains))
             finally:
                 store.close()
     finally:
@@ -324,20 +349,23 @@ def cmd_dump(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pipeline_pops(states: list[str] | None, docno: int | None = None):
-    """pop(d) of worker states' documents (of `docno` alone, if given), summed over every
-    gram shard (SPEC §8); None when some gram shard is not among them."""
-    from .adapters.views import pop_counts, pop_of, worker_shards
+def _pipeline_counts(states: list[str] | None, docno: int | None = None):
+    """SPEC §8's per-page counts of worker states' documents (of `docno` alone, if given),
+    summed over every gram shard: (pop(d), contains' counts), each None when some gram
+    shard is not among the states."""
+    from .adapters.views import contains_counts, contains_of, pop_counts, pop_of, worker_shards
 
     found = worker_shards(states or [DEFAULT_STATE])
     if found is None:
-        return None
+        return None, None
     _, grams, shards = found
     if len(grams) < shards:
-        return None
+        return None, None
     stores = [open_store(grams[g], must_exist=True, read_only=True) for g in range(shards)]
     try:
-        return pop_counts(stores) if docno is None else pop_of(stores, docno)
+        if docno is None:
+            return pop_counts(stores), contains_counts(stores)
+        return pop_of(stores, docno), contains_of(stores, docno)
     finally:
         for store in stores:
             store.close()
@@ -387,8 +415,9 @@ def _page(args: argparse.Namespace, with_pairs: bool = False):
                 store.close()
         found.pairs.sort(key=lambda p: p["other"].encode("utf-8"))
         if near is not None and dirs != [near]:  # worker states: the gram shards count pop
-            found.pop = _pipeline_pops(args.state, found.docno)
-            found.sites = []  # not kept by workers yet (docs/replication.md)
+            found.pop, found.contains = _pipeline_counts(args.state, found.docno)
+            found.sites = found.neighbourhoods = []  # not kept by workers yet
+
         clusters = _cluster_store(dirs, near) if with_pairs else None
         if clusters is not None:
             try:
@@ -517,12 +546,13 @@ def cmd_phrases(args: argparse.Namespace) -> int:
 
 
 def cmd_sites(args: argparse.Namespace) -> int:
-    """SPEC §8: hosts and domains with their figures, monster candidates first."""
+    """SPEC §8: hosts and domains with their figures, monster candidates first; then the
+    URL-prefix neighbourhoods by badness."""
     from contextlib import ExitStack
 
-    from .adapters.outputs import _line
-    from .adapters.views import sites_of
+    from .adapters.views import neighbourhoods_of, sites_of
 
+    levels = set(args.level or ("host", "domain", "neighbourhood"))
     with ExitStack() as stack:
         found = _opened_states(args.state, stack)
         if isinstance(found, tuple):
@@ -531,22 +561,100 @@ def cmd_sites(args: argparse.Namespace) -> int:
         if found.meta("popular") == "partial":
             print("streamdet: warning: this state was upgraded from a version that did not "
                   "count popular phrases: the pop figures are short", file=sys.stderr)
-        rows = sites_of(found, min_pages=args.min_pages)
-    if args.monsters:
-        rows = [r for r in rows if r["monster"]]
-    rows = rows[: args.top] if args.top is not None else rows
+        if found.meta("chunks") == "partial":
+            print("streamdet: warning: this state was upgraded from a version that did not "
+                  "keep paragraph chunks: its older pages are not in the neighbourhoods",
+                  file=sys.stderr)
+        flagged = args.monsters or args.bad  # only what these flags ask for
+        sites = [r for r in sites_of(found, min_pages=args.min_pages) if r["level"] in levels
+                 and (not flagged or args.monsters and r["monster"])]
+        hoods = ([r for r in neighbourhoods_of(found, args.min_pages)
+                  if not flagged or args.bad and r["bad"]] if "neighbourhood" in levels else [])
+    if args.top is not None:
+        sites, hoods = sites[: args.top], hoods[: args.top]
+    _print_sites(sites, hoods, args.json)
+    return 0
+
+
+def cmd_label_chunks(args: argparse.Namespace) -> int:
+    """SPEC §8's informed discovery: the paragraphs of a text, or of a page the state
+    holds, join the labelled set L for good; the `site` events of the neighbourhoods
+    this makes (or unmakes) bad go to --events."""
+    from .adapters.outputs import JsonlSink, utc_now
+    from .adapters.views import all_shard_dirs
+    from .engine.chunks import text_keys
+    from .engine.core import Engine
+    from .engine.labelled import doc_chunks
+
+    state = args.state or DEFAULT_STATE
+    if all_shard_dirs([state]) is not None:
+        raise UsageError("labels are kept by `streamdet run` states; a Kafka pipeline's "
+                         "workers do not take them yet")
+    store = open_store(state, must_exist=True)
+    try:
+        params = Params.from_fingerprint(store.meta("params"))
+        txn = store.begin()
+        if args.text is not None:
+            keys, what = text_keys(_read_text(args.text)), f"label-chunks --text {args.text}"
+        else:
+            entry = txn.url_entry(args.url.strip())
+            if entry is None:
+                raise UsageError(f"{args.url} is not in this state")
+            keys, what = doc_chunks(txn, entry[0]).keys, args.url.strip()
+        events, fresh = Engine(params).label(txn, keys, what)
+        try:
+            sink = JsonlSink(args.events, "events")
+        except SinkError as exc:
+            raise UsageError(str(exc)) from None
+        try:
+            at = utc_now()
+            for ev in events:
+                ev["at"] = at
+                sink.write(ev)
+            sink.flush()
+        finally:
+            sink.close()
+        txn.commit()
+    finally:
+        store.close()
+    print(f"streamdet: {fresh} paragraph chunks labelled ({len(keys) - fresh} of the "
+          f"{len(keys)} were already); {len(events)} neighbourhood events", file=sys.stderr)
+    return 0
+
+
+def _read_text(path: str) -> str:
+    try:
+        if path == "-":
+            return sys.stdin.read()
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None
+
+
+def _print_sites(sites: list[dict], hoods: list[dict], as_json: bool) -> None:
+    """`sites` output: JSON lines, or a table of sites then one of neighbourhoods."""
+    from .adapters.outputs import _line
+
     out = sys.stdout.buffer
-    if args.json:
-        for row in rows:
+    if as_json:
+        for row in [*sites, *hoods]:
             out.write(_line(row))
-    else:
+        out.flush()
+        return
+    if sites:
         out.write(b"monster  level   pages  pop mean  pop sd  patch mean  quilted  site\n")
-        for r in rows:
+        for r in sites:
             out.write((f"{'monster' if r['monster'] else '-':7}  {r['level']:6} "
                        f"{r['pages']:6d}  {r['pop_mean']:8.1f}  {r['pop_sd']:6.1f}  "
                        f"{r['patch_mean']:10.3f}  {r['quilted']:7d}  {r['site']}\n").encode())
+    if hoods:
+        out.write(b"\n" if sites else b"")
+        out.write(b"bad   docs  badness  neighbourhood\n")
+        for r in hoods:
+            out.write((f"{'bad' if r['bad'] else '-':3}  {r['docs']:5d}  {r['badness']:7.3f}"
+                       f"  {r['neighbourhood']}\n").encode())
     out.flush()
-    return 0
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -755,19 +863,41 @@ def build_parser() -> argparse.ArgumentParser:
     ph.set_defaults(func=cmd_phrases)
 
     st = sub.add_parser("sites", help="hosts and domains with their page counts, pop(d) "
-                        "mean and sd, patch fraction and quilted pages; monster candidates "
-                        "first (SPEC §8)")
+                        "mean and sd, patch fraction and quilted pages, monster candidates "
+                        "first; then URL-prefix neighbourhoods by badness (SPEC §8)")
     st.add_argument("--state", action="append", metavar="DIR",
                     help=f"a `streamdet run` state (default {DEFAULT_STATE})")
     st.add_argument("--json", action="store_true",
                     help='one {"site", "level", "pages", "pop_mean", "pop_sd", "patch_mean", '
-                    '"quilted", "monster"} object per line')
+                    '"quilted", "monster"} object per line, then one {"neighbourhood", '
+                    '"docs", "badness", "bad"} object per line')
     st.add_argument("--min-pages", type=int, default=2, metavar="N",
-                    help="only sites of at least N live pages (default 2: a site of one "
-                    "page has no figures of its own; 1 lists every site)")
-    st.add_argument("--monsters", action="store_true", help="only monster candidates")
-    st.add_argument("--top", type=int, metavar="N", help="the first N rows only")
+                    help="only sites and neighbourhoods of at least N live pages (default "
+                    "2: one page has no figures of its own; 1 lists them all)")
+    st.add_argument("--level", action="append", choices=("host", "domain", "neighbourhood"),
+                    help="only these kinds of rows (repeat; default all three)")
+    st.add_argument("--monsters", action="store_true",
+                    help="only the sites that are monster candidates (and, with --bad, the "
+                    "bad neighbourhoods)")
+    st.add_argument("--bad", action="store_true",
+                    help="only the bad neighbourhoods (and, with --monsters, the monster "
+                    "candidates)")
+    st.add_argument("--top", type=int, metavar="N",
+                    help="the first N sites and the first N neighbourhoods only")
     st.set_defaults(func=cmd_sites)
+
+    lab = sub.add_parser("label-chunks", help="put the paragraphs of a text, or of a page "
+                         "the state holds, in the labelled set L (SPEC §8's informed "
+                         "discovery); prints the neighbourhood events it causes")
+    what = lab.add_mutually_exclusive_group(required=True)
+    what.add_argument("--text", metavar="FILE", help="a text, one paragraph a line (- for "
+                      "stdin)")
+    what.add_argument("--url", metavar="URL", help="a page the state holds: its paragraphs")
+    lab.add_argument("--state", metavar="DIR",
+                     help=f"a `streamdet run` state (default {DEFAULT_STATE})")
+    lab.add_argument("--events", default="-", metavar="PATH",
+                     help="where the `site` events go (default -: stdout)")
+    lab.set_defaults(func=cmd_label_chunks)
 
     sim = sub.add_parser("similar", help="the near-duplicates of a page and what it would be "
                          "made of, against a state, without adding it")

@@ -27,7 +27,7 @@ SUMMARY = re.compile(r"^streamdet: (\d+) pages in [\d.]+ s \(\d+ pages/s\)(?:, (
                      r"applied)?; (.*?); (\d+) dead letters(?: \((.*?)\) -> \S+)?(?:; .*)?; "
                      r"state [\d.]+ MB in .*$")
 DUMP_KEYS = ["url", "n_grams", "n_patch_grams", "patch_fraction", "sources", "quilted", "pop",
-             "cluster", "cluster_size", "exact_dups"]
+             "contains", "cluster", "cluster_size", "exact_dups"]
 
 
 def env() -> dict:

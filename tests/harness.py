@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from streamdet.adapters.phrases import phrase_rows
-from streamdet.adapters.views import dump_rows, live_docnos, sites_of
+from streamdet.adapters.views import dump_rows, live_docnos, neighbourhoods_of, sites_of
 from streamdet.engine.analysis import analyze
 from streamdet.engine.core import Engine
 from streamdet.engine.params import Params
@@ -62,7 +62,8 @@ def cut(records: Sequence[Any], batches: Sequence[int]) -> list[list[Any]]:
 def _run_on_store(open_store: Callable[[], Store], records: list[dict], params: Params,
                   batches: Sequence[int], reopen: bool, compact: bool,
                   events: list[dict] | None, phrases: list[dict] | None = None,
-                  top: int = 1 << 30, sites: list[dict] | None = None) -> Rows:
+                  top: int = 1 << 30, sites: list[dict] | None = None,
+                 hoods: list[dict] | None = None) -> Rows:
     engine = Engine(params)
     store = open_store()
     try:
@@ -90,6 +91,8 @@ def _run_on_store(open_store: Callable[[], Store], records: list[dict], params: 
                                        top, params))
         if sites is not None:  # SPEC §8
             sites.extend(sites_of(store, params))
+        if hoods is not None:  # SPEC §8
+            hoods.extend(neighbourhoods_of(store))
         return {row["url"]: row for row in dump_rows(store, params)}
     finally:
         store.close()
@@ -98,7 +101,8 @@ def _run_on_store(open_store: Callable[[], Store], records: list[dict], params: 
 def run_embedded(records: list[dict], params: Params, batches: Sequence[int], *,
                  backend: str = "memory", reopen: bool = False, compact: bool = True,
                  events: list[dict] | None = None, phrases: list[dict] | None = None,
-                 top: int = 1 << 30, sites: list[dict] | None = None) -> Rows:
+                 top: int = 1 << 30, sites: list[dict] | None = None,
+                 hoods: list[dict] | None = None) -> Rows:
     """The engine in-process: each batch is one transaction `begin / process / commit`,
     then `store.compact()` (segment merges) as the embedded runner does.
 
@@ -107,15 +111,16 @@ def run_embedded(records: list[dict], params: Params, batches: Sequence[int], *,
     compact: merge crowded segment tiers after every batch (the runner's behaviour).
     events: when a list is given, every event the engine emits is appended to it.
     phrases: when a list is given, `phrases --top top` rows (SPEC §8; default: all).
-    sites: when a list is given, `sites` rows (SPEC §8)."""
+    sites: when a list is given, `sites` rows (SPEC §8).
+    hoods: when a list is given, the neighbourhood rows of `sites --min-pages 1`."""
     if backend == "memory":
         kv = MemoryKV()
         return _run_on_store(lambda: Store(kv), records, params, batches, reopen,
-                              compact, events, phrases, top, sites)
+                              compact, events, phrases, top, sites, hoods)
     if backend == "rocks":
         with tempfile.TemporaryDirectory(prefix="streamdet-test-") as tmp:
             return _run_on_store(lambda: Store(RocksKV(tmp)), records, params, batches,
-                                 reopen, compact, events, phrases, top, sites)
+                                 reopen, compact, events, phrases, top, sites, hoods)
     raise ValueError(f"unknown backend {backend!r}")
 
 
@@ -161,6 +166,8 @@ def normalize_row(row: Mapping[str, Any]) -> dict:
         out["evidence"] = evidence
     if "pop" in row:  # SPEC §8
         out["pop"] = row["pop"]
+    if "contains" in row:  # SPEC §8
+        out["contains"] = row["contains"]
     if "cluster" in row:  # SPEC §6
         out["cluster"] = (row["cluster"], row["cluster_size"], row["exact_dups"])
     return out

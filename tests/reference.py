@@ -137,36 +137,38 @@ VOID_TAGS = frozenset("area base br col embed hr img input link meta source trac
 
 
 class _Visible(HTMLParser):
-    def __init__(self) -> None:
+    def __init__(self, boundary: str) -> None:
         super().__init__(convert_charrefs=True)
         self.parts: list[str] = []
         self.hidden = 0
+        self.boundary = boundary
 
     def handle_starttag(self, tag: str, attrs: Any) -> None:
         if tag in HIDDEN_TAGS:
             self.hidden += 1
         if tag in BLOCK_TAGS:
-            self.parts.append(" ")
+            self.parts.append(self.boundary)
 
     def handle_startendtag(self, tag: str, attrs: Any) -> None:
         # <br/> and friends: a separator, never an open hidden element
         if tag in BLOCK_TAGS:
-            self.parts.append(" ")
+            self.parts.append(self.boundary)
 
     def handle_endtag(self, tag: str) -> None:
         if tag in HIDDEN_TAGS and self.hidden:
             self.hidden -= 1
         if tag in BLOCK_TAGS:
-            self.parts.append(" ")
+            self.parts.append(self.boundary)
 
     def handle_data(self, data: str) -> None:
         if not self.hidden:
             self.parts.append(data)
 
 
-def ref_visible_text(html: str) -> str:
-    """Visible text of simple, well-formed HTML (what the equivalence tests generate)."""
-    p = _Visible()
+def ref_visible_text(html: str, boundary: str = " ") -> str:
+    """Visible text of simple, well-formed HTML (what the equivalence tests generate), with
+    `boundary` at every block element's start and end."""
+    p = _Visible(boundary)
     p.feed(html)
     p.close()
     return "".join(p.parts)
@@ -184,6 +186,7 @@ class RefDoc:
     # text`); which spaces stand for block boundaries is its own, so for `html` the spans
     # are located in engine.text.visible_text (tokens and grams stay the reference's own)
     shown: str = ""
+    lines: str = ""  # SPEC §8: the visible text with a line break at every block boundary
 
 
 def ref_record(rec: Mapping[str, Any]) -> RefDoc | None:
@@ -203,14 +206,14 @@ def ref_record(rec: Mapping[str, Any]) -> RefDoc | None:
     html, text = rec.get("html"), rec.get("text")
     # Reading of SPEC when both are present: html wins (the engine's choice too).
     if isinstance(html, str) and html:
-        body = ref_visible_text(html)
+        body, lines = ref_visible_text(html), ref_visible_text(html, "\n")
     elif isinstance(text, str) and text:
-        body = text
+        body = lines = text
     else:
         return None
     ip = rec.get("ip")
     shown = visible_text(html) if isinstance(html, str) and html else body
-    return RefDoc(url, body, ip if isinstance(ip, str) and ip else None, shown)
+    return RefDoc(url, body, ip if isinstance(ip, str) and ip else None, shown, lines)
 
 
 # ----------------------------------------------------------------------------- grams
@@ -305,8 +308,11 @@ def ever_common(seq: Iterable[tuple[str, frozenset]], m: int) -> set:
     return common
 
 
-def reference(records: Iterable[Mapping[str, Any]], params: Any) -> dict[str, dict]:
-    """{url: row} for every live document after all records, per SPEC §1."""
+def reference(records: Iterable[Mapping[str, Any]], params: Any, stop: Iterable[tuple] = (),
+              labels: Iterable[tuple] = ()) -> dict[str, dict]:
+    """{url: row} for every live document after all records, per SPEC §1; with SPEC §8's
+    pop(d) and contains(L, f), for the stop chunks `stop` and the labelled chunks
+    `labels` (token tuples)."""
     k, m = _param(params, "k"), _param(params, "m")
     c, theta, foreign = _param(params, "c"), _param(params, "theta"), _param(params, "foreign")
     phi = _param(params, "phi") if _has(params, "phi") else 0.0  # SPEC §5: counted sources
@@ -315,12 +321,14 @@ def reference(records: Iterable[Mapping[str, Any]], params: Any) -> dict[str, di
     arrivals: list[tuple[str, frozenset]] = []
     latest: dict[str, tuple[frozenset, str]] = {}  # url -> (grams, server)
     texts: dict[str, str] = {}  # url -> visible text of its latest version
+    paragraphs: dict[str, list[tuple]] = {}  # url -> chunks of its latest version
     for rec in records:
         doc = ref_record(rec)
         if doc is None:
             continue
         grams = ref_grams(ref_tokenize(doc.text), k)
         texts[doc.url] = doc.shown
+        paragraphs[doc.url] = ref_chunks(doc.lines)
         arrivals.append((doc.url, grams))
         latest[doc.url] = (grams, server_of(doc.url, doc.ip, foreign))
 
@@ -330,6 +338,7 @@ def reference(records: Iterable[Mapping[str, Any]], params: Any) -> dict[str, di
         for g in grams:
             docs_of.setdefault(g, set()).add(url)
 
+    contains = ref_contains(paragraphs, params, stop, labels)
     rows: dict[str, dict] = {}
     for url in sorted(latest):
         grams, server = latest[url]
@@ -353,8 +362,74 @@ def reference(records: Iterable[Mapping[str, Any]], params: Any) -> dict[str, di
                          "spans": ref_spans(texts[url], k, new)} for u, new in cover],
             "quilted": frac >= theta and sum(len(new) >= phi * p for _, new in cover) >= c,
             "pop": sum(1 for g in grams if len(docs_of[g]) >= popular),  # SPEC §8
+            "contains": float(contains[url]),  # SPEC §8
+            "contains_exact": contains[url],
         }
     return rows
+
+
+# ----------------------------------------------------------------------------- chunks
+
+MIN_CHUNK_TOKENS = 3  # SPEC §8: a chunk of fewer tokens is a stop chunk
+
+
+def ref_chunks(lines: str) -> list[tuple]:
+    """SPEC §8's chunks of a visible text: every line (pieces between LINE_BREAKS
+    characters) as its token tuple, in order, empty and short ones included."""
+    pieces = re.split("[" + re.escape(LINE_BREAKS) + "]", lines)
+    return [tuple(ref_tokenize(piece)) for piece in pieces]
+
+
+def ref_contains(paragraphs: Mapping[str, list[tuple]], params: Any,
+                 stop: Iterable[tuple] = (), labels: Iterable[tuple] = ()
+                 ) -> dict[str, Fraction]:
+    """contains(L, f) of every live document (its chunks `paragraphs[url]`), straight from
+    SPEC §8: L = chunks on at least T live documents, plus the labelled ones, never a stop
+    chunk; contains = occurrences in L / occurrences that are not stop chunks."""
+    threshold = _param(params, "chunk_threshold") if _has(params, "chunk_threshold") else 10
+    stop = set(stop)
+
+    def is_stop(c: tuple) -> bool:
+        return len(c) < MIN_CHUNK_TOKENS or c in stop
+
+    docs_with: dict[tuple, int] = {}
+    for chunks in paragraphs.values():
+        for c in set(chunks):
+            docs_with[c] = docs_with.get(c, 0) + 1
+    labelled = set(labels)
+    in_l = {c for c, n in docs_with.items()
+            if (threshold > 0 and n >= threshold) or c in labelled}
+    out = {}
+    for url, chunks in paragraphs.items():
+        kept = [c for c in chunks if not is_stop(c)]
+        out[url] = Fraction(sum(c in in_l for c in kept), len(kept)) if kept else Fraction(0)
+    return out
+
+
+def ref_badness(rows: Mapping[str, Mapping]) -> dict[str, dict]:
+    """SPEC §8's neighbourhoods of the live documents (`rows`: reference rows) with their
+    figures {"docs", "badness", "bad"}: badness the mean of contains(L, f) over the
+    neighbourhood, bad when above μ + σ of the badness of the neighbourhoods of 2
+    documents or more (and itself of 2 or more). Figures in the engine's fixed point
+    (docs/replication.md): contains and badness in units of 2^-32, rounded down; badness
+    shown to 6 places."""
+    one = 1 << 32
+    members: dict[str, list[int]] = {}
+    for url, row in rows.items():
+        value = int(row["contains_exact"] * one)  # floor: a Fraction >= 0
+        for n in ref_neighbourhoods(url, 16):
+            members.setdefault(n, []).append(value)
+    badness = {n: sum(vs) // len(vs) for n, vs in members.items()}
+    population = [Fraction(b) for n, b in badness.items() if len(members[n]) >= 2]
+    out = {}
+    for n, b in badness.items():
+        bad = False
+        if population and len(members[n]) >= 2:
+            mu = sum(population) / len(population)
+            variance = sum((x - mu) ** 2 for x in population) / len(population)
+            bad = b > mu and (b - mu) ** 2 > variance
+        out[n] = {"docs": len(members[n]), "badness": round(b / one, 6), "bad": bad}
+    return out
 
 
 def ref_phrases(records: Iterable[Mapping[str, Any]], params: Any) -> list[dict]:

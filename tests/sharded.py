@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 from streamdet.adapters.phrases import phrase_rows
 from streamdet.adapters.views import (
+    contains_counts,
     dump_rows,
     live_docnos,
     partial_rows,
@@ -136,7 +137,7 @@ class Simulation:
     def _send_page(self, i: int) -> None:
         page = self.published[i]
         msg = PageMsg(page.url, page.server, page.grams, page.fetched_at, page.text,
-                      page.sentences, page.sketch)
+                      page.sentences, page.sketch, page.chunks)
         s = url_shard(page.url, self.p)
         docno = docno_for(len(self.docs_topic[s]), s, self.p)
         self.docs_topic[s].append(msg.encode())
@@ -317,9 +318,10 @@ class Simulation:
     def rows(self) -> Rows:
         out: Rows = {}
         pops = pop_counts(sh.state.store for sh in self.gram)
+        contains = contains_counts([sh.state.store for sh in self.gram])
         for sh in self.doc:
             for row in dump_rows(sh.state.store, self.params, self.gram[0].state.store,
-                                 pops=pops):
+                                 pops=pops, contains=contains):
                 out[row["url"]] = row
         return out
 

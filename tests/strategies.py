@@ -33,7 +33,7 @@ HOSTS = [
     "other.org", "www.other.org", "shop.co.uk", "b.shop.co.uk",
     "10.1.2.3", "bücher.de",
 ]
-PATHS = ["/", "/p1", "/p2", "/ü", "/Z"]
+PATHS = ["/", "/p1", "/p2", "/ü", "/Z", "/a/p3", "/a/b/p4", "/a/b/"]  # SPEC §8: directories
 IPS = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
 
 THETAS = [0.0, 0.1, 0.25, 1 / 3, 0.5, 2 / 3, 0.75, 0.9, 1.0]
@@ -60,8 +60,11 @@ def params_st(draw, small: bool | None = None) -> Params:
     # the monster rule (SPEC §8) at the scale of small corpora, sometimes the defaults
     monster = draw(st.sampled_from([(10, 30.0, 15.0), (1, 0.0, 0.5), (2, 1.0, 1.0),
                                     (2, 2.0, 3.0), (3, 0.5, 15.0)]))
+    # T (SPEC §8's blind discovery): small, so that chunks cross it; 0 turns it off
+    chunk_threshold = draw(st.sampled_from([0, 2, 2, 3, 4, 10]))
     return Params(k=k, m=m, c=c, theta=theta, foreign=foreign, phi=phi, popular=popular,
-                  monster_pages=monster[0], monster_pop=monster[1], monster_sd=monster[2])
+                  monster_pages=monster[0], monster_pop=monster[1], monster_sd=monster[2],
+                  chunk_threshold=chunk_threshold)
 
 
 words_st = st.lists(st.sampled_from(WORDS), min_size=1, max_size=8)

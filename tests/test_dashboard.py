@@ -240,6 +240,7 @@ TOPICS: dict[str, list[Callable[[dict], bool]]] = {
     "crawler traps": [_uses("streamdet_events_total", pattern=r'event="trap"')],
     "monster candidates by level": [_uses("streamdet_monster_sites", pattern=r"by \(level\)")],
     "site events": [_uses("streamdet_events_total", pattern=r'event="site"')],
+    "bad neighbourhoods": [_uses("streamdet_bad_neighbourhoods")],
 }
 
 

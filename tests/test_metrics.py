@@ -123,3 +123,23 @@ def test_run_serves_metrics_while_it_runs(tmp_path):
     proc.stdin.close()
     assert proc.wait(30) == 0
     assert "streamdet_pages_total 5.0" in body
+
+
+def test_bad_neighbourhoods_gauge_follows_site_events(tmp_path):
+    """Four farm pages under one directory share their paragraphs (on 3 pages or more:
+    in L), the other sites' pages do not: the farm's host and directory are bad
+    neighbourhoods; re-fetched with words of their own, they stop being bad (SPEC §8)."""
+    spam = "<p>cheap pills for sale today</p><p>best casino bonus codes here</p>"
+    farm = [{"url": f"http://farm.example.com/blog/{i}", "html": spam} for i in range(4)]
+    other = [{"url": f"http://site{i % 3}.example.org/doc/{i}",
+              "html": f"<p>an essay number {i} on rivers</p>"} for i in range(6)]
+    params = Params(chunk_threshold=3)
+    reg, _, events = _run(tmp_path, farm + other, params)
+    bad = [e for e in events if e["event"] == "site" and e["level"] == "neighbourhood"]
+    assert {e["neighbourhood"] for e in bad if e["bad"]} == {"farm.example.com/",
+                                                              "farm.example.com/blog/"}
+    assert reg.get_sample_value("streamdet_bad_neighbourhoods") == 2
+    own = [{"url": r["url"], "html": f"<p>words of page {i} only here</p>"}
+           for i, r in enumerate(farm)]
+    reg, _, _ = _run(tmp_path, farm + other + own, params)
+    assert reg.get_sample_value("streamdet_bad_neighbourhoods") == 0

@@ -123,13 +123,16 @@ def test_totals_are_exact_integers():
     assert not back.monster(Params(monster_pages=2, monster_pop=30.5, monster_sd=0.5))
 
 
+SITES = ("--level", "host", "--level", "domain")  # no neighbourhood lines (tests/test_chunks)
+
+
 def test_sites_cli(tmp_path):
     records = _farm(12, "farm.example.com") + [
         {"url": "http://blog.other.org/a", "text": "nothing in common with anyone"}]
     src = write_jsonl(tmp_path / "in.jsonl", records)
     state = tmp_path / "state"
     streamdet("run", "--input", src, "--state", state, "--events", tmp_path / "ev.jsonl")
-    out = streamdet("sites", "--state", state, "--json", "--min-pages", "1").stdout
+    out = streamdet("sites", "--state", state, "--json", "--min-pages", "1", *SITES).stdout
     rows = [json.loads(x) for x in out.splitlines()]
     params = Params()
     assert_same_sites(rows, ref_sites(reference(records, params), params))
@@ -138,10 +141,11 @@ def test_sites_cli(tmp_path):
                        "monster": True}
     text = streamdet("sites", "--state", state).stdout.decode()
     assert "farm.example.com" in text and "monster" in text
-    few = streamdet("sites", "--state", state, "--json").stdout  # --min-pages 2
+    few = streamdet("sites", "--state", state, "--json", *SITES).stdout  # --min-pages 2
     assert [json.loads(x) for x in few.splitlines()] == [r for r in rows if r["pages"] >= 2]
     assert len(few.splitlines()) == 2 < len(rows)
-    top = streamdet("sites", "--state", state, "--json", "--monsters", "--top", "1").stdout
+    top = streamdet("sites", "--state", state, "--json", "--monsters", "--top", "1",
+                    *SITES).stdout
     assert [json.loads(x) for x in top.splitlines()] == rows[:1]
     page = json.loads(streamdet("explain", "http://farm.example.com/p3", "--state", state,
                                 "--json").stdout)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..engine.badness import bad_count
 from ..engine.params import Params
 from ..engine.records import DEFAULT_MAX_BODY, BadRecord
 from ..state.txn import Store
@@ -83,6 +84,7 @@ class EmbeddedRunner:
         if metrics:  # SPEC §8: the monster candidates the state holds, then their events
             for level, n in monster_counts(store).items():
                 metrics.monsters.labels(level).set(n)
+            metrics.bad_neighbourhoods.set(bad_count(store.begin()))
         self.store = store
         self.params = params
         self.engine = Engine(params)
@@ -241,7 +243,9 @@ class EmbeddedRunner:
         now = time.time()
         for ev in events:
             m.events.labels(ev["event"]).inc()
-            if ev["event"] == "site":
+            if ev["event"] == "site" and ev["level"] == "neighbourhood":
+                m.bad_neighbourhoods.inc(1 if ev["bad"] else -1)
+            elif ev["event"] == "site":
                 m.monsters.labels(ev["level"]).inc(1 if ev["monster"] else -1)
             if ev["cause"] in fetched:
                 m.latency.observe(max(0.0, now - fetched[ev["cause"]]))

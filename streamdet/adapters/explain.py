@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..engine.badness import page_neighbourhoods
 from ..engine.clusters import ClusterRole
 from ..engine.docs import current
 from ..engine.evidence import evidence
@@ -23,7 +24,7 @@ from ..engine.sites import page_sites
 from ..engine.text import unpack_text
 from ..state.schema import DocResult, DocState
 from ..state.txn import Store
-from .views import pop_of
+from .views import contains_figure, contains_of, pop_of
 
 # ANSI colours for the sources, in cover order (then again from the first)
 COLOURS = ("\x1b[1;31m", "\x1b[1;32m", "\x1b[1;34m", "\x1b[1;35m", "\x1b[1;36m",
@@ -54,6 +55,10 @@ class Page:
     pop: int | None = None  # SPEC §8: its popular grams (None: not known)
     # SPEC §8: its host's and domain's figures (engine.sites; none: not kept, worker states)
     sites: list[dict] = field(default_factory=list)
+    # SPEC §8: (occurrences in L, occurrences) of its chunks (None: not counted)
+    contains: tuple[int, int] | None = None
+    # SPEC §8: its neighbourhoods' figures (engine.badness; none: not kept, worker states)
+    neighbourhoods: list[dict] = field(default_factory=list)
 
     @property
     def counted(self) -> int:
@@ -111,7 +116,9 @@ def look_up(store: Store, url: str) -> Page | Missing:
     packed = txn.text(docno)
     return Page(url, server, seq, doc, result, evidence(result, doc, packed, params.k),
                 unpack_text(packed), params, docno, cluster=cluster_of(txn, docno, url),
-                pop=pop_of([store], docno), sites=page_sites(txn, url, params))
+                pop=pop_of([store], docno), sites=page_sites(txn, url, params),
+                contains=contains_of([store], docno),
+                neighbourhoods=page_neighbourhoods(txn, url))
 
 
 def near_rows(txn, near: list[tuple[int, float]]) -> list[dict]:
@@ -172,6 +179,15 @@ def summary(page: Page) -> list[str]:
             lines.append(f"  {s['level']} {s['site']}: {s['pages']} pages, pop mean "
                          f"{s['pop_mean']:.1f} sd {s['pop_sd']:.1f}, patch mean "
                          f"{s['patch_mean']:.3f}, {s['quilted']} quilted{mark}")
+    if page.contains is not None:
+        inside, total = page.contains
+        lines.append(f"  contains(L, f): {contains_figure(page.contains):.3f} ({inside} of its "
+                     f"{total} paragraph chunks are in the labelled set)")
+    for n in page.neighbourhoods:
+        if n["docs"]:
+            mark = ": a BAD neighbourhood" if n["bad"] else ""
+            lines.append(f"  neighbourhood {n['neighbourhood']}: {n['docs']} pages, badness "
+                         f"{n['badness']:.3f}{mark}")
     return lines
 
 
@@ -272,6 +288,10 @@ def explain_json(page: Page) -> dict:
         "seq": page.seq,
         "pop": page.pop,
         "sites": page.sites,
+        "contains": contains_figure(page.contains),
+        "chunks": None if page.contains is None else {"in_l": page.contains[0],
+                                                      "counted": page.contains[1]},
+        "neighbourhoods": page.neighbourhoods,
         "params": p.to_dict(),
         "partials": page.pairs,
         **page.cluster,

@@ -84,6 +84,9 @@ class Metrics:
         self.monsters = Gauge("streamdet_monster_sites",
                               "Hosts and domains that are monster candidates now (SPEC §8), "
                               "by level.", ["level"], registry=r)
+        self.bad_neighbourhoods = Gauge("streamdet_bad_neighbourhoods",
+                                        "URL-prefix neighbourhoods that are bad now: badness "
+                                        "above mu + sigma (SPEC §8).", registry=r)
         for kind in ("quilt", "rescore", "unquilt", "partial", "partial_gone", "cluster",
                      "trap", "site"):
             self.events.labels(kind)
@@ -98,7 +101,7 @@ METRICS = ("streamdet_pages_total", "streamdet_input_bytes_total",
            "streamdet_consumer_lag_records", "streamdet_worker_up", "streamdet_rebalances_total",
            "streamdet_shards_owned", "streamdet_replayed_records_total",
            "streamdet_implausible_times_total", "streamdet_analysis_restarts_total",
-           "streamdet_monster_sites")
+           "streamdet_monster_sites", "streamdet_bad_neighbourhoods")
 
 _default: Metrics | None = None
 

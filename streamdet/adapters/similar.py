@@ -51,7 +51,7 @@ def similar_sharded(docs: dict[int, Store], grams: dict[int, Store], page: Page,
     s = url_shard(arrival.url, shards)
     docno = docno_for(QUERY_OFFSET, s, shards)
     msg = PageMsg(arrival.url, arrival.server, arrival.grams, None, arrival.text,
-                  arrival.sentences, arrival.sketch)
+                  arrival.sentences, arrival.sketch, arrival.chunks)
     dtxn = docs[s].begin()
     entry = dtxn.url_entry(arrival.url)
     old = None if entry is None else (entry[0], dtxn.doc_grams(entry[0]))

@@ -22,6 +22,7 @@ class StateFormat:
     upgradable: tuple[str, ...]
     kind: str  # what a state of this format is, for messages
     uncounted: tuple[str, ...] = ()  # upgradable formats that did not count popular phrases
+    unchunked: tuple[str, ...] = ()  # upgradable formats that kept no paragraph chunks
 
 
 # 4 may hold stale covers, 5 packs segment pairs, 6 gives new segments split-block filters,
@@ -29,15 +30,16 @@ class StateFormat:
 # sentences and partial-duplicate pairs (table partials; documents from before have none),
 # 9 near-duplicate sketches and clusters (table near; documents from before have none),
 # 10 popular phrases' counts and pop(d) (table popular; a state from before does not count
-# them: meta `popular` says "partial" once it is upgraded, views.pop_counts)
-EMBEDDED = StateFormat("10", ("3", "4", "5", "6", "7", "8", "9"), "a `streamdet run` state",
-                       ("3", "4", "5", "6", "7", "8", "9"))
-# shards-3 to shards-9: the same seven steps; shards-1 gram shards had no URL tables
-SHARD = StateFormat("shards-9", ("shards-2", "shards-3", "shards-4", "shards-5", "shards-6",
-                                 "shards-7", "shards-8"),
-                    "a worker shard",
-                    ("shards-2", "shards-3", "shards-4", "shards-5", "shards-6", "shards-7",
-                     "shards-8"))
+# them: meta `popular` says "partial" once it is upgraded, views.pop_counts), 11 paragraph
+# chunks, the labelled set and neighbourhoods (table chunks, records v/n/B/g of table
+# sites; documents from before have no chunks: meta `chunks` says "partial")
+_OLD = ("3", "4", "5", "6", "7", "8", "9")
+EMBEDDED = StateFormat("11", (*_OLD, "10"), "a `streamdet run` state", _OLD, (*_OLD, "10"))
+# shards-3 to shards-10: the same eight steps; shards-1 gram shards had no URL tables
+_OLD_SHARDS = ("shards-2", "shards-3", "shards-4", "shards-5", "shards-6", "shards-7",
+               "shards-8")
+SHARD = StateFormat("shards-10", (*_OLD_SHARDS, "shards-9"), "a worker shard", _OLD_SHARDS,
+                    (*_OLD_SHARDS, "shards-9"))
 
 
 def check_state(store: Store, fmt: StateFormat, params: Params, where: str,
@@ -60,4 +62,6 @@ def check_state(store: Store, fmt: StateFormat, params: Params, where: str,
     if found != fmt.current:
         if found is None or found in fmt.uncounted:  # SPEC §8's counts would be short
             store.set_meta("popular", "partial")
+        if found is None or found in fmt.unchunked:  # so would its neighbourhoods
+            store.set_meta("chunks", "partial")
         store.set_meta("format", fmt.current)

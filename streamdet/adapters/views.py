@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
+from ..engine.badness import neighbourhood_rows
+from ..engine.chunks import Chunks
 from ..engine.clusters import ClusterRole
 from ..engine.docs import current
 from ..engine.evidence import evidence
+from ..engine.labelled import share
 from ..engine.params import Params
 from ..engine.partials import PartialRole, decode_partners
 from ..engine.routing import docno_shard
@@ -34,9 +37,7 @@ def pop_counts(stores: Iterable[Store]) -> dict[int, int] | None:
     for store in stores:
         if store.meta("popular") == "partial":
             return None
-        for key, raw in store.kv.items("popular", b"d"):
-            if not key.startswith(b"d"):
-                break
+        for key, raw in _prefixed(store, "popular", b"d"):
             d = key_u64(key[1:])
             out[d] = out.get(d, 0) + int.from_bytes(raw, "little", signed=True)
     return out
@@ -52,19 +53,64 @@ def pop_of(stores: Iterable[Store], docno: int) -> int | None:
     return total
 
 
+def contains_counts(stores: Iterable[Store]) -> dict[int, tuple[int, int]]:
+    """(occurrences in L, occurrences) of the chunks of every document that was counted
+    (SPEC §8's contains(L, f), engine.labelled), summed over the states that count them:
+    a `streamdet run` state, or every gram shard of a Kafka pipeline (each counts the
+    chunks it owns). A document missing was never counted (a state from before chunks)."""
+    out: dict[int, tuple[int, int]] = {}
+    for store in stores:
+        for key, raw in _prefixed(store, "chunks", b"d"):
+            d = key_u64(key[1:])
+            inside, total = out.get(d, (0, 0))
+            out[d] = (inside, total + Chunks.decode(raw).total())
+        for key, raw in _prefixed(store, "chunks", b"l"):
+            d = key_u64(key[1:])
+            inside, total = out.get(d, (0, 0))
+            out[d] = (inside + int.from_bytes(raw, "little"), total)
+    return out
+
+
+def contains_of(stores: Iterable[Store], docno: int) -> tuple[int, int] | None:
+    """contains' counts of one version (contains_counts), None when never counted."""
+    found = [share(store.begin(), docno) for store in stores]
+    counted = [f for f in found if f is not None]
+    if not counted:
+        return None
+    return sum(f[0] for f in counted), sum(f[1] for f in counted)
+
+
+def contains_figure(counts: tuple[int, int] | None) -> float | None:
+    """contains(L, f) as `dump` and `explain` show it (0 when f has no chunk)."""
+    if counts is None:
+        return None
+    inside, total = counts
+    return inside / total if total else 0.0
+
+
+def _prefixed(store: Store, table: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    for key, raw in store.kv.items(table, prefix):
+        if not key.startswith(prefix):
+            break
+        yield key, raw
+
+
 def _totals(store: Store, min_pages: int = 1) -> Iterator[tuple[bytes, bytes]]:
     """A `streamdet run` state's hosts' and domains' totals records (engine.sites), read
     by prefix (not the per-document records; those of one page only if `min_pages` < 2)."""
     for prefix in LEVELS if min_pages < 2 else SHARED.values():
-        for key, raw in store.kv.items("sites", prefix):
-            if not key.startswith(prefix):
-                break
-            yield key, raw
+        yield from _prefixed(store, "sites", prefix)
 
 
 def sites_of(store: Store, params: Params | None = None, min_pages: int = 1) -> list[dict]:
     """SPEC §8's `sites` rows of a `streamdet run` state (of `min_pages` pages or more)."""
     return site_rows(_totals(store, min_pages), _params(store, params), min_pages)
+
+
+def neighbourhoods_of(store: Store, min_docs: int = 1) -> list[dict]:
+    """SPEC §8's neighbourhood rows of a `streamdet run` state (of `min_docs` documents or
+    more), by badness."""
+    return neighbourhood_rows(store.begin(), min_docs)
 
 
 def monster_counts(store: Store) -> dict[str, int]:
@@ -92,17 +138,21 @@ def live_docnos(stores: Iterable[Store]) -> Iterator[int]:
 
 
 def dump_rows(store: Store, params: Params | None = None, near: Store | None = None,
-              clustered: bool = True, pops: Mapping[int, int] | None | bool = True
+              clustered: bool = True, pops: Mapping[int, int] | None | bool = True,
+              contains: Mapping[int, tuple[int, int]] | None | bool = True
               ) -> Iterator[dict]:
     """One row per live document, sorted by URL (code-point order = UTF-8 byte order);
     `params` default to those the state records. The clusters (SPEC §6) are read from
     `near`, a Kafka pipeline's cluster shard, if given (a doc shard has none); without
     `clustered` they are not known (null). pop(d) (SPEC §8) comes from `pops`
     (pop_counts of a pipeline's gram shards; None: not known), by default from the
-    state itself."""
+    state itself; so does contains(L, f) from `contains` (contains_counts of the gram
+    shards; None: not known)."""
     params = _params(store, params)
     if pops is True:
         pops = pop_counts([store])
+    if contains is True:
+        contains = contains_counts([store])
     txn = store.begin()
     near_txn = txn if near is None else near.begin()
     clusters: dict[int, tuple[str, int]] = {}  # decoded once, however many members
@@ -121,6 +171,7 @@ def dump_rows(store: Store, params: Params | None = None, near: Store | None = N
             "sources": evidence(r, doc, txn.text(docno), params.k),
             "quilted": r.quilted,
             "pop": None if pops is None else pops.get(docno, 0),
+            "contains": None if contains is None else contains_figure(contains.get(docno)),
             "cluster": cluster,
             "cluster_size": size,
             "exact_dups": twins,

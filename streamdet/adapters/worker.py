@@ -321,7 +321,7 @@ class Worker:
                     key=res.url.encode("utf-8")))
                 continue
             msg = PageMsg(res.url, res.server, res.grams, res.fetched_at, res.text,
-                          res.sentences, res.sketch)
+                          res.sentences, res.sketch, res.chunks)
             shard = url_shard(res.url, self.shards)
             placed = await self.producer.send(self.topics.docs, value=msg.encode(),
                                               key=res.url.encode("utf-8"), partition=shard)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .chunks import NO_CHUNKS, Chunks, page_chunks
 from .grams import gram_set, sorted_unique, token_hashes, window_hashes
 from .params import Params
 from .records import Page
@@ -30,6 +31,7 @@ class Analyzed:
     text: bytes = b""  # the visible text, packed (engine.text.pack_text): SPEC §5 evidence
     sentences: Sentences = NONE  # SPEC §7: keys and spans of its sentences
     sketch: Sketch | None = None  # SPEC §6: min-hashes, band keys, exact key
+    chunks: Chunks = NO_CHUNKS  # SPEC §8: its paragraph chunks that are not stop chunks
 
 
 def page_text(page: Page) -> str:
@@ -38,9 +40,10 @@ def page_text(page: Page) -> str:
 
 def analyze(page: Page, params: Params, keep_text: bool = True) -> Analyzed:
     """Parse, tokenize, hash; pack the visible text to keep (SPEC §5), cut it into
-    sentences (SPEC §7) and sketch it (SPEC §6, band keys included: they cost a hash per
-    band and are made here, off the engine's process), unless `keep_text` is false (the
-    benchmarks' floor: the work no detector can avoid)."""
+    sentences (SPEC §7) and paragraph chunks (SPEC §8), and sketch it (SPEC §6, band
+    keys included: they cost a hash per band and are made here, off the engine's
+    process), unless `keep_text` is false (the benchmarks' floor: the work no detector
+    can avoid)."""
     text = page_text(page)
     server = server_of(page.url, page.ip, params.foreign)
     if not keep_text:
@@ -52,4 +55,5 @@ def analyze(page: Page, params: Params, keep_text: bool = True) -> Analyzed:
     sk = sketch(grams, hashes)
     sk.bands  # noqa: B018  (derived here, kept by pickling with the sketch)
     return Analyzed(page.url, server, grams, page.fetched_at, page.implausible_time,
-                    pack_text(text), split_sentences(text, hashes, starts, ends), sk)
+                    pack_text(text), split_sentences(text, hashes, starts, ends), sk,
+                    page_chunks(text, hashes, starts, params.stop_keys))

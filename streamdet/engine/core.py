@@ -22,11 +22,13 @@ import numpy as np
 from ..state.schema import DocResult, DocState
 from ..state.txn import Txn
 from .analysis import Analyzed
+from .badness import BadnessRole, Place
 from .clusters import ClusterRole, cluster_events
 from .deltas import arrival_stats
 from .docs import Dirty, DocRole, Touch
 from .events import trap_event
 from .grams import gram_set
+from .labelled import LabelledSet, contains_fixed, share
 from .params import Params
 from .partials import PairDirty, PartialRole, Partners, pair_owner, sentences_key
 from .postings import PagePlan, add_document, plan_batch, withdraw_document
@@ -69,6 +71,8 @@ class Engine:
         self.partials = PartialRole(params)
         self.clusters = ClusterRole()
         self.sites = SiteRole(params)
+        self.labelled = LabelledSet(params.chunk_threshold)
+        self.badness = BadnessRole(params)
         self._rows: dict[int, np.ndarray] = {}
         self._fresh = np.zeros(0, dtype=np.uint64)  # the batch's fresh sentence keys
 
@@ -81,6 +85,7 @@ class Engine:
         pages, traps = turn_away_traps(pages, self.params)
         stats.traps = len(traps)
         plans = plan_batch(txn, [p.grams for p in pages])
+        arrived: dict[int, str] = {}  # new versions -> their URLs
         partners, paired = Partners(txn), {}
         self._rows = {}  # of the batch: documents' sentence rows
         self._fresh = prefetch(txn, [rows_of(p.sentences) for p in pages])
@@ -89,6 +94,7 @@ class Engine:
             stats.pages += 1
             docno, old, fanout = self._arrive(txn, page, plan, dirty, before, stats)
             stats.fanout.append(fanout)
+            arrived[docno] = page.url
             if old is not None:
                 withdrawn[old] = page.url
             self._pair(txn, page, docno, old, partners, paired)
@@ -96,6 +102,8 @@ class Engine:
         events = traps + rescore(self.docs, txn, dirty, before, lambda last: last + 1)
         events += self.sites.settle(txn, self._contributions(txn, causes, withdrawn),
                                     lambda last: last + 1)
+        events += self.badness.settle(txn, self._places(txn, arrived, withdrawn),
+                                      lambda last: last + 1)
         events += self.partials.report(txn, partners, paired, lambda last: last + 1)
         rows = self.clusters.rows(txn, self.clusters.settle(txn))
         events += cluster_events(txn, rows, lambda last: last + 1, self.params.to_dict())
@@ -116,6 +124,29 @@ class Engine:
             url = txn.url_of(d)
             out[d] = (Contribution.of(url, pop, doc.n_patch, doc.n_grams, doc.result.quilted),
                       causes.get(d, url))
+        return out
+
+    def label(self, txn: Txn, keys: np.ndarray, cause: str) -> tuple[list[dict], int]:
+        """Informed discovery (SPEC §8): chunks a user labels join L; return the `site`
+        events of the neighbourhoods it makes (or unmakes) bad, and how many chunks were
+        not labelled before. `cause` names what was labelled (a file, a URL)."""
+        fresh = self.labelled.label(txn, keys, cause)
+        events = self.badness.settle(txn, self._places(txn, {}, {}), lambda last: last + 1)
+        return events, fresh
+
+    def _places(self, txn: Txn, arrived: dict[int, str], withdrawn: dict[int, str]
+                ) -> dict[int, tuple[Place | None, str]]:
+        """What each document the batch changed (arrived, its occurrences in L moved,
+        replaced) now adds to its neighbourhoods (None: nothing), with its cause."""
+        out: dict[int, tuple[Place | None, str]] = {
+            d: (None, url) for d, url in withdrawn.items()}
+        changed = {**self.labelled.take_moved(), **arrived}
+        for d, cause in changed.items():
+            if d in withdrawn:
+                continue
+            counted = share(txn, d)
+            value = 0 if counted is None else contains_fixed(*counted)
+            out[d] = (Place.of(txn.url_of(d), value), cause)
         return out
 
     def _sentence_rows(self, txn: Txn, docnos: list[int]) -> dict[int, np.ndarray]:
@@ -168,6 +199,7 @@ class Engine:
             withdrawn = withdraw_document(txn, old, self._version_grams(txn, old), page.url,
                                           self.params.popular)
             affected = self.docs.apply(txn, withdrawn, dirty)
+            self.labelled.withdraw(txn, old, page.url)
             txn.put_doc(old, None)
             txn.put_text(old, None)
             self.clusters.withdraw(txn, old, page.url, page.url)
@@ -182,6 +214,7 @@ class Engine:
         if page.sketch is not None:
             self.clusters.add(txn, docno, page.url, page.sketch)
         dirty[docno] = Touch(page.url, None)
+        self.labelled.add(txn, docno, page.chunks, page.url)
         added = add_document(txn, docno, page.grams, plan, self.params.m, page.url,
                              self.params.popular)
         stats.went_common += arrival_stats(docno, added)[1]

@@ -7,11 +7,12 @@ with the arrays' lengths (and the blob's, "b") in the header. JSON keeps the for
 readable and versioned; raw arrays keep thousands of grams per message cheap to build and
 read (no per-gram objects). Nothing here is ever unpickled: internal topics are data, not code.
 
-- PageMsg   (pages of one doc shard): a validated, analysed page (with its sentences and
-  its sketch).
+- PageMsg   (pages of one doc shard): a validated, analysed page (with its sentences, its
+  sketch and its paragraph chunks).
 - GramsMsg  (one per document and gram shard): a version's grams to add, or to withdraw;
   an add carries the rows of the version's sentence keys that the shard owns (SPEC §7),
-  and to the cluster shard (gram shard 0) the version's sketch (SPEC §6).
+  the chunks it owns (SPEC §8), and to the cluster shard (gram shard 0) the version's
+  sketch (SPEC §6).
 - DeltasMsg (one per gram-shard batch and doc shard): the deltas and the sentence links
   for that doc shard's documents, with the server and URL of every docno they mention;
   from the cluster shard, the cluster rows of its documents.
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .chunks import NO_CHUNKS, Chunks
 from .clusters import ClusterRow
 from .deltas import GAIN, LOSE, Delta
 from .sentence_postings import Link
@@ -45,6 +47,19 @@ def _sketch_array(sketch: Sketch | None) -> np.ndarray:
 def _sketch_of(arrays: list[np.ndarray], at: int) -> Sketch | None:
     """The sketch in array `at`, if the message has one (not in older records)."""
     return Sketch.from_array(arrays[at]) if len(arrays) > at and len(arrays[at]) else None
+
+
+def _chunk_arrays(chunks: Chunks) -> list[np.ndarray]:
+    return [chunks.keys, chunks.counts.astype(np.uint64)]
+
+
+def _chunks_of(arrays: list[np.ndarray], at: int) -> Chunks:
+    """The chunks in arrays `at`, `at` + 1 (none in older records)."""
+    if len(arrays) <= at + 1 or not len(arrays[at]):
+        return NO_CHUNKS
+    if len(arrays[at]) != len(arrays[at + 1]):
+        raise MessageError("chunk keys and counts differ in length")
+    return Chunks(arrays[at], arrays[at + 1].astype(np.uint32))
 
 VERSION = 2  # 2: deltas rows as an array (1: as JSON in the header; still read)
 READABLE = (1, 2)
@@ -102,12 +117,13 @@ class PageMsg:
     text: bytes = b""  # the visible text, packed (engine.text): the doc shard keeps it
     sentences: Sentences = NONE  # SPEC §7 (none in a record written before they were)
     sketch: Sketch | None = None  # SPEC §6 (none in a record written before they were)
+    chunks: Chunks = NO_CHUNKS  # SPEC §8 (none in a record written before they were)
 
     def encode(self) -> bytes:
         s = self.sentences
         return pack({"k": "page", "u": self.url, "s": self.server, "t": self.fetched_at},
-                    [self.grams, s.keys, s.starts, s.ends, _sketch_array(self.sketch)],
-                    self.text)
+                    [self.grams, s.keys, s.starts, s.ends, _sketch_array(self.sketch),
+                     *_chunk_arrays(self.chunks)], self.text)
 
     @classmethod
     def decode(cls, raw: bytes) -> PageMsg:
@@ -117,7 +133,7 @@ class PageMsg:
             sentences = Sentences(arrays[1], arrays[2].astype(np.int64),
                                   arrays[3].astype(np.int64))
         return cls(h["u"], h["s"], arrays[0], h.get("t"), text, sentences,
-                   _sketch_of(arrays, 4))
+                   _sketch_of(arrays, 4), _chunks_of(arrays, 5))
 
 
 @dataclass
@@ -125,7 +141,8 @@ class GramsMsg:
     """kind "add": docno (with its server and URL) holds these grams, and the sentence keys
     of `rows` (key, position, start, end; those the shard owns); kind "withdraw": version
     docno was replaced and leaves these grams (all of its grams in the shard), and the
-    keys the shard kept rows of."""
+    keys the shard kept rows of; an add also carries the version's chunks that the shard
+    owns (its withdrawal finds them in the shard's state)."""
 
     kind: str
     docno: int
@@ -135,11 +152,13 @@ class GramsMsg:
     fetched_at: float | None = None  # of the record that caused it (for latency metrics)
     rows: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), dtype=np.uint64))
     sketch: Sketch | None = None  # an add to the cluster shard: the version's sketch
+    chunks: Chunks = NO_CHUNKS  # an add: the version's chunks this shard owns
 
     def encode(self) -> bytes:
         return pack({"k": self.kind, "d": self.docno, "s": self.server, "u": self.url,
                      "t": self.fetched_at},
-                    [self.grams, self.rows.reshape(-1), _sketch_array(self.sketch)])
+                    [self.grams, self.rows.reshape(-1), _sketch_array(self.sketch),
+                     *_chunk_arrays(self.chunks)])
 
     @classmethod
     def decode(cls, raw: bytes) -> GramsMsg:
@@ -148,7 +167,7 @@ class GramsMsg:
             raise MessageError(f"unknown grams message kind {h['k']!r}")
         rows = arrays[1].reshape(-1, 4) if len(arrays) > 1 else np.zeros((0, 4), np.uint64)
         return cls(h["k"], h["d"], arrays[0], h["s"], h["u"], h.get("t"), rows,
-                   _sketch_of(arrays, 2))
+                   _sketch_of(arrays, 2), _chunks_of(arrays, 3))
 
 
 @dataclass

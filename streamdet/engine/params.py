@@ -7,9 +7,13 @@ instead of silently mixing two definitions.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+
+import numpy as np
 
 FOREIGN_MODES = ("domain", "host", "ip", "none")
 
@@ -26,7 +30,11 @@ class Params:
     equal sentences that make two pages partial duplicates (SPEC §7); popular: the fewest
     live documents that make a gram a popular phrase (SPEC §8's P); monster_pages,
     monster_pop, monster_sd: a site of at least that many pages whose pop(d) has at least
-    that mean and less than that population σ is a monster candidate (SPEC §8)."""
+    that mean and less than that population σ is a monster candidate (SPEC §8);
+    chunk_threshold: the fewest live documents that put a paragraph chunk in the labelled
+    set L (SPEC §8's T, blind discovery; 0: only chunks a user labels); stop_chunks: the
+    keys of the user's stop chunks (engine.chunks), named in the fingerprint and events by
+    `stop_list`, their number and digest (a state records the list's name, not its keys)."""
 
     k: int = 5
     m: int = 50
@@ -39,6 +47,9 @@ class Params:
     monster_pages: int = 10
     monster_pop: float = 30.0
     monster_sd: float = 15.0
+    chunk_threshold: int = 10
+    stop_chunks: tuple[int, ...] = field(default=(), compare=False, repr=False)
+    stop_list: str = ""
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -58,6 +69,16 @@ class Params:
                               f"got {self.popular}")
         if self.monster_pages < 1 or self.monster_pop < 0 or self.monster_sd < 0:
             raise ParamsError("monster_pages must be >= 1, monster_pop and monster_sd >= 0")
+        if self.chunk_threshold < 0 or self.chunk_threshold == 1:
+            raise ParamsError(f"chunk_threshold must be 0 (no blind discovery) or >= 2, "
+                              f"got {self.chunk_threshold}")
+        if self.stop_chunks:
+            object.__setattr__(self, "stop_chunks", tuple(sorted(set(self.stop_chunks))))
+            named = stop_list_name(self.stop_chunks)
+            if self.stop_list and self.stop_list != named:
+                raise ParamsError(f"stop_list {self.stop_list!r} does not name the stop "
+                                  f"chunks given ({named!r})")
+            object.__setattr__(self, "stop_list", named)
         if self.foreign not in FOREIGN_MODES:
             modes = ", ".join(FOREIGN_MODES)
             raise ParamsError(f"foreign must be one of {modes}, got {self.foreign!r}")
@@ -75,8 +96,17 @@ class Params:
         """SPEC §1 and §5: patch fraction >= theta, and at least c sources count."""
         return patch_fraction >= self.theta and self.counted(gains, n_patch) >= self.c
 
+    @cached_property
+    def stop_keys(self) -> np.ndarray:
+        """The stop chunks' keys as an array, for engine.chunks.page_chunks."""
+        return np.asarray(self.stop_chunks, dtype=np.uint64)
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The parameters as the fingerprint and events name them (the stop list by
+        `stop_list`)."""
+        out = asdict(self)
+        del out["stop_chunks"]
+        return out
 
     def fingerprint(self) -> str:
         """Canonical JSON of the parameters, stored beside the state."""
@@ -91,10 +121,17 @@ class Params:
         if stored != self:
             diff = ", ".join(
                 f"{name}={getattr(stored, name)!r} (asked {getattr(self, name)!r})"
-                for name in asdict(self)
+                for name in self.to_dict()
                 if getattr(stored, name) != getattr(self, name)
             )
             raise ParamsError(
                 f"{where} was built with other parameters: {diff}; "
                 "use the same parameters or a new state directory"
             )
+
+
+def stop_list_name(keys: Iterable[int]) -> str:
+    """How a stop list is named: its number of distinct chunks and a digest of their keys."""
+    distinct = sorted(set(keys))
+    digest = hashlib.sha256(np.asarray(distinct, dtype="<u8").tobytes()).hexdigest()[:16]
+    return f"{len(distinct)} chunks, sha256 {digest}"

@@ -2,7 +2,8 @@
 
 - A URL belongs to doc shard hash(URL) mod P, so every version of a page (re-fetches)
   meets the same URL table, whatever partition the crawler wrote it to.
-- A gram belongs to gram shard gram mod P (gram hashes are uniform 64-bit values).
+- A gram belongs to gram shard gram mod P (gram hashes are uniform 64-bit values); so
+  do sentence keys and paragraph chunks' keys.
 - A document version's docno is made from the offset of its record in its doc shard's
   input partition: docno = offset * P + shard + 1. Replaying that partition after a crash
   gives every version the same docno again, so re-sent messages are recognisable, and the
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import mmh3
 import numpy as np
+
+from .chunks import Chunks
 
 
 def url_shard(url: str, shards: int) -> int:
@@ -35,6 +38,14 @@ def split_grams(grams: np.ndarray, shards: int) -> list[np.ndarray]:
         return [grams]
     owner = grams % np.uint64(shards)
     return [grams[owner == s] for s in range(shards)]
+
+
+def split_chunks(chunks: Chunks, shards: int) -> list[Chunks]:
+    """A page's chunks cut into one part per gram shard, by key as grams are."""
+    if shards == 1:
+        return [chunks]
+    owner = chunks.keys % np.uint64(shards)
+    return [chunks.part(owner == s) for s in range(shards)]
 
 
 def split_rows(rows: np.ndarray, shards: int) -> list[np.ndarray]:

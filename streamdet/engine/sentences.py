@@ -62,10 +62,11 @@ NONE = Sentences(np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64),
                  np.zeros(0, dtype=np.int64))
 
 
-def _cuts_before(text: str, offsets: np.ndarray) -> np.ndarray:
-    """For each offset, how many terminators and line breaks precede it in `text`."""
+def cuts_before(text: str, offsets: np.ndarray, cuts: np.ndarray = _CUTS) -> np.ndarray:
+    """For each offset, how many of the `cuts` (sorted code points: by default the
+    terminators and line breaks) precede it in `text`."""
     points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
-    is_cut = np.isin(points, _CUTS)
+    is_cut = np.isin(points, cuts)
     before = np.zeros(len(points) + 1, dtype=np.int64)
     np.cumsum(is_cut, out=before[1:])
     return before[offsets]
@@ -86,18 +87,28 @@ def split_sentences(text: str, hashes: np.ndarray, starts: np.ndarray,
     n = len(hashes)
     if n < MIN_TOKENS:
         return NONE
-    ids = _cuts_before(text, starts)
-    cut = np.flatnonzero(ids[1:] != ids[:-1]) + 1
-    first = np.concatenate(([0], cut))
-    stop = np.concatenate((cut, [n]))
+    first, stop = runs(cuts_before(text, starts))
     keep = stop - first >= MIN_TOKENS
     first, stop = first[keep], stop[keep]
     if not len(first):
         return NONE
+    keys = run_keys(hashes, first, stop)
+    return Sentences(keys, starts[first].astype(np.int64), ends[stop - 1].astype(np.int64))
+
+
+def runs(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[first, stop) token indexes of the runs of equal ids (tokens between two cuts)."""
+    cut = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+    return np.concatenate(([0], cut)), np.concatenate((cut, [len(ids)]))
+
+
+def run_keys(hashes: np.ndarray, first: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """The key of each run of token hashes [first, stop): a hash of its token sequence,
+    its length folded in, from one prefix sum however long the runs are."""
+    n = len(hashes)
     with np.errstate(over="ignore"):
         prefix = np.zeros(n + 1, dtype=np.uint64)
         np.cumsum(hashes * _powers(_BASE, n), dtype=np.uint64, out=prefix[1:])
         inv = _powers(_BASE_INV, n)
         sums = (prefix[stop] - prefix[first]) * inv[first]
-        keys = mix(sums + (stop - first).astype(np.uint64) * _LENGTH)
-    return Sentences(keys, starts[first].astype(np.int64), ends[stop - 1].astype(np.int64))
+        return mix(sums + (stop - first).astype(np.uint64) * _LENGTH)

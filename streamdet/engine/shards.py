@@ -44,6 +44,7 @@ from .clusters import ClusterRole, ClusterRow, cluster_events, cluster_slot, sho
 from .deltas import ADD, DROP, GAIN, GAIN_FROM, Delta, arrival_stats
 from .docs import Dirty, DocRole, Touch
 from .events import shown_by
+from .labelled import LabelledSet
 from .messages import DeltasMsg, GramsMsg, MessageError, PageMsg, ShownMsg, unpack
 from .params import Params
 from .partials import (
@@ -57,7 +58,7 @@ from .partials import (
 )
 from .postings import add_document, plan_batch, withdraw_document
 from .rescoring import rescore
-from .routing import docno_for, docno_shard, split_grams, split_rows
+from .routing import docno_for, docno_shard, split_chunks, split_grams, split_rows
 from .sentence_postings import (
     LINK,
     Link,
@@ -252,8 +253,10 @@ def page_adds(page: PageMsg, docno: int, shards: int) -> list[tuple[int, bytes]]
     `docno` is made of (routing.docno_for). One per gram shard, empty parts too, as its
     withdrawal will be; the cluster shard's carries the page's sketch."""
     rows = split_rows(rows_of(page.sentences), shards)
+    chunks = split_chunks(page.chunks, shards)
     return [(g, GramsMsg("add", docno, part, page.server, page.url, page.fetched_at,
-                         rows[g], page.sketch if g == CLUSTER_SHARD else None).encode())
+                         rows[g], page.sketch if g == CLUSTER_SHARD else None,
+                         chunks[g]).encode())
             for g, part in enumerate(split_grams(page.grams, shards))]
 
 
@@ -275,6 +278,7 @@ class GramShard:
         self.shard = shard
         self.shards = shards
         self.clusters = ClusterRole() if shard == CLUSTER_SHARD else None
+        self.labelled = LabelledSet(params.chunk_threshold)
         self.fanout: list[int] = []  # of the last batch, per add: earlier documents changed
         self.went_common = 0  # of the last batch: grams that became common
 
@@ -300,6 +304,7 @@ class GramShard:
                 self._count(m.docno, added)
                 deltas.extend(added)
                 links.extend(self._add_keys(txn, m, fresh))
+                self.labelled.add(txn, m.docno, m.chunks, m.url)
                 if near is not None and m.sketch is not None:
                     near.add(txn, m.docno, m.url, m.sketch)
             else:
@@ -307,9 +312,11 @@ class GramShard:
                     deltas.extend(withdraw_document(txn, m.docno, m.grams.tolist(), m.url,
                                                     self.params.popular))
                     links.extend(self._withdraw_keys(txn, m))
+                    self.labelled.withdraw(txn, m.docno, m.url)
                     if near is not None:
                         near.withdraw(txn, m.docno, m.url, m.url)
                 txn.kill(m.docno)
+        self.labelled.take_moved()  # the doc shards' contains is summed over gram shards
         rows = near.rows(txn, near.settle(txn), end) if near is not None else []
         return self._route(txn, deltas, links, times, rows)
 

@@ -46,6 +46,21 @@ class KeyedTable:
         self.values.update(dict.fromkeys(keys, value))
         self.dirty.update(keys)
 
+    def scan(self, start: bytes, end: bytes) -> list[tuple[bytes, bytes]]:
+        """Every record with start <= key < end as this transaction sees them, in key
+        order: the KV's, with this transaction's writes over them (each scan looks at
+        every write of the transaction: for the few scans a batch makes)."""
+        found = {}
+        for key, raw in self.kv.items(self.table, start):
+            if key >= end:
+                break
+            found[key] = raw
+        values = self.values
+        for key in self.dirty:
+            if start <= key < end:
+                found[key] = values[key]
+        return sorted((k, v) for k, v in found.items() if v is not None)
+
     def ops(self) -> list[Op]:
         values = self.values
         return [(self.table, key, values[key]) for key in self.dirty]

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 
 TABLES = ("grams", "segs", "docs", "slots", "names", "urls", "dead", "meta", "docgrams",
           "docdelta", "recent", "early", "texts", "partials", "near",
-          "popular", "sites")
+          "popular", "sites", "chunks")
 
 
 class DeleteRange:

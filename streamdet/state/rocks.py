@@ -131,9 +131,10 @@ class RocksKV(KV):
         return None if cf is None else cf.get(key)
 
     def get_many(self, table: str, keys: list[bytes]) -> list[bytes | None]:
-        if not keys:
-            return []
-        return self._cf[table][keys]
+        cf = self._cf.get(table)
+        if cf is None or not keys:
+            return [None] * len(keys)
+        return cf[keys]
 
     def items(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         if table not in self._cf:

@@ -56,6 +56,12 @@ def u64keys(values: np.ndarray) -> list[bytes]:
     return [blob[i : i + 8] for i in range(0, len(blob), 8)]
 
 
+def prefix_end(prefix: bytes) -> bytes:
+    """The least key greater than every key that starts with `prefix` (not all 0xff)."""
+    head = prefix.rstrip(b"\xff")
+    return head[:-1] + bytes([head[-1] + 1])
+
+
 def key_u64(b: bytes) -> int:
     return int.from_bytes(b, "big")
 

@@ -33,6 +33,7 @@ from .schema import (
     encode_slots,
     encode_url_entry,
     key_u64,
+    prefix_end,
     u64key,
     u64keys,
 )
@@ -146,6 +147,7 @@ class Txn:
         self.near_records = KeyedTable(self.kv, "near")  # SPEC §6 (engine.clusters)
         self.tallies = KeyedTable(self.kv, "popular")  # SPEC §8 (engine.popular)
         self.sites = KeyedTable(self.kv, "sites")  # SPEC §8 (engine.sites)
+        self.chunks = KeyedTable(self.kv, "chunks")  # SPEC §8 (engine.labelled)
         self.meta_puts: dict[str, bytes] = {}
         self.early: dict[int, bytes | None] = {}  # changed early deltas, per target docno
         self.fresh: list[tuple[np.ndarray, int]] = []
@@ -355,6 +357,22 @@ class Txn:
     def put_site(self, key: bytes, raw: bytes | None) -> None:
         self.sites.put(key, raw)
 
+    def site_scan(self, start: bytes, end: bytes) -> list[tuple[bytes, bytes]]:
+        """Records with start <= key < end (neighbourhoods by badness, engine.badness)."""
+        return self.sites.scan(start, end)
+
+    # -- paragraph chunks and the labelled set (SPEC §8): engine.labelled's records --------
+
+    def chunk_many(self, keys: list[bytes]) -> list[bytes | None]:
+        return self.chunks.get_many(keys)
+
+    def put_chunk(self, key: bytes, raw: bytes | None) -> None:
+        self.chunks.put(key, raw)
+
+    def chunk_scan(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
+        """Every record whose key starts with `prefix` (a chunk's holders)."""
+        return self.chunks.scan(prefix, prefix_end(prefix))
+
     def newest_version(self) -> int:
         """The greatest docno whose grams are kept (0: none). In a doc shard that is the
         last page applied: pages are applied in offset order, docnos grow with the offset,
@@ -479,6 +497,7 @@ class Txn:
         ops.extend(self.near_records.ops())
         ops.extend(self.tallies.ops())
         ops.extend(self.sites.ops())
+        ops.extend(self.chunks.ops())
         for docno, (server, url) in self.new_names.items():
             ops.append(("names", u64key(docno), encode_name(server, url)))
         for docno in self.new_withdrawn:

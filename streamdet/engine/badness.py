@@ -1,0 +1,261 @@
+"""Bad neighbourhoods (SPEC §8, after Ardi & Heidemann): URL-prefix neighbourhoods
+(engine.neighbourhoods) whose pages hold, on average, much of the labelled set.
+
+badness(N) is the mean of contains(L, f) over N's live documents; N is *bad* when its
+badness exceeds μ + σ, the mean and population σ of badness over every neighbourhood of
+at least 2 documents. A neighbourhood of one document is never bad: its badness is one
+page's figure, which `explain` shows, not a region's.
+
+Exact whatever the order: a document's contains(L, f) is kept as an integer (units of
+2^-32, rounded down: engine.labelled.contains_fixed), a neighbourhood's badness as the
+integer mean (rounded down) of its documents' values, and μ + σ is compared on integers:
+with K neighbourhoods of 2 documents or more, A = Σ badness and B = Σ badness², N is bad
+when K·b − A > 0 and (K·b − A)² > K·B − A² (b > A/K + √(B/K − (A/K)²), squared).
+
+Records (table `sites`, beside engine.sites'): `v<docno>` a live document's last
+contribution (its value and deepest neighbourhood: the others are its prefixes);
+`n<name>` a neighbourhood's documents, Σ values, the seq of its `site` events and
+whether the last one said bad; `B<badness><name>` an index of the neighbourhoods of 2
+documents or more by badness; `g` K, A, B and how many are bad. μ + σ moves with every
+change, and a neighbourhood nobody touched changes status only when the threshold passes
+its badness: one range scan of the index between the old and the new threshold finds
+them all.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .labelled import FIXED_ONE
+from .neighbourhoods import neighbourhoods
+from .params import Params
+
+_NEIGHBOURHOOD = struct.Struct("<QQQB")  # documents, Σ contains, seq, bad shown
+_VALUE = struct.Struct("<Q")
+TOP = (1 << 64) - 1
+GLOBAL = b"g"
+
+
+@dataclass
+class Hood:
+    """A neighbourhood's sums over its live documents, and what its events last showed."""
+
+    docs: int = 0
+    total: int = 0  # Σ contains(L, f) in units of 2^-32
+    seq: int = 0
+    shown: bool = False
+
+    @property
+    def badness(self) -> int:
+        return self.total // self.docs if self.docs else 0
+
+    def encode(self) -> bytes:
+        return _NEIGHBOURHOOD.pack(self.docs, self.total, self.seq, self.shown)
+
+    @classmethod
+    def decode(cls, raw: bytes | None) -> Hood:
+        if raw is None:
+            return cls()
+        docs, total, seq, shown = _NEIGHBOURHOOD.unpack(raw)
+        return cls(docs, total, seq, bool(shown))
+
+
+@dataclass
+class Spread:
+    """K neighbourhoods of 2 documents or more, A = Σ badness, B = Σ badness², and how
+    many neighbourhoods are bad now."""
+
+    k: int = 0
+    a: int = 0
+    b: int = 0
+    bad: int = 0
+
+    def count(self, badness: int, sign: int) -> None:
+        self.k += sign
+        self.a += sign * badness
+        self.b += sign * badness * badness
+
+    def is_bad(self, h: Hood) -> bool:
+        """SPEC §8's μ + σ rule, on integers."""
+        if h.docs < 2 or self.k == 0:
+            return False
+        over = self.k * h.badness - self.a
+        return over > 0 and over * over > self.k * self.b - self.a * self.a
+
+    def threshold(self) -> int:
+        """floor(μ + σ): a badness above it may be bad, one at or below it never is."""
+        if self.k == 0:
+            return TOP
+        return (self.a + math.isqrt(self.k * self.b - self.a * self.a)) // self.k
+
+    def encode(self) -> bytes:
+        return f"{self.k} {self.a} {self.b} {self.bad}".encode()
+
+    @classmethod
+    def decode(cls, raw: bytes | None) -> Spread:
+        return cls() if raw is None else cls(*map(int, raw.split()))
+
+
+@dataclass(frozen=True)
+class Place:
+    """What one live document adds to its neighbourhoods: contains(L, f), fixed point."""
+
+    value: int
+    deepest: str  # its deepest neighbourhood; the others are its prefixes
+
+    @classmethod
+    def of(cls, url: str, value: int) -> Place:
+        return cls(value, neighbourhoods(url)[-1])
+
+    def names(self) -> list[str]:
+        parts = self.deepest.split("/")[:-1]
+        return ["/".join(parts[: i + 1]) + "/" for i in range(len(parts))]
+
+    def encode(self) -> bytes:
+        return _VALUE.pack(self.value) + self.deepest.encode("utf-8")
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Place:
+        return cls(_VALUE.unpack_from(raw)[0], raw[_VALUE.size :].decode("utf-8"))
+
+
+class HoodView:
+    """What the role needs from the state (implemented by state.txn.Txn)."""
+
+    def site_many(self, keys: list[bytes]) -> list[bytes | None]: ...
+    def put_site(self, key: bytes, raw: bytes | None) -> None: ...
+    def site_scan(self, start: bytes, end: bytes) -> list[tuple[bytes, bytes]]: ...
+
+
+def place_key(docno: int) -> bytes:
+    return b"v" + docno.to_bytes(8, "big")
+
+
+def _index_key(badness: int, name: bytes) -> bytes:
+    return b"B" + badness.to_bytes(8, "big") + name
+
+
+class BadnessRole:
+    """Keeps neighbourhoods' badness current and tells when one becomes, or stops
+    being, bad."""
+
+    def __init__(self, params: Params) -> None:
+        self.params = params
+
+    def settle(self, txn: HoodView, now: dict[int, tuple[Place | None, str]],
+               next_seq: Callable[[int], int]) -> list[dict]:
+        """Apply documents' places as they stand after a batch (None: withdrawn), each
+        with the URL that caused its change; return the `site` events (without `at`)."""
+        docnos = list(now)
+        old = dict(zip(docnos, txn.site_many([place_key(d) for d in docnos]), strict=True))
+        moves: list[tuple[Place, int]] = []
+        cause = ""
+        causes: dict[bytes, str] = {}
+        for d, (p, why) in now.items():
+            before = None if old[d] is None else Place.decode(old[d])
+            if before == p:
+                continue
+            cause = why
+            for q, sign in ((before, -1), (p, 1)):
+                if q is not None:
+                    moves.append((q, sign))
+                    causes.update(dict.fromkeys((n.encode("utf-8") for n in q.names()), why))
+            txn.put_site(place_key(d), None if p is None else p.encode())
+        if not moves:
+            return []
+        return self._apply(txn, moves, causes, cause, next_seq)
+
+    def _apply(self, txn: HoodView, moves: list[tuple[Place, int]], causes: dict[bytes, str],
+               cause: str, next_seq: Callable[[int], int]) -> list[dict]:
+        names = sorted(causes)
+        hoods = {n: Hood.decode(r)
+                 for n, r in zip(names, txn.site_many([b"n" + n for n in names]), strict=True)}
+        spread = Spread.decode(txn.site_many([GLOBAL])[0])
+        before = spread.threshold()
+        for name in names:  # out of the spread and the index as they were
+            h = hoods[name]
+            if h.docs >= 2:
+                spread.count(h.badness, -1)
+                txn.put_site(_index_key(h.badness, name), None)
+        for place, sign in moves:
+            for n in place.names():
+                h = hoods[n.encode("utf-8")]
+                h.docs += sign
+                h.total += sign * place.value
+        for name in names:
+            h = hoods[name]
+            if h.docs >= 2:
+                spread.count(h.badness, 1)
+                txn.put_site(_index_key(h.badness, name), b"\x01")
+        events = []
+        for name in names:
+            events += self._show(spread, name, hoods[name], causes[name], next_seq)
+            h = hoods[name]
+            txn.put_site(b"n" + name, h.encode() if h.docs or h.seq else None)
+        lo, hi = sorted((before, spread.threshold()))
+        if lo < hi:  # the threshold passed these untouched neighbourhoods' badness
+            for key, _ in txn.site_scan(_index_key(lo, b""), _index_key(min(hi, TOP - 1) + 1,
+                                                                        b"")):
+                name = key[9:]
+                if name in hoods:
+                    continue
+                h = Hood.decode(txn.site_many([b"n" + name])[0])
+                shown = self._show(spread, name, h, cause, next_seq)
+                if shown:
+                    events += shown
+                    txn.put_site(b"n" + name, h.encode())
+        txn.put_site(GLOBAL, spread.encode() if spread.k or spread.bad else None)
+        return events
+
+    def _show(self, spread: Spread, name: bytes, h: Hood, cause: str,
+              next_seq: Callable[[int], int]) -> list[dict]:
+        """The event of a neighbourhood whose status differs from its last event's."""
+        bad = spread.is_bad(h)
+        if bad == h.shown:
+            return []
+        h.seq, h.shown = next_seq(h.seq), bad
+        spread.bad += 1 if bad else -1
+        return [{"event": "site", "neighbourhood": name.decode("utf-8"),
+                 "level": "neighbourhood", "seq": h.seq, **figures(h, bad), "cause": cause,
+                 "params": self.params.to_dict()}]
+
+
+def figures(h: Hood, bad: bool) -> dict:
+    """A neighbourhood's figures as `sites` and events show them (badness to 6 places:
+    the fixed point's own digits beyond are noise)."""
+    return {"docs": h.docs, "badness": round(h.badness / FIXED_ONE, 6), "bad": bad}
+
+
+def neighbourhood_rows(txn: HoodView, min_docs: int = 2) -> list[dict]:
+    """`streamdet sites` rows of the neighbourhoods of at least `min_docs` live documents,
+    by badness (most first), then by name."""
+    spread = Spread.decode(txn.site_many([GLOBAL])[0])
+    if min_docs >= 2:
+        names = [k[9:] for k, _ in txn.site_scan(b"B", b"C")]
+        hoods = zip(names, txn.site_many([b"n" + n for n in names]), strict=True)
+    else:
+        hoods = ((k[1:], r) for k, r in txn.site_scan(b"n", b"o"))
+    rows = []
+    for name, raw in hoods:
+        h = Hood.decode(raw)
+        if h.docs >= min_docs:
+            rows.append({"neighbourhood": name.decode("utf-8"), **figures(h, spread.is_bad(h))})
+    rows.sort(key=lambda r: (-r["badness"], r["neighbourhood"].encode("utf-8")))
+    return rows
+
+
+def page_neighbourhoods(txn: HoodView, url: str) -> list[dict]:
+    """The figures of a page's neighbourhoods, for `explain`."""
+    spread = Spread.decode(txn.site_many([GLOBAL])[0])
+    names = [n.encode("utf-8") for n in neighbourhoods(url)]
+    return [{"neighbourhood": n.decode("utf-8"), **figures(h, spread.is_bad(h))}
+            for n, h in zip(names, map(Hood.decode, txn.site_many([b"n" + n for n in names])),
+                            strict=True)]
+
+
+def bad_count(txn: HoodView) -> int:
+    """How many neighbourhoods are bad (for the metrics)."""
+    return Spread.decode(txn.site_many([GLOBAL])[0]).bad

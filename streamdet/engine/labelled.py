@@ -1,0 +1,159 @@
+"""The labelled set L of paragraph chunks and each document's contains(L, f) (SPEC §8,
+after Ardi & Heidemann).
+
+L holds the chunks on at least T live documents (blind discovery, `--chunk-threshold`;
+T = 0 turns it off) and the chunks a user labels (informed discovery, `streamdet
+label-chunks`); stop chunks never enter it (engine.chunks keeps none).
+contains(L, f) = occurrences of f's chunks that are in L / occurrences of f's chunks.
+
+A chunk's membership changes when its count crosses T or when it is labelled, and then
+every live holder's numerator moves together, however many there are: so every holder
+is indexed, one key per (chunk, document) pair, `p<chunk><docno>` in table `chunks`
+(RocksDB keeps them in order: the holders of a chunk are one prefix scan, and a
+boilerplate paragraph on a million pages costs a million small keys, never a record
+rewritten at each arrival). Beside them: `n<chunk>` its count of live holders and
+whether a user labelled it; `d<docno>` a document's chunks (to withdraw it); `l<docno>`
+its occurrences in L (the numerator; absent: 0). All of it is written in the role's own
+transaction, so a gram shard of a Kafka pipeline, which owns the chunks that hash to it,
+counts each change exactly once; contains' figures are then sums over the gram shards.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from .chunks import Chunks
+
+FIXED_ONE = 1 << 32  # contains(L, f) kept as floor(contains * 2^32), for neighbourhoods
+
+_COUNT = struct.Struct("<QB")  # live holders, labelled by a user
+_OCC = struct.Struct("<I")  # a holder's occurrences of the chunk
+
+
+class ChunkView:
+    """What the labelled set needs from the state (implemented by state.txn.Txn)."""
+
+    def chunk_many(self, keys: list[bytes]) -> list[bytes | None]: ...
+    def put_chunk(self, key: bytes, raw: bytes | None) -> None: ...
+    def chunk_scan(self, prefix: bytes) -> list[tuple[bytes, bytes]]: ...
+
+
+def _u64(x: int) -> bytes:
+    return int(x).to_bytes(8, "big")
+
+
+def doc_key(docno: int) -> bytes:
+    return b"d" + _u64(docno)
+
+
+def inside_key(docno: int) -> bytes:
+    return b"l" + _u64(docno)
+
+
+class LabelledSet:
+    """Keeps chunk counts, holders and every document's occurrences in L current."""
+
+    def __init__(self, threshold: int) -> None:
+        self.threshold = threshold
+        self.moved: dict[int, str] = {}  # documents whose occurrences in L moved -> why
+
+    def take_moved(self) -> dict[int, str]:
+        """The documents whose occurrences in L moved since the last call, each with the
+        URL whose arrival (or label) moved it last."""
+        moved, self.moved = self.moved, {}
+        return moved
+
+    def _in(self, count: int, labelled: bool) -> bool:
+        return labelled or (self.threshold > 0 and count >= self.threshold)
+
+    def add(self, txn: ChunkView, docno: int, chunks: Chunks, cause: str) -> None:
+        """Version `docno` holds `chunks` (it arrived as URL `cause`)."""
+        txn.put_chunk(doc_key(docno), chunks.encode())
+        moves: dict[int, int] = {}
+        keys = [_u64(k) for k in chunks.keys.tolist()]
+        raws = txn.chunk_many([b"n" + k for k in keys])
+        for key, occ, raw in zip(keys, chunks.counts.tolist(), raws, strict=True):
+            count, labelled = _COUNT.unpack(raw) if raw else (0, False)
+            was, now = self._in(count, labelled), self._in(count + 1, labelled)
+            if now and not was:
+                self._move_holders(txn, key, moves, 1)
+            if now:
+                moves[docno] = moves.get(docno, 0) + occ
+            txn.put_chunk(b"n" + key, _COUNT.pack(count + 1, labelled))
+            txn.put_chunk(b"p" + key + _u64(docno), _OCC.pack(occ))
+        self._apply(txn, moves, cause)
+
+    def withdraw(self, txn: ChunkView, docno: int, cause: str) -> None:
+        """Version `docno` is replaced (by URL `cause`): it leaves its chunks (none kept:
+        nothing to do)."""
+        raw = txn.chunk_many([doc_key(docno)])[0]
+        if raw is None:
+            return
+        chunks = Chunks.decode(raw)
+        moves: dict[int, int] = {}
+        keys = [_u64(k) for k in chunks.keys.tolist()]
+        for key, raw_n in zip(keys, txn.chunk_many([b"n" + k for k in keys]), strict=True):
+            count, labelled = _COUNT.unpack(raw_n)
+            txn.put_chunk(b"p" + key + _u64(docno), None)
+            if self._in(count, labelled) and not self._in(count - 1, labelled):
+                self._move_holders(txn, key, moves, -1)
+            left = count - 1
+            txn.put_chunk(b"n" + key, _COUNT.pack(left, labelled) if left or labelled else None)
+        txn.put_chunk(doc_key(docno), None)
+        txn.put_chunk(inside_key(docno), None)
+        self._apply(txn, moves, cause)
+
+    def label(self, txn: ChunkView, keys: np.ndarray, cause: str) -> int:
+        """A user labels chunks (informed discovery; `cause` names what was labelled):
+        they join L for good. Returns how many were not labelled before."""
+        fresh = 0
+        moves: dict[int, int] = {}
+        names = [_u64(k) for k in np.unique(keys).tolist()]
+        for key, raw in zip(names, txn.chunk_many([b"n" + k for k in names]), strict=True):
+            count, labelled = _COUNT.unpack(raw) if raw else (0, False)
+            if labelled:
+                continue
+            fresh += 1
+            if not self._in(count, False):
+                self._move_holders(txn, key, moves, 1)
+            txn.put_chunk(b"n" + key, _COUNT.pack(count, True))
+        self._apply(txn, moves, cause)
+        return fresh
+
+    @staticmethod
+    def _move_holders(txn: ChunkView, key: bytes, moves: dict[int, int], sign: int) -> None:
+        """Every live holder of a chunk gains (sign 1) or loses its occurrences in L."""
+        for k, raw in txn.chunk_scan(b"p" + key):
+            d = int.from_bytes(k[9:17], "big")
+            moves[d] = moves.get(d, 0) + sign * _OCC.unpack(raw)[0]
+
+    def _apply(self, txn: ChunkView, moves: dict[int, int], cause: str) -> None:
+        targets = [d for d, n in moves.items() if n]
+        if not targets:
+            return
+        self.moved.update(dict.fromkeys(targets, cause))
+        raws = txn.chunk_many([inside_key(d) for d in targets])
+        for d, raw in zip(targets, raws, strict=True):
+            now = (int.from_bytes(raw, "little") if raw else 0) + moves[d]
+            txn.put_chunk(inside_key(d), now.to_bytes(8, "little") if now else None)
+
+
+def share(txn: ChunkView, docno: int) -> tuple[int, int] | None:
+    """(occurrences in L, occurrences) of a document's chunks held here; None for a
+    document that was never counted (from a state older than chunks)."""
+    doc, inside = txn.chunk_many([doc_key(docno), inside_key(docno)])
+    if doc is None:
+        return None
+    return (int.from_bytes(inside, "little") if inside else 0), Chunks.decode(doc).total()
+
+
+def doc_chunks(txn: ChunkView, docno: int) -> Chunks:
+    """A document's chunks as counted here (none: not counted, or no chunks)."""
+    return Chunks.decode(txn.chunk_many([doc_key(docno)])[0])
+
+
+def contains_fixed(inside: int, total: int) -> int:
+    """contains(L, f) in units of 2^-32, rounded down (0 when f has no chunk)."""
+    return (inside * FIXED_ONE) // total if total else 0
