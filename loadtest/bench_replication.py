@@ -12,12 +12,17 @@ quilts, scrapers, re-fetches), analysed beforehand as the analysis processes do:
    engine with §8's per-page work taken out: the trap check, the popular-phrase counting
    of the gram role (engine.popular: crossings of P, common grams' tallies), the
    withdrawal of all of a re-fetched version's grams (patch grams only, as SPEC §1 alone
-   would need) and the site totals (engine.sites: each changed document's contribution
-   to its host and domain). §8's share of the engine's time is the difference.
-2. State: bytes of tables `popular` (tallies and pop(d) counts) and `sites` a page.
-3. `streamdet phrases --top 20` and `streamdet sites`: seconds on the state.
-4. Quality: monster candidates among the hosts of the generator's spam farms (3 each),
-   and among the other hosts.
+   would need), the site totals (engine.sites: each changed document's contribution
+   to its host and domain), the paragraph chunks' counts and holders (engine.labelled)
+   and the neighbourhoods' badness (engine.badness). §8's share of the engine's time is
+   the difference.
+2. Analysis: cutting a page's visible text into paragraph chunks (engine.chunks), in the
+   analysis processes, paired against the same analysis without it.
+3. State: bytes of tables `popular` (tallies and pop(d) counts), `sites` (site and
+   neighbourhood records) and `chunks` (counts, holders, documents' chunks) a page.
+4. `streamdet phrases --top 20` and `streamdet sites`: seconds on the state.
+5. Quality: monster candidates among the hosts of the generator's spam farms (3 each),
+   and among the other hosts; bad neighbourhoods on the farms' hosts and elsewhere.
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ def log(msg: str) -> None:
 @contextlib.contextmanager
 def without_section_8():
     """The engine with §8's per-page work replaced by nothing (for the paired baseline)."""
-    from streamdet.engine import core, popular, postings
+    from streamdet.engine import core, labelled, popular, postings
 
     class Uncounted(popular.PopChanges):
         def added(self, *args) -> None: ...
@@ -56,17 +61,49 @@ def without_section_8():
         def apply(self, txn) -> None: ...
 
     saved = (postings.PopChanges, postings._join_common, core.turn_away_traps,
-             core.Engine._version_grams, core.Engine._contributions)
+             core.Engine._version_grams, core.Engine._contributions, core.Engine._places,
+             labelled.LabelledSet.add, labelled.LabelledSet.withdraw)
     postings.PopChanges = Uncounted
     postings._join_common = lambda *args: None
     core.turn_away_traps = lambda pages, params: (list(pages), [])
     core.Engine._version_grams = lambda self, txn, docno: txn.doc(docno).patch_grams()
     core.Engine._contributions = lambda self, txn, causes, withdrawn: {}
+    core.Engine._places = lambda self, txn, arrived, withdrawn: {}
+    labelled.LabelledSet.add = lambda *args: None
+    labelled.LabelledSet.withdraw = lambda *args: None
     try:
         yield
     finally:
         (postings.PopChanges, postings._join_common, core.turn_away_traps,
-         core.Engine._version_grams, core.Engine._contributions) = saved
+         core.Engine._version_grams, core.Engine._contributions, core.Engine._places,
+         labelled.LabelledSet.add, labelled.LabelledSet.withdraw) = saved
+
+
+def chunking_seconds(records: list[dict], params, limit: int = 2000) -> dict:
+    """Analysis of up to `limit` records with and without cutting chunks, alternately
+    record by record (the same machine load for both)."""
+    from streamdet.engine import analysis, chunks
+    from streamdet.engine.records import BadRecord, page_from_object
+
+    pages = []
+    for rec in records[:limit]:
+        with contextlib.suppress(BadRecord):
+            pages.append(page_from_object(rec))
+    seconds = {"with": 0.0, "without": 0.0}
+    for i, page in enumerate(pages):
+        for kind in (("with", "without") if i % 2 else ("without", "with")):
+            saved = analysis.page_chunks
+            if kind == "without":
+                analysis.page_chunks = lambda *args: chunks.NO_CHUNKS
+            try:
+                t = time.perf_counter()
+                analysis.analyze(page, params)
+                seconds[kind] += time.perf_counter() - t
+            finally:
+                analysis.page_chunks = saved
+    return {"pages": len(pages), "seconds": seconds,
+            "ms_per_page": 1000 * (seconds["with"] - seconds["without"]) / max(len(pages), 1),
+            "share_of_analysis": (seconds["with"] - seconds["without"]) / seconds["with"]}
 
 
 def paired_engine(pages: list, params, with_dir: str, without_dir: str):
@@ -93,25 +130,43 @@ def paired_engine(pages: list, params, with_dir: str, without_dir: str):
     return stores["with"], seconds
 
 
+NEIGHBOURHOOD_RECORDS = b"vnBg"  # engine.badness' records in table sites
+CHUNK_RECORDS = {b"n": "chunk_counts", b"p": "chunk_holders", b"d": "doc_chunks",
+                 b"l": "doc_in_l"}
+
+
 def popular_bytes(store) -> dict:
     out = {"tallies": 0, "tally_bytes": 0, "pop_records": 0, "pop_bytes": 0, "sites": 0,
-           "site_bytes": 0}
+           "site_bytes": 0, "neighbourhoods": 0, "neighbourhood_bytes": 0}
     for key, value in store.kv.items("popular"):
         kind = "tally" if key.startswith(b"t") else "pop"
         out["tallies" if kind == "tally" else "pop_records"] += 1
         out[f"{kind}_bytes"] += len(key) + len(value)
     for key, value in store.kv.items("sites"):
-        out["sites"] += not key.startswith(b"c")
-        out["site_bytes"] += len(key) + len(value)
+        if key[:1] in NEIGHBOURHOOD_RECORDS:
+            out["neighbourhoods"] += key.startswith(b"n")
+            out["neighbourhood_bytes"] += len(key) + len(value)
+        else:
+            out["sites"] += not key.startswith(b"c")
+            out["site_bytes"] += len(key) + len(value)
+    for name in CHUNK_RECORDS.values():
+        out[name] = out[f"{name}_bytes"] = 0
+    for key, value in store.kv.items("chunks"):
+        name = CHUNK_RECORDS[key[:1]]
+        out[name] += 1
+        out[f"{name}_bytes"] += len(key) + len(value)
+    out["chunk_bytes"] = sum(out[f"{n}_bytes"] for n in CHUNK_RECORDS.values())
     return out
 
 
-def sites_seconds(store, params) -> tuple[float, list[dict]]:
-    from streamdet.adapters.views import sites_of
+def sites_seconds(store, params) -> tuple[float, list[dict], list[dict]]:
+    """`streamdet sites`' rows (sites and neighbourhoods of 2 pages or more) and seconds."""
+    from streamdet.adapters.views import neighbourhoods_of, sites_of
 
     t = time.perf_counter()
-    rows = sites_of(store, params)
-    return time.perf_counter() - t, rows
+    rows = sites_of(store, params, min_pages=2)
+    hoods = neighbourhoods_of(store, 2)
+    return time.perf_counter() - t, rows, hoods
 
 
 def phrases_seconds(store, params) -> tuple[float, list[dict]]:
@@ -134,13 +189,27 @@ def stream(pages: int, seed: int) -> tuple[list[dict], set[str]]:
     return records, {host_of(u) for u in gen.truth.quilts}
 
 
-def quality(sites: list[dict], farm_hosts: set[str]) -> dict:
-    """Monster candidates among the farms' hosts and among the other hosts (SPEC §8; the
-    issue's target: farms are, at most 1% of the real sites are)."""
+def quality(sites: list[dict], hoods: list[dict], farm_hosts: set[str]) -> dict:
+    """Monster candidates and bad neighbourhoods on the farms' hosts and elsewhere (SPEC
+    §8; the issue's target: farms are, at most 1% of the real sites are)."""
     hosts = [r for r in sites if r["level"] == "host"]
     farm = [r for r in hosts if r["site"] in farm_hosts]
     real = [r for r in hosts if r["site"] not in farm_hosts]
+    on_farm = [h for h in hoods if h["neighbourhood"].split("/", 1)[0] in farm_hosts]
+    elsewhere = [h for h in hoods if h["neighbourhood"].split("/", 1)[0] not in farm_hosts]
+    flagged = {h["neighbourhood"].split("/", 1)[0] for h in on_farm if h["bad"]}
+    flagged |= {r["site"] for r in farm if r["monster"]}
+    real_flagged = {h["neighbourhood"].split("/", 1)[0] for h in elsewhere if h["bad"]}
+    real_flagged |= {r["site"] for r in real if r["monster"]}
     return {
+        "farm_hosts_flagged": len(flagged),
+        "farm_neighbourhoods": len(on_farm),
+        "farm_neighbourhoods_bad": sum(h["bad"] for h in on_farm),
+        "farm_badness": [h["badness"] for h in on_farm if h["neighbourhood"].count("/") == 1],
+        "real_neighbourhoods": len(elsewhere),
+        "real_neighbourhoods_bad": sum(h["bad"] for h in elsewhere),
+        "real_hosts_flagged": len(real_flagged),
+        "real_flagged_share": len(real_flagged) / max(len(real), 1),
         "farm_hosts": len(farm),
         "farm_hosts_monster": sum(r["monster"] for r in farm),
         "farm_pop_mean": [round(r["pop_mean"], 1) for r in farm],
@@ -160,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out")
     args = ap.parse_args(argv)
 
+    from streamdet.adapters.views import sites_of
     from streamdet.engine.params import Params
 
     n = 300 if args.smoke else args.pages
@@ -167,13 +237,16 @@ def main(argv: list[str] | None = None) -> int:
     records, farm_hosts = stream(n, args.seed)
     log(f"stream: {len(records)} records; analysing")
     pages, _ = analysed(records, params)
+    log("chunking in analysis, with and without")
+    chunking = chunking_seconds(records, params)
     log(f"{len(pages)} pages; the engine with and without §8")
     with tempfile.TemporaryDirectory(prefix="streamdet-replication-") as tmp:
         store, seconds = paired_engine(pages, params, f"{tmp}/with", f"{tmp}/without")
         try:
             kept = popular_bytes(store)
             phrases_s, top = phrases_seconds(store, params)
-            sites_s, sites = sites_seconds(store, params)
+            sites_s, listed, hoods = sites_seconds(store, params)
+            sites = sites_of(store, params)  # every host, for the quality's denominators
         finally:
             store.close()
     share = (seconds["with"] - seconds["without"]) / seconds["with"]
@@ -184,10 +257,12 @@ def main(argv: list[str] | None = None) -> int:
         "git": git_revision(),
         "config": {"records": n, "seed": args.seed, "batch": BATCH, "params": params.to_dict()},
         "engine": {"seconds": seconds},
+        "chunking": chunking,
         "state": kept,
         "top_phrases": top[:5],
-        "top_sites": sites[:5],
-        "quality": quality(sites, farm_hosts),
+        "top_sites": listed[:5],
+        "top_neighbourhoods": hoods[:5],
+        "quality": quality(sites, hoods, farm_hosts),
         "figures": {
             "pages": len(pages),
             "engine_ms_per_page_with": 1000 * seconds["with"] / len(pages),
@@ -195,10 +270,16 @@ def main(argv: list[str] | None = None) -> int:
             "section8_share_of_engine": share,
             "popular_bytes_per_page": (kept["tally_bytes"] + kept["pop_bytes"]) / len(pages),
             "sites_bytes_per_page": kept["site_bytes"] / len(pages),
+            "neighbourhood_bytes_per_page": kept["neighbourhood_bytes"] / len(pages),
+            "chunk_bytes_per_page": kept["chunk_bytes"] / len(pages),
+            "chunking_ms_per_page": chunking["ms_per_page"],
+            "chunking_share_of_analysis": chunking["share_of_analysis"],
             "tallies": kept["tallies"],
             "phrases_seconds": phrases_s,
-            "sites": len(sites),
-            "monster_sites": sum(r["monster"] for r in sites),
+            "sites": len(listed),
+            "monster_sites": sum(r["monster"] for r in listed),
+            "neighbourhoods": len(hoods),
+            "bad_neighbourhoods": sum(h["bad"] for h in hoods),
             "sites_seconds": sites_s,
         },
     }
@@ -210,18 +291,31 @@ def main(argv: list[str] | None = None) -> int:
           "engine's time")
     print(f"state                 {f['popular_bytes_per_page']:.0f} B a page in table popular "
           f"({kept['tallies']:,} common grams' tallies, {kept['pop_records']:,} pop(d) counts)")
-    print(f"                      {f['sites_bytes_per_page']:.0f} B a page in table sites")
+    print(f"                      {f['sites_bytes_per_page']:.0f} B a page of site records, "
+          f"{f['neighbourhood_bytes_per_page']:.0f} B of neighbourhood records (table sites)")
+    print(f"                      {f['chunk_bytes_per_page']:.0f} B a page in table chunks "
+          f"({kept['chunk_counts']:,} chunk counts, {kept['chunk_holders']:,} holders: "
+          f"{kept['chunk_holders_bytes'] / len(pages):.0f} B a page)")
+    print(f"analysis              cutting chunks: {f['chunking_ms_per_page']:.3f} ms a page, "
+          f"{100 * f['chunking_share_of_analysis']:.1f}% of analysis ({chunking['pages']:,} "
+          "pages)")
     print(f"phrases --top 20      {phrases_s:.3f} s; first: "
           + ", ".join(f"{r['docs']}x '{r['phrase']}'" for r in top[:3]))
-    print(f"sites                 {sites_s:.3f} s for {len(sites):,} hosts and domains, "
+    print(f"sites                 {sites_s:.3f} s for {len(listed):,} hosts and domains and "
+          f"{len(hoods):,} neighbourhoods of 2 pages or more, {f['bad_neighbourhoods']} bad; "
           f"{f['monster_sites']} monster candidates: "
           + ", ".join(f"{r['site']} ({r['level']}, {r['pages']} pages, mean pop "
-                      f"{r['pop_mean']:.0f})" for r in sites[:3] if r["monster"]))
+                      f"{r['pop_mean']:.0f})" for r in listed[:3] if r["monster"]))
     q = result["quality"]
     print(f"quality               {q['farm_hosts_monster']} of the farms' {q['farm_hosts']} hosts "
           f"are monster candidates (pages {q['farm_pages']}, mean pop {q['farm_pop_mean']}, "
           f"sd {q['farm_pop_sd']}); {q['real_hosts_monster']} of {q['real_hosts']:,} other "
           f"hosts ({100 * q['real_monster_share']:.2f}%)")
+    print(f"                      bad neighbourhoods: {q['farm_neighbourhoods_bad']} of the "
+          f"farms' {q['farm_neighbourhoods']} (host badness {q['farm_badness']}), "
+          f"{q['real_neighbourhoods_bad']} of {q['real_neighbourhoods']:,} others; farm hosts "
+          f"flagged (monster or bad) {q['farm_hosts_flagged']} of {q['farm_hosts']}, other "
+          f"hosts {q['real_hosts_flagged']} ({100 * q['real_flagged_share']:.2f}%)")
     print(f"wrote {out}")
     return 0
 

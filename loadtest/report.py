@@ -256,21 +256,32 @@ def _near_headline(r: dict) -> list[str]:
 
 def _replication_headline(r: dict) -> list[str]:
     """SPEC §8: its share of the engine's time, its tables, `phrases` and `sites`, and
-    the monster candidates among the farms' hosts and the others."""
+    the farms' hosts and the others flagged (monster candidates, bad neighbourhoods)."""
     f, q = r["figures"], r["quality"]
-    return [f"{f['pages']:,} pages: §8 (traps, popular phrases, site totals) "
-            f"**{100 * f['section8_share_of_engine']:.1f}%** of the engine's time (target <= "
-            f"20%){_pass(f['section8_share_of_engine'] <= 0.2)}; tables popular "
-            f"{f['popular_bytes_per_page']:.0f} B and sites {f['sites_bytes_per_page']:.0f} B "
-            "a page",
-            f"`phrases --top 20` {f['phrases_seconds']:.3f} s, `sites` "
-            f"{f['sites_seconds']:.3f} s ({f['sites']:,} hosts and domains)",
-            f"monster candidates: {q['farm_hosts_monster']} of the farms' {q['farm_hosts']} "
-            f"hosts (their pop sd {min(q['farm_pop_sd'], default=0):.0f}–"
-            f"{max(q['farm_pop_sd'], default=0):.0f}, against < 15), "
-            f"{q['real_hosts_monster']} of {q['real_hosts']:,} other hosts "
-            f"({100 * q['real_monster_share']:.2f}%; target <= 1%)"
-            f"{_pass(q['real_monster_share'] <= 0.01)}"]
+    lines = [f"{f['pages']:,} pages: §8 (traps, popular phrases, site totals, chunks and "
+             f"neighbourhoods) **{100 * f['section8_share_of_engine']:.1f}%** of the engine's "
+             f"time (target <= 20%){_pass(f['section8_share_of_engine'] <= 0.2)}; tables "
+             f"popular {f['popular_bytes_per_page']:.0f} B and sites "
+             f"{f['sites_bytes_per_page']:.0f} B a page",
+             f"`phrases --top 20` {f['phrases_seconds']:.3f} s, `sites` "
+             f"{f['sites_seconds']:.3f} s ({f['sites']:,} hosts and domains)",
+             f"monster candidates: {q['farm_hosts_monster']} of the farms' {q['farm_hosts']} "
+             f"hosts (their pop sd {min(q['farm_pop_sd'], default=0):.0f}–"
+             f"{max(q['farm_pop_sd'], default=0):.0f}, against < 15), "
+             f"{q['real_hosts_monster']} of {q['real_hosts']:,} other hosts "
+             f"({100 * q['real_monster_share']:.2f}%; target <= 1%)"
+             f"{_pass(q['real_monster_share'] <= 0.01)}"]
+    if "chunk_bytes_per_page" in f:
+        lines += [f"chunks: table chunks {f['chunk_bytes_per_page']:.0f} B a page, "
+                  f"neighbourhood records {f['neighbourhood_bytes_per_page']:.0f} B; cutting "
+                  f"them {f['chunking_ms_per_page']:.3f} ms a page in analysis",
+                  f"farm hosts flagged (monster or bad neighbourhood): "
+                  f"{q['farm_hosts_flagged']} of {q['farm_hosts']}; other hosts "
+                  f"{q['real_hosts_flagged']} ({100 * q['real_flagged_share']:.2f}%; target "
+                  f"<= 1%){_pass(q['real_flagged_share'] <= 0.01)}; bad neighbourhoods "
+                  f"{q['farm_neighbourhoods_bad']} of the farms' {q['farm_neighbourhoods']}, "
+                  f"{q['real_neighbourhoods_bad']} of {q['real_neighbourhoods']:,} others"]
+    return lines
 
 
 def _hostile_headline(r: dict) -> list[str]:
