@@ -349,6 +349,26 @@ def cmd_dump(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pipeline_sites(states: list[str] | None, url: str) -> tuple[list[dict], list[dict]]:
+    """A page's host, domain and neighbourhoods with their figures, from the site shard
+    of worker states (doc shard 0, engine.site_shard; none when it is not among them)."""
+    from .adapters.views import worker_shards
+    from .engine.badness import page_neighbourhoods
+    from .engine.site_shard import SITE_SHARD
+    from .engine.sites import page_sites
+
+    found = worker_shards(states or [DEFAULT_STATE])
+    if found is None or SITE_SHARD not in found[0]:
+        return [], []
+    store = open_store(found[0][SITE_SHARD], must_exist=True, read_only=True)
+    try:
+        txn = store.begin()
+        params = Params.from_fingerprint(store.meta("params"))
+        return page_sites(txn, url, params), page_neighbourhoods(txn, url)
+    finally:
+        store.close()
+
+
 def _pipeline_counts(states: list[str] | None, docno: int | None = None):
     """SPEC §8's per-page counts of worker states' documents (of `docno` alone, if given),
     summed over every gram shard: (pop(d), contains' counts), each None when some gram
@@ -416,7 +436,7 @@ def _page(args: argparse.Namespace, with_pairs: bool = False):
         found.pairs.sort(key=lambda p: p["other"].encode("utf-8"))
         if near is not None and dirs != [near]:  # worker states: the gram shards count pop
             found.pop, found.contains = _pipeline_counts(args.state, found.docno)
-            found.sites = found.neighbourhoods = []  # not kept by workers yet
+            found.sites, found.neighbourhoods = _pipeline_sites(args.state, found.url)
 
         clusters = _cluster_store(dirs, near) if with_pairs else None
         if clusters is not None:
@@ -551,13 +571,13 @@ def cmd_sites(args: argparse.Namespace) -> int:
     from contextlib import ExitStack
 
     from .adapters.views import neighbourhoods_of, sites_of
+    from .engine.site_shard import SITE_SHARD
 
     levels = set(args.level or ("host", "domain", "neighbourhood"))
     with ExitStack() as stack:
         found = _opened_states(args.state, stack)
-        if isinstance(found, tuple):
-            raise UsageError("site statistics are kept by `streamdet run` states; a Kafka "
-                             "pipeline's workers do not keep them yet")
+        if isinstance(found, tuple):  # worker states: the site shard keeps them
+            found = found[0][SITE_SHARD]
         if found.meta("popular") == "partial":
             print("streamdet: warning: this state was upgraded from a version that did not "
                   "count popular phrases: the pop figures are short", file=sys.stderr)
@@ -578,29 +598,39 @@ def cmd_sites(args: argparse.Namespace) -> int:
 
 def cmd_label_chunks(args: argparse.Namespace) -> int:
     """SPEC §8's informed discovery: the paragraphs of a text, or of a page the state
-    holds, join the labelled set L for good; the `site` events of the neighbourhoods
-    this makes (or unmakes) bad go to --events."""
+    holds, join the labelled set L for good. On a `streamdet run` state the `site` events
+    of the neighbourhoods this makes (or unmakes) bad go to --events; with --broker the
+    labels go to the pipeline's gram shards, and its events to its events topic."""
+    from .engine.chunks import text_keys
+
+    if args.broker:
+        return _label_pipeline(args)
+    if args.text is not None:
+        return _label_state(args, text_keys(_read_text(args.text)),
+                            f"label-chunks --text {args.text}")
+    return _label_state(args, None, args.url.strip())
+
+
+def _label_state(args: argparse.Namespace, keys, what: str) -> int:
+    """label-chunks on a `streamdet run` state (keys None: those of page `what`)."""
     from .adapters.outputs import JsonlSink, utc_now
     from .adapters.views import all_shard_dirs
-    from .engine.chunks import text_keys
     from .engine.core import Engine
     from .engine.labelled import doc_chunks
 
-    state = args.state or DEFAULT_STATE
-    if all_shard_dirs([state]) is not None:
-        raise UsageError("labels are kept by `streamdet run` states; a Kafka pipeline's "
-                         "workers do not take them yet")
-    store = open_store(state, must_exist=True)
+    states = args.state or [DEFAULT_STATE]
+    if len(states) > 1 or all_shard_dirs(states) is not None:
+        raise UsageError("worker states take labels through their pipeline: give --broker "
+                         "(and --state only to name a page with --url)")
+    store = open_store(states[0], must_exist=True)
     try:
         params = Params.from_fingerprint(store.meta("params"))
         txn = store.begin()
-        if args.text is not None:
-            keys, what = text_keys(_read_text(args.text)), f"label-chunks --text {args.text}"
-        else:
-            entry = txn.url_entry(args.url.strip())
+        if keys is None:
+            entry = txn.url_entry(what)
             if entry is None:
-                raise UsageError(f"{args.url} is not in this state")
-            keys, what = doc_chunks(txn, entry[0]).keys, args.url.strip()
+                raise UsageError(f"{what} is not in this state")
+            keys = doc_chunks(txn, entry[0]).keys
         events, fresh = Engine(params).label(txn, keys, what)
         try:
             sink = JsonlSink(args.events, "events")
@@ -620,6 +650,55 @@ def cmd_label_chunks(args: argparse.Namespace) -> int:
     print(f"streamdet: {fresh} paragraph chunks labelled ({len(keys) - fresh} of the "
           f"{len(keys)} were already); {len(events)} neighbourhood events", file=sys.stderr)
     return 0
+
+
+def _label_pipeline(args: argparse.Namespace) -> int:
+    """label-chunks --broker: the keys to the gram shards that own them (a page named by
+    --url is read from the worker states given by --state)."""
+    import asyncio
+
+    from .adapters.kafka import PipelineError, Topics
+    from .adapters.publish import send_labels
+    from .engine.chunks import text_keys
+
+    if args.text is not None:
+        keys, what = text_keys(_read_text(args.text)), f"label-chunks --text {args.text}"
+    else:
+        what = args.url.strip()
+        keys = _pipeline_chunks(args.state, what)
+    try:
+        shards = asyncio.run(send_labels(args.broker, keys, what, Topics.named(args.prefix)))
+    except PipelineError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"streamdet: {len(keys)} paragraph chunks sent to the pipeline's {shards} gram "
+          "shards; its `site` events tell what they change", file=sys.stderr)
+    return 0
+
+
+def _pipeline_chunks(states: list[str] | None, url: str):
+    """The chunk keys of a page of worker states, from every gram shard's share of it."""
+    import numpy as np
+
+    from .adapters.views import worker_shards
+    from .engine.labelled import doc_chunks
+    from .engine.routing import url_shard
+
+    found = worker_shards(states or [DEFAULT_STATE]) if states else None
+    if found is None:
+        raise UsageError("--url with --broker needs the worker states that hold the page "
+                         "(--state DIR, repeated)")
+    docs, grams, shards = found
+    stores = [open_store(p, must_exist=True, read_only=True)
+              for p in [docs.get(url_shard(url, shards)), *grams.values()] if p]
+    try:
+        entry = stores[0].begin().url_entry(url) if url_shard(url, shards) in docs else None
+        if entry is None:
+            raise UsageError(f"{url} is not in these worker states")
+        parts = [doc_chunks(s.begin(), entry[0]).keys for s in stores[1:]]
+        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
+    finally:
+        for s in stores:
+            s.close()
 
 
 def _read_text(path: str) -> str:
@@ -866,7 +945,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "mean and sd, patch fraction and quilted pages, monster candidates "
                         "first; then URL-prefix neighbourhoods by badness (SPEC §8)")
     st.add_argument("--state", action="append", metavar="DIR",
-                    help=f"a `streamdet run` state (default {DEFAULT_STATE})")
+                    help=f"a `streamdet run` state, or the state of every worker (repeat "
+                    f"--state; default {DEFAULT_STATE})")
     st.add_argument("--json", action="store_true",
                     help='one {"site", "level", "pages", "pop_mean", "pop_sd", "patch_mean", '
                     '"quilted", "monster"} object per line, then one {"neighbourhood", '
@@ -893,10 +973,16 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--text", metavar="FILE", help="a text, one paragraph a line (- for "
                       "stdin)")
     what.add_argument("--url", metavar="URL", help="a page the state holds: its paragraphs")
-    lab.add_argument("--state", metavar="DIR",
-                     help=f"a `streamdet run` state (default {DEFAULT_STATE})")
+    lab.add_argument("--state", action="append", metavar="DIR",
+                     help=f"a `streamdet run` state (default {DEFAULT_STATE}); with "
+                     "--broker and --url, the worker states that hold the page (repeat)")
     lab.add_argument("--events", default="-", metavar="PATH",
-                     help="where the `site` events go (default -: stdout)")
+                     help="where the `site` events go (default -: stdout; with --broker "
+                     "they go to the pipeline's events topic)")
+    lab.add_argument("--broker", default=env("BROKER"), metavar="HOST:PORT",
+                     help="label in a Kafka pipeline: the chunks go to its gram shards")
+    lab.add_argument("--prefix", default=env("PREFIX", "streamdet"),
+                     help="with --broker: the pipeline's topic name prefix (default streamdet)")
     lab.set_defaults(func=cmd_label_chunks)
 
     sim = sub.add_parser("similar", help="the near-duplicates of a page and what it would be "

@@ -203,13 +203,46 @@ def without_repeats(events: Iterable[dict]) -> list[dict]:
     seen: dict[tuple[str, int], dict] = {}
     out = []
     for ev in events:
-        key = (ev["url"], ev["seq"])
+        key = (subject(ev), ev["seq"])
         if key in seen:
             assert seen[key] == ev, f"two different events with seq {key}"
             continue
         seen[key] = ev
         out.append(ev)
     return out
+
+
+def subject(ev: Mapping) -> str:
+    """What an event is about: its URL, or a `site` event's level and site (SPEC §8)."""
+    if ev["event"] == "site":
+        return f"{ev['level']} {ev.get('site') or ev.get('neighbourhood')}"
+    return ev["url"]
+
+
+def check_site_events(events: Iterable[dict], sites: Iterable[Mapping],
+                      hoods: Iterable[Mapping]) -> list[str]:
+    """SPEC §8 from a consumer's side: per site and per neighbourhood, seq increases, each
+    `site` event changes what the consumer holds (monster candidate, bad), and the newest
+    tells the final figures (`sites`, `hoods`: their rows, of every size)."""
+    problems = []
+    held: dict[str, tuple[int, bool]] = {}
+    for ev in events:
+        if ev["event"] != "site":
+            continue
+        key, flag = subject(ev), bool(ev.get("monster", ev.get("bad")))
+        seq, was = held.get(key, (-1, False))
+        if ev["seq"] <= seq:
+            problems.append(f"{key}: seq {ev['seq']} after {seq}")
+        if flag == was:
+            problems.append(f"{key}: seq {ev['seq']} shows what it held: {flag}")
+        held[key] = (ev["seq"], flag)
+    want = {f"{r['level']} {r['site']}": r["monster"] for r in sites}
+    want |= {f"neighbourhood {r['neighbourhood']}": r["bad"] for r in hoods}
+    for key in sorted(set(want) | set(held)):
+        if held.get(key, (0, False))[1] != want.get(key, False):
+            problems.append(f"{key}: newest event shows {held.get(key)}, "
+                            f"final {want.get(key, False)}")
+    return problems
 
 
 PAIR_EVENTS = ("partial", "partial_gone")
@@ -224,6 +257,8 @@ def check_cluster_events(events: Iterable[dict], rows: Mapping[str, Mapping]) ->
     last_seq: dict[str, int] = {}
     held: dict[str, tuple[str, bool]] = {}
     for ev in events:
+        if ev["event"] == "site":
+            continue  # check_site_events
         url = ev["url"]
         if url in last_seq and ev["seq"] <= last_seq[url]:
             problems.append(f"{url}: seq {ev['seq']} after {last_seq[url]}")
@@ -249,6 +284,8 @@ def check_pair_events(events: Iterable[dict], expected: list[dict]) -> list[str]
     last_seq: dict[str, int] = {}
     held: dict[tuple[str, str], list] = {}
     for ev in events:
+        if ev["event"] == "site":
+            continue  # check_site_events
         url = ev["url"]
         if url in last_seq and ev["seq"] <= last_seq[url]:
             problems.append(f"{url}: seq {ev['seq']} after {last_seq[url]}")

@@ -40,13 +40,17 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from streamdet.adapters.phrases import phrase_rows
 from streamdet.adapters.views import (
     contains_counts,
     dump_rows,
     live_docnos,
+    neighbourhoods_of,
     partial_rows,
     pop_counts,
+    sites_of,
     text_reader,
 )
 from streamdet.engine.analysis import analyze
@@ -71,8 +75,11 @@ from streamdet.engine.shard_step import (
     take_over,
 )
 from streamdet.engine.shards import DocShard, GramShard, page_adds
+from streamdet.engine.site_shard import SITE_SHARD
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
+
+from .harness import subject
 
 Rows = dict[str, dict]
 REPLAY_CHUNK = {"doc": 3, "gram": 4}  # records per transaction while rebuilding
@@ -119,6 +126,12 @@ class Simulation:
     def publish(self, page) -> None:
         self.published.append(page)
         self._send_page(len(self.published) - 1)
+
+    def label(self, keys, cause: str) -> None:
+        """`streamdet label-chunks --broker`: chunk keys to the gram shards owning them."""
+        owner = keys % np.uint64(self.p)
+        for g in range(self.p):
+            self.grams_topic[g].append(GramsMsg("label", 0, keys[owner == g], url=cause).encode())
 
     def redeliver(self) -> None:
         """The pages stage crashes: each gram partition's queue keeps a random prefix
@@ -276,10 +289,10 @@ class Simulation:
         # outbox of the events to send again goes first at the next step
         again = take_over(state, enumerate(deltas), sh.group["deltas"],
                           {"docs": len(docs), "deltas": len(deltas)})
-        delivered = {(ev["url"], ev["seq"]) for ev in self.events}
+        delivered = {(subject(ev), ev["seq"]) for ev in self.events}
         for _c, _p, raw in again.events() if again is not None else []:
             ev = json.loads(raw)
-            self.recovered += (ev["url"], ev["seq"]) not in delivered
+            self.recovered += (subject(ev), ev["seq"]) not in delivered
 
     def rebuild_gram(self, g: int) -> None:
         sh = self.gram[g]
@@ -352,13 +365,17 @@ def sharded_pipeline(records: list[dict], params: Params, batches: Sequence[int]
                      wipe_rate: float = 0.0, lag_rate: float = 0.0, dup_rate: float = 0.0,
                      events: list[dict] | None = None, stats: dict | None = None,
                      partials: list[dict] | None = None,
-                     phrases: list[dict] | None = None) -> Rows:
+                     phrases: list[dict] | None = None, sites: list[dict] | None = None,
+                     hoods: list[dict] | None = None, labels: dict | None = None) -> Rows:
     """Records published in `batches` (the stream cut as it arrives), shards running
-    in between on a random schedule, then run until idle."""
+    in between on a random schedule, then run until idle; `labels[i]` (chunk keys) are
+    labelled before batch i."""
     sim = Simulation(params, shards, seed, crash_rate, wipe_rate, lag_rate)
     pages = analysed(records, params)
     i = 0
-    for b in batches:
+    for n, b in enumerate(batches):
+        if labels and n in labels:
+            sim.label(labels[n], "label")
         for page in pages[i : i + b]:
             sim.publish(page)
             if sim.rng.random() < dup_rate:
@@ -379,4 +396,8 @@ def sharded_pipeline(records: list[dict], params: Params, batches: Sequence[int]
         partials.extend(sim.partial_rows())
     if phrases is not None:
         phrases.extend(sim.phrase_rows())
+    if sites is not None:  # SPEC §8: every site, from the site shard
+        sites.extend(sites_of(sim.doc[SITE_SHARD].state.store, params, min_pages=1))
+    if hoods is not None:
+        hoods.extend(neighbourhoods_of(sim.doc[SITE_SHARD].state.store, 1))
     return sim.rows()

@@ -10,6 +10,7 @@ import math
 import tempfile
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +20,7 @@ from streamdet.engine.analysis import analyze
 from streamdet.engine.chunks import Chunks, page_chunks, text_keys
 from streamdet.engine.core import Engine
 from streamdet.engine.grams import token_hashes
+from streamdet.engine.labelled import INLINE
 from streamdet.engine.params import Params
 from streamdet.engine.records import BadRecord, page_from_object
 from streamdet.engine.tokens import token_spans
@@ -28,7 +30,7 @@ from streamdet.state.txn import Store
 
 from .cli_helpers import dump_rows, streamdet, write_jsonl
 from .harness import cut
-from .reference import ref_badness, ref_chunks, ref_tokenize, reference
+from .reference import ref_badness, ref_chunks, ref_record, ref_tokenize, reference
 from .strategies import WORDS, any_corpus_st
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -39,11 +41,11 @@ def run(records: list[dict], params: Params, batches: list[int], *, kv=None,
         reopen: bool = False, labels: dict[int, str] | None = None
         ) -> tuple[dict[str, dict], list[dict], list[dict]]:
     """The embedded engine batch by batch (a text labelled before batch i when
-    `labels[i]`); returns the dump rows by URL, the neighbourhood rows of every
-    neighbourhood, and the events."""
+    `labels[i]`, i up to the number of batches: after the last); returns the dump rows by
+    URL, the neighbourhood rows of every neighbourhood, and the events."""
     kv = kv or MemoryKV()
     store, engine, events = Store(kv), Engine(params), []
-    for i, batch in enumerate(cut(records, batches)):
+    for i, batch in enumerate([*cut(records, batches), []]):
         txn = store.begin()
         if labels and i in labels:
             evs, _ = engine.label(txn, text_keys(labels[i]), "label")
@@ -95,6 +97,15 @@ def check(records, params, rows, hoods, events, stop=(), labels=()) -> None:
     for name, want in want_hoods.items():
         assert shown.get(name, False) == want["bad"], name
     assert all(name in want_hoods or not bad for name, bad in shown.items())
+
+
+def _label_text(draw, records: list[dict]) -> str:
+    """A text to label: a few paragraphs of the corpus's pages (so that labels meet pages)
+    and a line of other words."""
+    docs = [d for d in map(ref_record, records) if d is not None]
+    chunks = [c for d in docs for c in ref_chunks(d.lines) if len(c) >= 3]
+    picked = draw(st.lists(st.sampled_from(chunks), max_size=3)) if chunks else []
+    return "\n".join([*(" ".join(c) for c in picked), _lines(draw, 1)])
 
 
 def _lines(draw, n: int) -> str:
@@ -152,7 +163,7 @@ def test_contains_and_badness_equal_the_reference(corpus, reopen, data):
     stop_text = _lines(data.draw, data.draw(st.integers(0, 3)))
     params = dataclasses.replace(params, stop_chunks=tuple(text_keys(stop_text).tolist()),
                                  stop_list="")
-    labels = {data.draw(st.integers(0, len(batches))): _lines(data.draw, 2)
+    labels = {data.draw(st.integers(0, len(batches))): _label_text(data.draw, records)
               for _ in range(data.draw(st.integers(0, 2)))}
     rows, hoods, events = run(records, params, batches, reopen=reopen, labels=labels)
     labelled = [c for text in labels.values() for c in ref_chunks(text)]
@@ -335,3 +346,50 @@ def test_a_state_from_before_chunks_goes_on():
     assert rows["http://h9.example/d/p"]["contains"] == 1.0
     assert {h["neighbourhood"]: h["docs"] for h in hoods} == {
         "h0.example/": 1, "h0.example/d/": 1, "h9.example/": 2, "h9.example/d/": 2}
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(corpus=chunk_corpus_st(), shards=st.integers(1, 4), seed=st.integers(0, 2**16),
+       data=st.data())
+def test_labels_reach_the_shards(corpus, shards, seed, data):
+    """`label-chunks --broker`: labels on the gram shards at any point of the stream,
+    under crashes and rebuilds; contains and the neighbourhoods equal the reference's."""
+    from .sharded import sharded_pipeline
+
+    records, params, batches = corpus
+    text = _label_text(data.draw, records)
+    at = data.draw(st.integers(0, len(batches) - 1))
+    sites: list[dict] = []
+    hoods: list[dict] = []
+    rows = sharded_pipeline(records, params, batches, shards=shards, seed=seed, sites=sites,
+                            hoods=hoods, labels={at: text_keys(text)}, crash_rate=0.15,
+                            wipe_rate=0.15)
+    expected = reference(records, params, (), ref_chunks(text))
+    assert {u: r["contains"] for u, r in rows.items()} == {
+        u: r["contains"] for u, r in expected.items()}
+    want = ref_badness(expected)
+    assert {h["neighbourhood"]: (h["docs"], h["badness"], h["bad"]) for h in hoods} == {
+        n: (w["docs"], w["badness"], w["bad"]) for n, w in want.items()}
+
+
+@pytest.mark.parametrize("threshold", [0, 3, 10])
+def test_chunks_past_inline_holders(threshold):
+    """A chunk on more pages than its record names (engine.labelled.INLINE) keeps a key
+    per holder: crossing T upward (T = 10) and downward (T = 3) after that, and a label
+    (T = 0), reach every holder, those named before the spill too."""
+    n = max(INLINE + 2, threshold + 2)
+    records = [_page(f"http://s{i}.example/a/p", BOILER, f"own words of page {i}")
+               for i in range(n)]
+    records += [_page(f"http://s{i}.example/a/p", f"new words of page {i}")
+                for i in range(n - 2)]  # down to 2 holders
+    labels = {1: BOILER} if threshold == 0 else None
+    for batches in ([n, n - 2], [1] * (2 * n - 2)):
+        params = Params(chunk_threshold=threshold)
+        rows, hoods, events = run(records[: len(records)], params, batches, labels=labels)
+        check(records, params, rows, hoods, events,
+              labels=[tuple(ref_tokenize(BOILER))] if labels else ())
+        upto = n  # before the re-fetches: every holder counted
+        rows, hoods, events = run(records[:upto], params, [upto], labels=labels)
+        check(records[:upto], params, rows, hoods, events,
+              labels=[tuple(ref_tokenize(BOILER))] if labels else ())
+        assert all(r["contains"] == 0.5 for r in rows.values()), rows

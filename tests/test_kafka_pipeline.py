@@ -25,6 +25,7 @@ from .harness import (
     check_cluster_events,
     check_events,
     check_pair_events,
+    check_site_events,
     normalize_row,
     without_repeats,
 )
@@ -144,6 +145,13 @@ class Pipeline:
             args += ["--state", self.tmp / name]
         return streamdet("phrases", *args).stdout
 
+    def sites(self) -> bytes:
+        """`streamdet sites` of every size over every worker's state (SPEC §8)."""
+        args = ["--json", "--min-pages", 1]
+        for name in self.workers:
+            args += ["--state", self.tmp / name]
+        return streamdet("sites", *args).stdout
+
     def stop(self) -> None:
         for proc in self.workers.values():
             if proc.poll() is None:
@@ -186,11 +194,14 @@ def crawl(tmp_path_factory) -> tuple[Path, bytes, bytes]:
     REFERENCE["phrases"] = streamdet("phrases", "--state", tmp / "ref", "--top", PHRASES_TOP,
                                      "--json").stdout
     assert len(REFERENCE["phrases"].splitlines()) == PHRASES_TOP
+    REFERENCE["sites"] = streamdet("sites", "--state", tmp / "ref", "--json", "--min-pages",
+                                   1).stdout
     return path, dump(tmp / "ref"), pairs
 
 
 # What `streamdet run` gives for the crawl beside its dump and pairs (set by `crawl`): the
-# popular phrases (SPEC §8), whatever parameters of SPEC §1 and §5 a test changes
+# popular phrases and the sites and neighbourhoods (SPEC §8), whatever parameters of SPEC
+# §1 and §5 a test changes (the sites' patch means and quilted counts: when it changes none)
 REFERENCE: dict[str, bytes] = {}
 PHRASES_TOP = 40
 
@@ -208,10 +219,11 @@ def _check_events_match(events: list[dict], expected: dict[str, dict]) -> None:
 
 
 def _finish_and_check(pipeline: Pipeline, reference_dump: bytes, reference_pairs: bytes,
-                      log_of: str = "w1") -> str:
+                      log_of: str = "w1", same_sites: bool = True) -> str:
     """Once the pipeline is idle: the events and the shard states equal `streamdet run`'s
-    (normalized rows; the partial-duplicate pairs byte for byte, and the pair events tell
-    them), the workers stopped; returns the log of worker `log_of`."""
+    (normalized rows; the partial-duplicate pairs and, unless the test changed what they
+    count (`same_sites`), the sites and neighbourhoods byte for byte; the pair, cluster and
+    site events tell them), the workers stopped; returns the log of worker `log_of`."""
     pipeline.wait_idle()
     want = _rows(reference_dump)
     events = pipeline.events()
@@ -222,9 +234,14 @@ def _finish_and_check(pipeline: Pipeline, reference_dump: bytes, reference_pairs
         u: normalize_row(r) for u, r in want.items()}
     assert pipeline.dump("--partials") == reference_pairs
     assert pipeline.phrases() == REFERENCE["phrases"]  # counted by the gram shards
+    sites = [json.loads(x) for x in pipeline.sites().splitlines()]  # kept by the site shard
+    if same_sites:
+        assert pipeline.sites() == REFERENCE["sites"]
     pairs = [json.loads(line) for line in reference_pairs.splitlines()]
     problems = check_pair_events(without_repeats(events), pairs)
     problems += check_cluster_events(without_repeats(events), got)
+    problems += check_site_events(without_repeats(events), [r for r in sites if "site" in r],
+                                  [r for r in sites if "neighbourhood" in r])
     assert not problems, "\n".join(problems)
     return (pipeline.tmp / f"{log_of}.log").read_text()
 
@@ -294,10 +311,17 @@ def test_two_workers_equal_streamdet_run(pipeline, crawl):
     # explain's pop(d) (SPEC §8) is summed over the gram shards, as dump's is
     explained = json.loads(streamdet("explain", member, *states, "--json").stdout)
     assert explained["pop"] == rows[member]["pop"] == _rows(reference_dump)[member]["pop"]
-    assert explained["sites"] == []  # not kept by workers yet
-    # site statistics are not kept by workers yet: said, not answered wrongly
-    refused = streamdet("sites", *states, check=False)
-    assert refused.returncode == 2 and b"do not keep them yet" in refused.stderr
+    # the sites and neighbourhoods (SPEC §8) from the site shard, as `streamdet run` gives
+    ran = json.loads(streamdet("explain", member, "--state", path.parent / "ref",
+                               "--json").stdout)
+    assert (explained["sites"], explained["neighbourhoods"], explained["contains"]) == (
+        ran["sites"], ran["neighbourhoods"], ran["contains"])
+    assert explained["sites"] and explained["neighbourhoods"]
+    assert streamdet("sites", *states, "--json", "--min-pages", 1).stdout == REFERENCE["sites"]
+    listed = [json.loads(x) for x in REFERENCE["sites"].splitlines()]
+    assert sum("neighbourhood" in r for r in listed) >= 100
+    assert not check_site_events(without_repeats(events), [r for r in listed if "site" in r],
+                                 [r for r in listed if "neighbourhood" in r])
 
 
 def test_two_workers_with_phi_equal_streamdet_run(pipeline, crawl, tmp_path):
@@ -319,7 +343,7 @@ def test_two_workers_with_phi_equal_streamdet_run(pipeline, crawl, tmp_path):
     pipeline.start("w1", "--phi", phi)
     pipeline.start("w2", "--phi", phi)
     pipeline.produce(path)
-    log = _finish_and_check(pipeline, reference_dump, reference_pairs)
+    log = _finish_and_check(pipeline, reference_dump, reference_pairs, same_sites=False)
     assert "worker stopped" in log
     quilted = [r for r in _rows(pipeline.dump()).values() if r["quilted"]]
     assert quilted and all(s["spans"] for r in quilted for s in r["sources"])
@@ -556,3 +580,55 @@ def test_hostile_messages_go_to_the_dead_letter_topic_and_workers_stay_up(pipeli
     assert all(p.poll() is None for p in pipeline.workers.values())
     pipeline.stop()
     assert set(_rows(pipeline.dump())) == {good["url"]}
+
+
+def test_labels_reach_the_pipeline(pipeline, crawl, tmp_path):
+    """SPEC §8's informed discovery in both modes: the crawl with a farm of copied quilts
+    and two sites of several pages; the farm's paragraphs labelled with `label-chunks
+    --broker` after the crawl give the pipeline the contains(L, f), sites and bad
+    neighbourhoods that `label-chunks` gives `streamdet run`, told by `site` events."""
+    path = tmp_path / "farmed.jsonl"
+    records = [json.loads(x) for x in crawl[0].read_bytes().splitlines() if _is_page(x)]
+    pages = [r for r in records if "html" in r][:8]
+    farm = [dict(r, url=f"http://farm.example/blog/{i}.html") for i, r in enumerate(pages[:4])]
+    clean = [dict(r, url=f"http://{('one', 'two')[i % 2]}.example/docs/{i}.html")
+             for i, r in enumerate(pages[4:])]
+    _write_lines(path, records + farm + clean)
+    ref = tmp_path / "ref"
+    streamdet("run", "--input", path, "--state", ref, "--events", tmp_path / "ref-ev.jsonl")
+    text = tmp_path / "labelled.txt"
+    text.write_bytes(b"\n".join(streamdet("text", r["url"], "--state", ref).stdout
+                                for r in farm))
+    told = streamdet("label-chunks", "--text", text, "--state", ref).stdout
+    assert ("farm.example/blog/", True) in {(e["neighbourhood"], e["bad"]) for e in
+                                            map(json.loads, told.splitlines())}
+    pipeline.start("w1")
+    pipeline.start("w2")
+    pipeline.produce(path)
+    pipeline.wait_idle()
+    sent = streamdet("label-chunks", "--text", text, *pipeline.args())
+    assert f"sent to the pipeline's {SHARDS} gram shards".encode() in sent.stderr
+    pipeline.wait_idle()
+    events = pipeline.events()
+    pipeline.stop()
+    want = _rows(dump(ref))
+    got = _rows(pipeline.dump())
+    assert {u: r["contains"] for u, r in got.items()} == {u: r["contains"] for u, r in
+                                                         want.items()}
+    assert all(got[r["url"]]["contains"] > 0.5 for r in farm)
+    listed = pipeline.sites()
+    assert listed == streamdet("sites", "--state", ref, "--json", "--min-pages", 1).stdout
+    rows = [json.loads(x) for x in listed.splitlines()]
+    assert {r["neighbourhood"] for r in rows if r.get("bad")} >= {"farm.example/blog/"}
+    assert not check_site_events(without_repeats(events), [r for r in rows if "site" in r],
+                                 [r for r in rows if "neighbourhood" in r])
+
+
+def _is_page(line: bytes) -> bool:
+    """A line of the crawl that is a record of a page (not one of its bad lines)."""
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(rec, dict) and isinstance(rec.get("url"), str) and rec["url"].startswith(
+        "http") and ("html" in rec or "text" in rec)

@@ -23,6 +23,7 @@ from streamdet.engine.shard_step import (
     take_over,
 )
 from streamdet.engine.shards import DocShard, GramShard, page_adds
+from streamdet.engine.site_shard import SITE_SHARD
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
 
@@ -104,10 +105,15 @@ def test_a_doc_step_sends_what_its_events_show_then_the_events():
         f"http://{name}.example/" for name in "abc"}
     assert all(e["at"] == "2026-01-02T03:04:05Z" for e in step.events)
     assert all(e["seq"] == (3 << EPOCH_SHIFT) + 4 for e in step.events)  # epoch, offsets
-    [(code, partition, raw)] = outbox.first()
-    assert (code, partition) == (SHOWN_OUT, 0) and outbox.records[0] == (code, partition, raw)
+    [parts, (code, partition, raw)] = outbox.first()
+    assert (code, partition) == (SHOWN_OUT, 0)
     events = outbox.events()
-    assert {c for c, _p, _v in events} == {EVENTS_OUT} and outbox.records[1:] == events
+    assert {c for c, _p, _v in events} == {EVENTS_OUT}
+    assert outbox.records == [parts, (code, partition, raw), *events]
+    # the parts of its documents go to the site shard (SPEC §8, engine.site_shard)
+    assert parts[:2] == (DELTAS_OUT, SITE_SHARD)
+    assert {p.url for p in DeltasMsg.decode(parts[2]).parts} == {
+        f"http://{name}.example/" for name in "abc"}
     msg = ShownMsg.from_parts(*unpack(raw))
     assert {url: seq for url, (seq, _digest) in msg.shown.items()} == {
         e["url"]: e["seq"] for e in step.events}
@@ -151,7 +157,7 @@ def _shown_partition(state: ShardState, at: str) -> tuple[list[tuple[int, bytes]
     step = process_docs(state, DocShard(PARAMS, 0, 1), _pages(), _deltas(),
                         {"docs": 3, "deltas": 1})
     outbox = step.commit(at)
-    [(_c, _p, shown)] = outbox.first()
+    [shown] = [v for c, _p, v in outbox.first() if c == SHOWN_OUT]
     return [(0, _deltas()[0].encode()), (1, shown)], step.events
 
 

@@ -37,9 +37,12 @@ from ..engine.params import Params, ParamsError
 # keys and a deltas message links (SPEC §7), which a shards-3 shard would misread (a page
 # record of four arrays) or drop. shards-5: a page's record and its add to gram shard 0
 # carry its sketch, and deltas messages cluster rows (SPEC §6), which a shards-4 shard
-# would misread (a page record of five arrays loses its sentences) or drop. A pipeline of
-# another format is refused rather than mixed with it.
-PIPELINE_FORMAT = "shards-5"
+# would misread (a page record of five arrays loses its sentences) or drop. shards-6: a
+# page's record and its adds carry its paragraph chunks, deltas messages the site shard's
+# shares and parts, and grams messages labels (SPEC §8), which a shards-5 shard would
+# drop (its pages would count in no neighbourhood) or refuse. A pipeline of another
+# format is refused rather than mixed with it.
+PIPELINE_FORMAT = "shards-6"
 PRODUCER_BATCH_BYTES = 1 << 20  # per partition and request (see producer())
 
 
@@ -294,6 +297,12 @@ async def claim_shard(broker: str, meta_topic: str, sender, kind: str, index: in
         await c.stop()
     await sender.send_and_wait(meta_topic, epoch_record(kind, index, newest + 1), partition=0)
     return newest, newest + 1
+
+
+async def pipeline_shards(broker: str, topics: Topics) -> int | None:
+    """The shard count of the pipeline on these topics (None: no pipeline yet)."""
+    first = await _first_meta(broker, topics.meta)
+    return None if first is None else int(json.loads(first)["shards"])
 
 
 async def _first_meta(broker: str, topic: str) -> bytes | None:

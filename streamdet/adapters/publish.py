@@ -1,4 +1,5 @@
-"""`streamdet produce` and `streamdet events`: records into the pages topic, events out.
+"""`streamdet produce` and `streamdet events`: records into the pages topic, events out;
+`streamdet label-chunks --broker`: labelled chunks to the gram shards.
 
 produce sends each record's bytes as they are (a JSONL line, or a WARC page as JSON), so
 bad records reach the workers - and their dead-letter topic - exactly as a crawler's
@@ -14,10 +15,12 @@ import sys
 from collections.abc import Iterable
 from typing import BinaryIO
 
+import numpy as np
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from ..engine.messages import GramsMsg
 from .inputs import ReadOptions, Source
-from .kafka import Topics, connection, ensure_topics, producer
+from .kafka import PipelineError, Topics, connection, ensure_topics, pipeline_shards, producer
 from .pacing import RateLimiter
 
 IN_FLIGHT = 500  # sends awaited in groups of this many
@@ -94,6 +97,26 @@ async def print_events(broker: str, out: BinaryIO, idle: float, topics: Topics |
     finally:
         await c.stop()
     return n
+
+
+async def send_labels(broker: str, keys: np.ndarray, cause: str, topics: Topics | None = None
+                      ) -> int:
+    """Send chunk keys a user labels (SPEC §8's informed discovery) to the gram shards
+    that own them, one grams message per shard (a label sent twice changes nothing);
+    returns the pipeline's shard count."""
+    topics = topics or Topics()
+    shards = await pipeline_shards(broker, topics)
+    if shards is None:
+        raise PipelineError(f"no pipeline on topic {topics.meta}: start its workers first")
+    owner = keys % np.uint64(shards)
+    p = producer(broker)
+    await p.start()
+    try:
+        await asyncio.gather(*[await p.send(topics.grams, partition=g, value=GramsMsg(
+            "label", 0, keys[owner == g], url=cause).encode()) for g in range(shards)])
+    finally:
+        await p.stop()
+    return shards
 
 
 def stdout() -> BinaryIO:

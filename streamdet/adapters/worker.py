@@ -33,6 +33,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
+from ..engine.badness import bad_count
 from ..engine.events import trap_event
 from ..engine.messages import GramsMsg, PageMsg, ShownMsg, decode_doc_input
 from ..engine.params import Params
@@ -51,6 +52,7 @@ from ..engine.shard_step import (
     take_over,
 )
 from ..engine.shards import DocShard, GramShard, page_adds
+from ..engine.site_shard import SITE_SHARD
 from ..state.rocks import RocksKV, dir_bytes
 from ..state.txn import Store
 from . import failpoints
@@ -69,6 +71,7 @@ from .metrics import metrics
 from .outputs import utc_at, utc_now
 from .payloads import analyze_payloads, warm_up
 from .state_format import SHARD, check_state
+from .views import monster_counts
 from .watchdog import DEFAULT_PAGE_TIMEOUT, Aborted, AnalysisPool
 
 log = logging.getLogger("streamdet.worker")
@@ -429,12 +432,30 @@ class Worker:
             for value in events:
                 ev = json.loads(value)
                 self.metrics.events.labels(ev["event"]).inc()
+                if ev["event"] == "site":
+                    self._site_event(ev)
                 sent.append(await self.producer.send(self.topics.events, value=value,
-                                                     key=ev["url"].encode("utf-8")))
+                                                     key=_key(ev)))
         finally:
             if not queued.done():
                 queued.set_result(None)
         await asyncio.gather(*sent)
+
+    def _site_gauges(self, store) -> None:
+        """The monster candidates and bad neighbourhoods the site shard's state holds
+        (SPEC §8), or 0 when this worker does not hold it (store None)."""
+        counts = monster_counts(store) if store is not None else {"host": 0, "domain": 0}
+        for level, n in counts.items():
+            self.metrics.monsters.labels(level).set(n)
+        self.metrics.bad_neighbourhoods.set(bad_count(store.begin()) if store else 0)
+
+    def _site_event(self, ev: dict) -> None:
+        """A `site` event moves the gauge of what it tells (site events come from the
+        site shard alone, on the worker that holds it)."""
+        if ev["level"] == "neighbourhood":
+            self.metrics.bad_neighbourhoods.inc(1 if ev["bad"] else -1)
+        else:
+            self.metrics.monsters.labels(ev["level"]).inc(1 if ev["monster"] else -1)
 
     async def _send_outboxes(self, shard: Shard) -> None:
         """Send again the outboxes a crash left between commit and acknowledgement."""
@@ -502,6 +523,8 @@ class Worker:
                 table = {t.docs: self.doc_shards, t.grams: self.gram_shards}.get(tp.topic)
                 if table is not None and tp.partition in table:
                     await self._cpu(table.pop(tp.partition).close)
+                if tp.topic == t.docs and tp.partition == SITE_SHARD:
+                    self._site_gauges(None)  # the next owner reports them
 
     async def assigned_now(self, assigned: set[TopicPartition]) -> None:
         self.metrics.rebalances.inc()
@@ -584,6 +607,8 @@ class Worker:
             await self._take_over(shard, shown, ce)
         elif shard.needs_shown():
             await self._resume_catch_up(shard)
+        if s == SITE_SHARD:
+            self._site_gauges(shard.store)
         self._seek(TopicPartition(t.docs, s), shard.offset("docs"))
         self._seek(TopicPartition(t.deltas, s), shard.offset("deltas"))
 
@@ -665,3 +690,9 @@ def _dead_headers(reason: str, detail: str, topic: str, partition: int, offset: 
             ("streamdet-source", f"{topic}/{partition}/{offset}".encode()),
             ("streamdet-at", utc_now().encode())]
 
+
+
+def _key(ev: dict) -> bytes:
+    """An event's Kafka key: its URL, or its site or neighbourhood (SPEC §8's `site`), so
+    that one compacted key holds each subject's newest event."""
+    return (ev.get("url") or ev.get("site") or ev.get("neighbourhood") or "").encode("utf-8")

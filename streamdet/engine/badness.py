@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 
 from .labelled import FIXED_ONE
 from .neighbourhoods import neighbourhoods
 from .params import Params
+from .sites import show, site_slot
 
 _NEIGHBOURHOOD = struct.Struct("<QQQB")  # documents, Σ contains, seq, bad shown
 _VALUE = struct.Struct("<Q")
@@ -146,9 +147,11 @@ class BadnessRole:
         self.params = params
 
     def settle(self, txn: HoodView, now: dict[int, tuple[Place | None, str]],
-               next_seq: Callable[[int], int]) -> list[dict]:
+               next_seq: Callable[[int], int],
+               shown: MutableMapping[str, str] | None = None) -> list[dict]:
         """Apply documents' places as they stand after a batch (None: withdrawn), each
-        with the URL that caused its change; return the `site` events (without `at`)."""
+        with the URL that caused its change; return the `site` events (without `at`),
+        compared with `shown` where given (engine.sites.show)."""
         docnos = list(now)
         old = dict(zip(docnos, txn.site_many([place_key(d) for d in docnos]), strict=True))
         moves: list[tuple[Place, int]] = []
@@ -166,10 +169,11 @@ class BadnessRole:
             txn.put_site(place_key(d), None if p is None else p.encode())
         if not moves:
             return []
-        return self._apply(txn, moves, causes, cause, next_seq)
+        return self._apply(txn, moves, causes, cause, next_seq, shown)
 
     def _apply(self, txn: HoodView, moves: list[tuple[Place, int]], causes: dict[bytes, str],
-               cause: str, next_seq: Callable[[int], int]) -> list[dict]:
+               cause: str, next_seq: Callable[[int], int],
+               shown: MutableMapping[str, str] | None) -> list[dict]:
         names = sorted(causes)
         hoods = {n: Hood.decode(r)
                  for n, r in zip(names, txn.site_many([b"n" + n for n in names]), strict=True)}
@@ -192,7 +196,7 @@ class BadnessRole:
                 txn.put_site(_index_key(h.badness, name), b"\x01")
         events = []
         for name in names:
-            events += self._show(spread, name, hoods[name], causes[name], next_seq)
+            events += self._show(spread, name, hoods[name], causes[name], next_seq, shown)
             h = hoods[name]
             txn.put_site(b"n" + name, h.encode() if h.docs or h.seq else None)
         lo, hi = sorted((before, spread.threshold()))
@@ -203,21 +207,26 @@ class BadnessRole:
                 if name in hoods:
                     continue
                 h = Hood.decode(txn.site_many([b"n" + name])[0])
-                shown = self._show(spread, name, h, cause, next_seq)
-                if shown:
-                    events += shown
+                was = h.shown
+                events += self._show(spread, name, h, cause, next_seq, shown)
+                if h.shown != was:
                     txn.put_site(b"n" + name, h.encode())
         txn.put_site(GLOBAL, spread.encode() if spread.k or spread.bad else None)
         return events
 
     def _show(self, spread: Spread, name: bytes, h: Hood, cause: str,
-              next_seq: Callable[[int], int]) -> list[dict]:
-        """The event of a neighbourhood whose status differs from its last event's."""
+              next_seq: Callable[[int], int],
+              shown: MutableMapping[str, str] | None) -> list[dict]:
+        """The event of a neighbourhood whose status differs from what its last event
+        showed (engine.sites.show); the record and the count of bad ones follow it."""
         bad = spread.is_bad(h)
-        if bad == h.shown:
+        if bad != h.shown:
+            spread.bad += 1 if bad else -1
+        told = show(bad, h.shown, site_slot("neighbourhood", name.decode("utf-8")), shown)
+        h.shown = bad
+        if not told:
             return []
-        h.seq, h.shown = next_seq(h.seq), bad
-        spread.bad += 1 if bad else -1
+        h.seq = next_seq(h.seq)
         return [{"event": "site", "neighbourhood": name.decode("utf-8"),
                  "level": "neighbourhood", "seq": h.seq, **figures(h, bad), "cause": cause,
                  "params": self.params.to_dict()}]

@@ -8,19 +8,22 @@ contains(L, f) = occurrences of f's chunks that are in L / occurrences of f's ch
 
 A chunk's membership changes when its count crosses T or when it is labelled, and then
 every live holder's numerator moves together, however many there are: so every holder
-is indexed, one key per (chunk, document) pair, `p<chunk><docno>` in table `chunks`
-(RocksDB keeps them in order: the holders of a chunk are one prefix scan, and a
-boilerplate paragraph on a million pages costs a million small keys, never a record
-rewritten at each arrival). Beside them: `n<chunk>` its count of live holders and
-whether a user labelled it; `d<docno>` a document's chunks (to withdraw it); `l<docno>`
-its occurrences in L (the numerator; absent: 0). All of it is written in the role's own
-transaction, so a gram shard of a Kafka pipeline, which owns the chunks that hash to it,
-counts each change exactly once; contains' figures are then sums over the gram shards.
+is known. `n<chunk>` in table `chunks` holds a chunk's count of live holders, whether a
+user labelled it and, while it has had at most INLINE holders (most paragraphs are on
+one page), the holders themselves; past that each holder has a key of its own,
+`p<chunk><docno>` (RocksDB keeps them in order: the holders of a chunk are one prefix
+scan, and a boilerplate paragraph on a million pages costs a million small keys, never a
+record rewritten at each arrival). Beside them: `d<docno>` a document's chunks (to
+withdraw it); `l<docno>` its occurrences in L (the numerator; absent: 0). All of it is
+written in the role's own transaction, so a gram shard of a Kafka pipeline, which owns
+the chunks that hash to it, counts each change exactly once; contains' figures are then
+sums over the gram shards.
 """
 
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -28,8 +31,11 @@ from .chunks import Chunks
 
 FIXED_ONE = 1 << 32  # contains(L, f) kept as floor(contains * 2^32), for neighbourhoods
 
-_COUNT = struct.Struct("<QB")  # live holders, labelled by a user
-_OCC = struct.Struct("<I")  # a holder's occurrences of the chunk
+INLINE = 4  # holders a chunk's record names itself; past that, one key each
+_COUNT = struct.Struct("<QBB")  # live holders, labelled by a user, holders in keys
+_HOLDER = struct.Struct("<QI")  # a holder named inline: docno, occurrences
+_FIRST = struct.Struct("<QBBQI")  # the record of a chunk's first holder
+_OCC = struct.Struct("<I")  # a holder key's value: its occurrences of the chunk
 
 
 class ChunkView:
@@ -37,6 +43,7 @@ class ChunkView:
 
     def chunk_many(self, keys: list[bytes]) -> list[bytes | None]: ...
     def put_chunk(self, key: bytes, raw: bytes | None) -> None: ...
+    def put_chunks(self, keys: list[bytes], raws: list[bytes]) -> None: ...
     def chunk_scan(self, prefix: bytes) -> list[tuple[bytes, bytes]]: ...
 
 
@@ -50,6 +57,32 @@ def doc_key(docno: int) -> bytes:
 
 def inside_key(docno: int) -> bytes:
     return b"l" + _u64(docno)
+
+
+@dataclass
+class Count:
+    """A chunk's record: its live holders' count, whether a user labelled it, and its
+    holders inline (docno -> occurrences) while it has had at most INLINE of them; past
+    that (`spilled`), one key each."""
+
+    count: int = 0
+    labelled: bool = False
+    spilled: bool = False
+    inline: dict[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def decode(cls, raw: bytes | None) -> Count:
+        if raw is None:
+            return cls()
+        count, labelled, spilled = _COUNT.unpack_from(raw)
+        pairs = _HOLDER.iter_unpack(raw[_COUNT.size :])
+        return cls(count, bool(labelled), bool(spilled), dict(pairs))
+
+    def encode(self) -> bytes | None:
+        if not self.count and not self.labelled:
+            return None
+        return _COUNT.pack(self.count, self.labelled, self.spilled) + b"".join(
+            _HOLDER.pack(d, n) for d, n in self.inline.items())
 
 
 class LabelledSet:
@@ -72,17 +105,34 @@ class LabelledSet:
         """Version `docno` holds `chunks` (it arrived as URL `cause`)."""
         txn.put_chunk(doc_key(docno), chunks.encode())
         moves: dict[int, int] = {}
-        keys = [_u64(k) for k in chunks.keys.tolist()]
-        raws = txn.chunk_many([b"n" + k for k in keys])
-        for key, occ, raw in zip(keys, chunks.counts.tolist(), raws, strict=True):
-            count, labelled = _COUNT.unpack(raw) if raw else (0, False)
-            was, now = self._in(count, labelled), self._in(count + 1, labelled)
-            if now and not was:
-                self._move_holders(txn, key, moves, 1)
-            if now:
+        raw_keys = chunks.keys.astype(">u8").tobytes()
+        keys = [raw_keys[i : i + 8] for i in range(0, len(raw_keys), 8)]
+        names = [b"n" + k for k in keys]
+        raws = txn.chunk_many(names)
+        occs = chunks.counts.tolist()
+        # most paragraphs are on one page: their first records are written together (one
+        # page never makes L: T is not 1)
+        first = [i for i, raw in enumerate(raws) if raw is None]
+        txn.put_chunks([names[i] for i in first],
+                       [_FIRST.pack(1, 0, 0, docno, occs[i]) for i in first])
+        for key, occ, raw in zip(keys, occs, raws, strict=True):
+            if raw is None:
+                continue
+            c = Count.decode(raw)
+            if self._in(c.count + 1, c.labelled):
+                if not self._in(c.count, c.labelled):
+                    self._move_holders(txn, key, c, moves, 1)
                 moves[docno] = moves.get(docno, 0) + occ
-            txn.put_chunk(b"n" + key, _COUNT.pack(count + 1, labelled))
-            txn.put_chunk(b"p" + key + _u64(docno), _OCC.pack(occ))
+            c.count += 1
+            if not c.spilled and c.count > INLINE:  # its holders move to keys of their own
+                for d, n in c.inline.items():
+                    txn.put_chunk(b"p" + key + _u64(d), _OCC.pack(n))
+                c.spilled, c.inline = True, {}
+            if c.spilled:
+                txn.put_chunk(b"p" + key + _u64(docno), _OCC.pack(occ))
+            else:
+                c.inline[docno] = occ
+            txn.put_chunk(b"n" + key, c.encode())
         self._apply(txn, moves, cause)
 
     def withdraw(self, txn: ChunkView, docno: int, cause: str) -> None:
@@ -95,12 +145,17 @@ class LabelledSet:
         moves: dict[int, int] = {}
         keys = [_u64(k) for k in chunks.keys.tolist()]
         for key, raw_n in zip(keys, txn.chunk_many([b"n" + k for k in keys]), strict=True):
-            count, labelled = _COUNT.unpack(raw_n)
-            txn.put_chunk(b"p" + key + _u64(docno), None)
-            if self._in(count, labelled) and not self._in(count - 1, labelled):
-                self._move_holders(txn, key, moves, -1)
-            left = count - 1
-            txn.put_chunk(b"n" + key, _COUNT.pack(left, labelled) if left or labelled else None)
+            c = Count.decode(raw_n)
+            if c.spilled:
+                txn.put_chunk(b"p" + key + _u64(docno), None)
+            else:
+                c.inline.pop(docno, None)
+            if self._in(c.count, c.labelled) and not self._in(c.count - 1, c.labelled):
+                self._move_holders(txn, key, c, moves, -1)
+            c.count -= 1
+            if not c.count:
+                c.spilled = False  # no holder key is left
+            txn.put_chunk(b"n" + key, c.encode())
         txn.put_chunk(doc_key(docno), None)
         txn.put_chunk(inside_key(docno), None)
         self._apply(txn, moves, cause)
@@ -112,22 +167,27 @@ class LabelledSet:
         moves: dict[int, int] = {}
         names = [_u64(k) for k in np.unique(keys).tolist()]
         for key, raw in zip(names, txn.chunk_many([b"n" + k for k in names]), strict=True):
-            count, labelled = _COUNT.unpack(raw) if raw else (0, False)
-            if labelled:
+            c = Count.decode(raw)
+            if c.labelled:
                 continue
             fresh += 1
-            if not self._in(count, False):
-                self._move_holders(txn, key, moves, 1)
-            txn.put_chunk(b"n" + key, _COUNT.pack(count, True))
+            if not self._in(c.count, False):
+                self._move_holders(txn, key, c, moves, 1)
+            c.labelled = True
+            txn.put_chunk(b"n" + key, c.encode())
         self._apply(txn, moves, cause)
         return fresh
 
     @staticmethod
-    def _move_holders(txn: ChunkView, key: bytes, moves: dict[int, int], sign: int) -> None:
-        """Every live holder of a chunk gains (sign 1) or loses its occurrences in L."""
-        for k, raw in txn.chunk_scan(b"p" + key):
-            d = int.from_bytes(k[9:17], "big")
-            moves[d] = moves.get(d, 0) + sign * _OCC.unpack(raw)[0]
+    def _move_holders(txn: ChunkView, key: bytes, c: Count, moves: dict[int, int],
+                      sign: int) -> None:
+        """Every live holder of a chunk gains (sign 1) or loses its occurrences in L:
+        those its record names, or those of its holder keys."""
+        holders = c.inline.items() if not c.spilled else (
+            (int.from_bytes(k[9:17], "big"), _OCC.unpack(raw)[0])
+            for k, raw in txn.chunk_scan(b"p" + key))
+        for d, n in holders:
+            moves[d] = moves.get(d, 0) + sign * n
 
     def _apply(self, txn: ChunkView, moves: dict[int, int], cause: str) -> None:
         targets = [d for d, n in moves.items() if n]

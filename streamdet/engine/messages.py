@@ -15,7 +15,9 @@ read (no per-gram objects). Nothing here is ever unpickled: internal topics are 
   sketch (SPEC §6).
 - DeltasMsg (one per gram-shard batch and doc shard): the deltas and the sentence links
   for that doc shard's documents, with the server and URL of every docno they mention;
-  from the cluster shard, the cluster rows of its documents.
+  from the cluster shard, the cluster rows of its documents. To the site shard (doc
+  shard 0, engine.site_shard), also the gram shards' shares of documents' pop(d) and
+  contains, and the doc shards' parts of their documents (SPEC §8).
 - ShownMsg  (a doc shard to its own deltas partition, before a round's events leave):
   what those events show, and the events themselves, for a new owner of the shard
   (engine.shards).
@@ -35,6 +37,7 @@ from .clusters import ClusterRow
 from .deltas import GAIN, LOSE, Delta
 from .sentence_postings import Link
 from .sentences import NONE, Sentences
+from .site_shard import SHARE_COLUMNS, SitePart
 from .sketches import Sketch
 
 _NO_U64 = np.zeros(0, dtype=np.uint64)
@@ -142,7 +145,9 @@ class GramsMsg:
     of `rows` (key, position, start, end; those the shard owns); kind "withdraw": version
     docno was replaced and leaves these grams (all of its grams in the shard), and the
     keys the shard kept rows of; an add also carries the version's chunks that the shard
-    owns (its withdrawal finds them in the shard's state)."""
+    owns (its withdrawal finds them in the shard's state). Kind "label": `grams` are the
+    keys of chunks a user labels that the shard owns (SPEC §8), `url` says what was
+    labelled (`streamdet label-chunks`)."""
 
     kind: str
     docno: int
@@ -163,7 +168,7 @@ class GramsMsg:
     @classmethod
     def decode(cls, raw: bytes) -> GramsMsg:
         h, arrays = unpack(raw)
-        if h["k"] not in ("add", "withdraw"):
+        if h["k"] not in ("add", "withdraw", "label"):
             raise MessageError(f"unknown grams message kind {h['k']!r}")
         rows = arrays[1].reshape(-1, 4) if len(arrays) > 1 else np.zeros((0, 4), np.uint64)
         return cls(h["k"], h["d"], arrays[0], h["s"], h["u"], h.get("t"), rows,
@@ -177,9 +182,12 @@ class DeltasMsg:
     times: dict[str, float] = field(default_factory=dict)  # cause URL -> its fetched_at
     links: list[Link] = field(default_factory=list)  # SPEC §7 (engine.sentence_postings)
     clusters: list[ClusterRow] = field(default_factory=list)  # SPEC §6 (engine.clusters)
+    # SPEC §8, to the site shard only (never held for pages not applied: engine.site_parts)
+    shares: np.ndarray = field(default_factory=lambda: np.zeros((0, SHARE_COLUMNS), np.uint64))
+    parts: list[SitePart] = field(default_factory=list)
 
     def __len__(self) -> int:
-        """Its items: deltas, links and cluster rows."""
+        """Its items: deltas, links and cluster rows (not the site shard's rows)."""
         return len(self.deltas) + len(self.links) + len(self.clusters)
 
     def where(self, keep: Callable[[int], bool]) -> DeltasMsg:
@@ -232,14 +240,22 @@ class DeltasMsg:
             crows.extend((r.target, r.size, r.exact_dups, r.stamp,
                           causes.setdefault(r.cause, len(causes)),
                           ids.setdefault(r.cluster, len(ids))))
+        urls: dict[str, int] = {}
+        prows = []
+        for p in self.parts:
+            prows.extend((p.docno, p.stamp, p.n_patch, p.n_grams, p.quilted,
+                          causes.setdefault(p.cause, len(causes)),
+                          urls.setdefault(p.url, len(urls))))
         names = [[d, s, u] for d, (s, u) in self.names.items()]
         return pack({"k": "deltas", "c": list(causes), "n": names, "i": list(ids),
-                     "t": [self.times.get(c) for c in causes]},
+                     "t": [self.times.get(c) for c in causes], "u": list(urls)},
                     [np.asarray(grams, dtype=np.uint64), np.asarray(counts, dtype=np.uint64),
                      np.asarray(holders, dtype=np.uint64), np.asarray(rows, dtype=np.uint64),
                      np.asarray(heads, dtype=np.uint64),
                      np.concatenate(link_rows) if link_rows else np.zeros(0, np.uint64),
-                     np.asarray(crows, dtype=np.uint64)])
+                     np.asarray(crows, dtype=np.uint64),
+                     self.shares.astype(np.uint64).reshape(-1),
+                     np.asarray(prows, dtype=np.uint64)])
 
     @classmethod
     def decode(cls, raw: bytes) -> DeltasMsg:
@@ -274,7 +290,8 @@ class DeltasMsg:
                  if t is not None}
         return cls(deltas, {d: (s, u) for d, s, u in h["n"]}, times,
                    _links(arrays[4:6], causes) if len(arrays) >= 6 else [],
-                   _cluster_rows(arrays[6], causes, h["i"]) if len(arrays) >= 7 else [])
+                   _cluster_rows(arrays[6], causes, h["i"]) if len(arrays) >= 7 else [],
+                   *_site_rows(arrays, causes, h.get("u", [])))
 
 
 def _links(arrays: list[np.ndarray], causes: list[str]) -> list[Link]:
@@ -287,6 +304,19 @@ def _links(arrays: list[np.ndarray], causes: list[str]) -> list[Link]:
         out.append(Link(t, op, partner, rows[at : at + n], causes[c]))
         at += n
     return out
+
+
+def _site_rows(arrays: list[np.ndarray], causes: list[str], urls: list[str]
+               ) -> tuple[np.ndarray, list[SitePart]]:
+    """The site shard's shares (array 7) and parts (array 8); none in older messages."""
+    if len(arrays) < 9:
+        return np.zeros((0, SHARE_COLUMNS), np.uint64), []
+    if len(arrays[7]) % SHARE_COLUMNS or len(arrays[8]) % 7:
+        raise MessageError("site rows of a deltas message are cut short")
+    v = arrays[8].tolist()
+    parts = [SitePart(v[i], v[i + 1], urls[v[i + 6]], v[i + 2], v[i + 3], bool(v[i + 4]),
+                      causes[v[i + 5]]) for i in range(0, len(v), 7)]
+    return arrays[7].reshape(-1, SHARE_COLUMNS), parts
 
 
 def _cluster_rows(flat: np.ndarray, causes: list[str], ids: list[str]) -> list[ClusterRow]:

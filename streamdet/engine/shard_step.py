@@ -38,6 +38,7 @@ from ..state.txn import Store, Txn
 from .clusters import reconcile_shown
 from .messages import DeltasMsg, GramsMsg, PageMsg, ShownMsg, pack_outbox, unpack_outbox
 from .shards import DocShard, GramShard, last_shown, shown_record, unsent_events
+from .site_shard import SITE_SHARD
 
 Record = tuple[int, int, bytes]  # an outgoing record: (topic code, partition, value)
 GRAMS_OUT, EVENTS_OUT, DELTAS_OUT, SHOWN_OUT = 0, 1, 2, 3  # topic codes, stored in outboxes
@@ -193,8 +194,11 @@ def process_docs(state: ShardState, role: DocShard, pages: Iterable[tuple[int, P
     shown = None if base is None else ChainMap({}, base)  # writes go to a map of their own
     txn = state.store.begin()
     out, events = role.process(txn, pages, deltas, seq, shown)
-    return Step(state, txn, dict(ends), [(GRAMS_OUT, g, raw) for g, raw in out], events,
-                role.shard, role.documents_added, None if shown is None else shown.maps[0])
+    records = [(GRAMS_OUT, g, raw) for g, raw in out]
+    if role.site_parts is not None:
+        records.append((DELTAS_OUT, SITE_SHARD, role.site_parts))
+    return Step(state, txn, dict(ends), records, events, role.shard, role.documents_added,
+                None if shown is None else shown.maps[0])
 
 
 def replay_grams(state: ShardState, role: GramShard, msgs: list[GramsMsg], end: int) -> None:

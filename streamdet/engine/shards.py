@@ -44,7 +44,7 @@ from .clusters import ClusterRole, ClusterRow, cluster_events, cluster_slot, sho
 from .deltas import ADD, DROP, GAIN, GAIN_FROM, Delta, arrival_stats
 from .docs import Dirty, DocRole, Touch
 from .events import shown_by
-from .labelled import LabelledSet
+from .labelled import LabelledSet, share
 from .messages import DeltasMsg, GramsMsg, MessageError, PageMsg, ShownMsg, unpack
 from .params import Params
 from .partials import (
@@ -70,6 +70,8 @@ from .sentence_postings import (
     rows_of,
     withdraw_keys,
 )
+from .site_shard import SITE_SHARD, SitePart, SiteShard, share_rows
+from .sites import site_slot
 
 
 def shown_record(events: list[dict], sent: list[bytes]) -> bytes | None:
@@ -84,9 +86,19 @@ def shown_record(events: list[dict], sent: list[bytes]) -> bytes | None:
             shown[cluster_slot(ev["url"])] = [ev["seq"], shown_by_cluster(ev)]
         elif ev.get("event") in PAIR_EVENTS:
             shown[pair_slot(ev["url"], ev["other"])] = [ev["seq"], shown_by_pair(ev)]
+        elif ev.get("event") == "site":
+            shown[event_key(ev)] = [ev["seq"], "1" if ev.get("monster", ev.get("bad")) else "0"]
         else:
             shown[ev["url"]] = [ev["seq"], shown_by(ev)]
     return ShownMsg(shown, [raw.decode("utf-8") for raw in sent]).encode()
+
+
+def event_key(ev: dict) -> str:
+    """What an event is about, as a doc shard's map of what consumers were shown keys it:
+    its URL, or for a `site` event its site's slot (engine.sites.site_slot)."""
+    if ev.get("event") == "site":
+        return site_slot(ev["level"], ev.get("site") or ev.get("neighbourhood"))
+    return ev["url"]
 
 
 def _shown_msgs(records: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, ShownMsg]]:
@@ -128,7 +140,7 @@ def unsent_events(records: Iterable[tuple[int, bytes]], committed: int) -> list[
             continue
         for text in msg.events:
             ev = json.loads(text)
-            out.setdefault((ev["url"], ev["seq"]), (ev["seq"], text.encode("utf-8")))
+            out.setdefault((event_key(ev), ev["seq"]), (ev["seq"], text.encode("utf-8")))
     return [raw for _, raw in sorted(out.values(), key=lambda x: x[0])]
 
 
@@ -141,6 +153,9 @@ class DocShard:
         self.shards = shards
         self.docs = DocRole(params)
         self.partials = PartialRole(params)
+        self.site = SiteShard(params) if shard == SITE_SHARD else None
+        self.site_parts: bytes | None = None  # of the last batch: to the site shard
+        self._replaced: dict[int, str] = {}  # of the batch: replaced versions -> new URLs
         self.cause_times: dict[str, float] = {}  # of the last batch: cause URL -> fetched_at
         self.documents_added = 0  # of the last batch: URLs seen for the first time
         self.held = 0  # of the last batch: deltas held for pages not applied yet
@@ -154,13 +169,15 @@ class DocShard:
         consumers were shown when `shown` is given (rescoring.rescore).
 
         Returns (gram shard, GramsMsg bytes) to send - the withdrawals of replaced
-        versions - and the events."""
+        versions - and the events; `site_parts` holds the message to the site shard."""
         dirty: Dirty = {}
         before: dict[int, DocResult] = {}
         out: list[tuple[int, bytes]] = []
         partners, paired = Partners(txn), {}
         self.cause_times = {}
         self.documents_added = self.held = 0
+        self._replaced = {}
+        shares, parts = [], []
         for offset, page in pages:
             out.extend(self._arrive(txn, offset, page, dirty, before, partners, paired))
             if page.fetched_at is not None:
@@ -174,6 +191,8 @@ class DocShard:
             if isinstance(msg, ShownMsg):
                 continue
             self.cause_times.update(msg.times)
+            shares.append(msg.shares)
+            parts += msg.parts
             for docno, (server, url) in msg.names.items():
                 if txn.name(docno) is None:
                     txn.put_name(docno, server, url)
@@ -190,8 +209,21 @@ class DocShard:
         events = rescore(self.docs, txn, dirty, before, next_seq, shown)
         events += self.partials.report(txn, partners, paired, next_seq, shown)
         events += cluster_events(txn, clusters, next_seq, self.params.to_dict(), shown)
+        if self.site is not None:
+            events += self.site.process(txn, shares, parts, next_seq, shown)
+        self.site_parts = self._parts(txn, dirty, seq)
         partners.flush()
         return out, events
+
+    def _parts(self, txn, dirty: Dirty, seq: int) -> bytes | None:
+        """The parts of the batch's re-scored and replaced versions, for the site shard
+        (engine.site_shard), stamped with the offsets consumed (`seq`)."""
+        parts = [SitePart(old, seq, "", cause=url) for old, url in self._replaced.items()]
+        for d, touch in dirty.items():
+            doc = txn.doc(d)
+            parts.append(SitePart(d, seq, txn.url_of(d), doc.n_patch, doc.n_grams,
+                                  doc.result.quilted, touch.cause))
+        return DeltasMsg([], parts=parts).encode() if parts else None
 
     @staticmethod
     def _hold(txn, early: DeltasMsg) -> None:
@@ -232,6 +264,7 @@ class DocShard:
             txn.put_doc(old, None)
             txn.put_doc_grams(old, None)
             txn.put_text(old, None)
+            self._replaced[old] = page.url
             self.partials.replaced(txn, partners, paired, old)
             dirty.pop(old, None)
         else:
@@ -307,6 +340,8 @@ class GramShard:
                 self.labelled.add(txn, m.docno, m.chunks, m.url)
                 if near is not None and m.sketch is not None:
                     near.add(txn, m.docno, m.url, m.sketch)
+            elif op == LABEL_OP:
+                self.labelled.label(txn, m.grams, m.url)
             else:
                 if op == WITHDRAW_OP:
                     deltas.extend(withdraw_document(txn, m.docno, m.grams.tolist(), m.url,
@@ -316,9 +351,24 @@ class GramShard:
                     if near is not None:
                         near.withdraw(txn, m.docno, m.url, m.url)
                 txn.kill(m.docno)
-        self.labelled.take_moved()  # the doc shards' contains is summed over gram shards
+        shares = self._shares(txn, ops, end)
         rows = near.rows(txn, near.settle(txn), end) if near is not None else []
-        return self._route(txn, deltas, links, times, rows)
+        return self._route(txn, deltas, links, times, rows, shares)
+
+    def _shares(self, txn, ops: list, end: int) -> np.ndarray:
+        """This shard's share of every document whose pop(d) or chunk counts moved here,
+        or that arrived with some (SPEC §8), and a last one for each withdrawn: for the
+        site shard, stamped with the input offset (engine.site_shard)."""
+        gone = {m.docno for op, m in ops if op == WITHDRAW_OP}
+        added = {m.docno for op, m in ops if op == ADD_OP}
+        moved = {*self.labelled.take_moved(), *txn.pop_changed()}
+        live = sorted((added | moved) - gone)
+        rows = [(d, self.shard, end, False, 0, 0, 0) for d in sorted(gone)]
+        for d, pop in zip(live, txn.pop_many(live), strict=True):
+            inside, total = share(txn, d) or (0, 0)
+            if d in moved or pop or inside or total:
+                rows.append((d, self.shard, end, True, pop, inside, total))
+        return share_rows(rows)
 
     def _add_keys(self, txn, m: GramsMsg, fresh: np.ndarray) -> list[Link]:
         """SPEC §7: the version's sentence keys of this shard join their postings; their
@@ -343,11 +393,13 @@ class GramShard:
         self.went_common += common
 
     def _route(self, txn, deltas: list[Delta], links: list[Link], times: dict[str, float],
-               rows: list[ClusterRow]) -> list[tuple[int, bytes]]:
+               rows: list[ClusterRow], shares: np.ndarray) -> list[tuple[int, bytes]]:
         """Deltas, links and cluster rows grouped per doc shard, each message naming
         every docno it mentions as a holder or a linked partner (not the targets: they
-        are the doc shard's own documents)."""
+        are the doc shard's own documents); the shares to the site shard."""
         per: dict[int, DeltasMsg] = {}
+        if len(shares):
+            per[SITE_SHARD] = DeltasMsg([])
         for d in deltas:
             per.setdefault(docno_shard(d.target, self.shards), DeltasMsg([])).deltas.append(d)
         for ln in links:
@@ -368,7 +420,9 @@ class GramShard:
                       | {r.cause for r in msg.clusters})
             out.append((shard, DeltasMsg(msg.deltas, {d: n for d, n in names.items() if n},
                                          {c: t for c, t in times.items() if c in causes},
-                                         msg.links, msg.clusters).encode()))
+                                         msg.links, msg.clusters,
+                                         shares if shard == SITE_SHARD else msg.shares
+                                         ).encode()))
         return out
 
 
@@ -378,9 +432,10 @@ class GramOp(StrEnum):
     ADD = "add"  # apply a version's grams
     WITHDRAW = "withdraw"  # take a replaced version's grams out
     KILL = "kill"  # mark a version withdrawn, its grams never applied (its add is ignored)
+    LABEL = "label"  # chunks a user labels join L (SPEC §8)
 
 
-ADD_OP, WITHDRAW_OP, KILL_OP = GramOp
+ADD_OP, WITHDRAW_OP, KILL_OP, LABEL_OP = GramOp
 
 
 class _Ordering:
@@ -397,7 +452,12 @@ class _Ordering:
 
     def run(self, msgs: list[GramsMsg]) -> list[tuple[str, GramsMsg]]:
         for m in msgs:
-            self._add(m) if m.kind == "add" else self._withdraw(m)
+            if m.kind == "label":
+                self.ops.append((LABEL_OP, m))  # in order: labels and pages commute anyway
+            elif m.kind == "add":
+                self._add(m)
+            else:
+                self._withdraw(m)
         return self.ops
 
     def _withdrawn(self, docno: int) -> bool:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -144,6 +144,21 @@ def contribution_key(docno: int) -> bytes:
     return b"c" + docno.to_bytes(8, "big")
 
 
+def site_slot(level: str, name: str) -> str:
+    """A site's (or neighbourhood's) key in a doc shard's map of what consumers were
+    shown (URLs key quilts; no URL starts with \x01)."""
+    return f"\x01{level}\x00{name}"
+
+
+def show(flag: bool, was: bool, slot: str, shown: MutableMapping[str, str] | None) -> bool:
+    """Whether a `site` event must tell `flag`: it differs from what consumers were last
+    shown (`shown`, while a Kafka doc shard's new owner catches up), else from what the
+    site's record says its last event showed (`was`); `shown` learns it."""
+    last = was if shown is None or slot not in shown else shown[slot] == "1"
+    if shown is not None and flag != last:
+        shown[slot] = "1" if flag else "0"
+    return flag != last
+
 class SiteRole:
     """Keeps the sites' totals current and tells when a site becomes, or stops being, a
     monster candidate."""
@@ -152,10 +167,11 @@ class SiteRole:
         self.params = params
 
     def settle(self, txn: SiteView, now: dict[int, tuple[Contribution | None, str]],
-               next_seq: Callable[[int], int]) -> list[dict]:
+               next_seq: Callable[[int], int],
+               shown: MutableMapping[str, str] | None = None) -> list[dict]:
         """Apply documents' contributions as they stand after a batch (None: withdrawn),
         each with the URL that caused its change; return the `site` events (without
-        `at`, stamped by the adapter)."""
+        `at`, stamped by the adapter), compared with `shown` where given (show)."""
         docnos = list(now)
         old = dict(zip(docnos, txn.site_many([contribution_key(d) for d in docnos]),
                        strict=True))
@@ -169,10 +185,11 @@ class SiteRole:
             if c is not None:
                 moves.append((c, 1, cause))
             txn.put_site(contribution_key(d), None if c is None else c.encode())
-        return self._apply(txn, moves, next_seq)
+        return self._apply(txn, moves, next_seq, shown)
 
     def _apply(self, txn: SiteView, moves: list[tuple[Contribution, int, str]],
-               next_seq: Callable[[int], int]) -> list[dict]:
+               next_seq: Callable[[int], int],
+               shown: MutableMapping[str, str] | None) -> list[dict]:
         keys = sorted({k for c, _, _ in moves for k in c.sites()})
         totals = _read(txn, keys)
         was_shared = {k for k, t in totals.items() if t.pages >= 2}
@@ -185,8 +202,10 @@ class SiteRole:
         for k in keys:
             t = totals[k]
             monster = t.monster(self.params)
-            if monster != t.shown:
-                t.seq, t.shown = next_seq(t.seq), monster
+            told = show(monster, t.shown, site_slot(*reversed(site_name(k))), shown)
+            t.shown = monster
+            if told:
+                t.seq = next_seq(t.seq)
                 events.append(site_event(k, t, causes[k], self.params))
             raw = t.encode() if t.pages or t.seq else None
             shared = t.pages >= 2

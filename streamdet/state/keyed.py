@@ -14,11 +14,18 @@ _MISSING = object()
 
 
 class KeyedTable:
-    def __init__(self, kv: KV, table: str) -> None:
+    """`group`: the length of the key prefixes `prefix_scan` asks for; this transaction's
+    writes of keys starting with a byte of `grouped` are indexed by it, so that a scan
+    looks at the writes under its prefix only."""
+
+    def __init__(self, kv: KV, table: str, group: int = 0, grouped: bytes = b"") -> None:
         self.kv = kv
         self.table = table
         self.values: dict[bytes, bytes | None] = {}  # read and written
         self.dirty: set[bytes] = set()
+        self.group = group
+        self.grouped = frozenset(grouped)  # the first bytes of the keys indexed by prefix
+        self.groups: dict[bytes, set[bytes]] = {}  # written keys by their prefix
 
     def get(self, key: bytes) -> bytes | None:
         v = self.values.get(key, _MISSING)
@@ -40,25 +47,43 @@ class KeyedTable:
     def put(self, key: bytes, value: bytes | None) -> None:
         self.values[key] = value or None
         self.dirty.add(key)
+        if key[0] in self.grouped:
+            self.groups.setdefault(key[: self.group], set()).add(key)
 
     def put_many(self, keys: list[bytes], value: bytes) -> None:
         """The same value for many records."""
-        self.values.update(dict.fromkeys(keys, value))
+        self.put_each(keys, [value] * len(keys))
+
+    def put_each(self, keys: list[bytes], values: list[bytes]) -> None:
+        """Many records at once."""
+        self.values.update(zip(keys, values, strict=True))
         self.dirty.update(keys)
+        if self.grouped:
+            for key in keys:
+                if key[0] in self.grouped:
+                    self.groups.setdefault(key[: self.group], set()).add(key)
 
     def scan(self, start: bytes, end: bytes) -> list[tuple[bytes, bytes]]:
         """Every record with start <= key < end as this transaction sees them, in key
         order: the KV's, with this transaction's writes over them (each scan looks at
         every write of the transaction: for the few scans a batch makes)."""
+        return self._merged(start, end, (k for k in self.dirty if start <= k < end))
+
+    def prefix_scan(self, prefix: bytes, end: bytes) -> list[tuple[bytes, bytes]]:
+        """`scan(prefix, end)` for a prefix of the `group` length (`end`: the least key
+        past it), looking at this transaction's writes under it alone."""
+        assert len(prefix) == self.group, "prefix_scan needs the table's group length"
+        return self._merged(prefix, end, self.groups.get(prefix, ()))
+
+    def _merged(self, start: bytes, end: bytes, written) -> list[tuple[bytes, bytes]]:
         found = {}
         for key, raw in self.kv.items(self.table, start):
             if key >= end:
                 break
             found[key] = raw
         values = self.values
-        for key in self.dirty:
-            if start <= key < end:
-                found[key] = values[key]
+        for key in written:
+            found[key] = values[key]
         return sorted((k, v) for k, v in found.items() if v is not None)
 
     def ops(self) -> list[Op]:

@@ -72,6 +72,10 @@ def _table_options(cache: Cache, memtables: WriteBufferManager, point_lookup: bo
         opts.set_memtable_prefix_bloom_ratio(0.1)
     else:
         opts.set_write_buffer_size(TABLE_MEMTABLE_BYTES)
+        # a Bloom filter over the memtable's whole keys: most reads of these tables look
+        # for keys that are not there (a paragraph's first sight, engine.labelled)
+        opts.set_memtable_whole_key_filtering(True)
+        opts.set_memtable_prefix_bloom_ratio(0.1)
     return opts
 
 

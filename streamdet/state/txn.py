@@ -146,8 +146,11 @@ class Txn:
         self.partials = KeyedTable(self.kv, "partials")  # SPEC §7 (engine.partials)
         self.near_records = KeyedTable(self.kv, "near")  # SPEC §6 (engine.clusters)
         self.tallies = KeyedTable(self.kv, "popular")  # SPEC §8 (engine.popular)
-        self.sites = KeyedTable(self.kv, "sites")  # SPEC §8 (engine.sites)
-        self.chunks = KeyedTable(self.kv, "chunks")  # SPEC §8 (engine.labelled)
+        # SPEC §8 (engine.sites, engine.badness, engine.site_shard): a document's shares are
+        # scanned by their 9-byte prefix
+        self.sites = KeyedTable(self.kv, "sites", group=9, grouped=b"s")
+        # SPEC §8 (engine.labelled): a chunk's holders are scanned by their 9-byte prefix
+        self.chunks = KeyedTable(self.kv, "chunks", group=9, grouped=b"p")
         self.meta_puts: dict[str, bytes] = {}
         self.early: dict[int, bytes | None] = {}  # changed early deltas, per target docno
         self.fresh: list[tuple[np.ndarray, int]] = []
@@ -361,6 +364,10 @@ class Txn:
         """Records with start <= key < end (neighbourhoods by badness, engine.badness)."""
         return self.sites.scan(start, end)
 
+    def site_prefixed(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
+        """Records under a 9-byte prefix (a document's shares, engine.site_shard)."""
+        return self.sites.prefix_scan(prefix, prefix_end(prefix))
+
     # -- paragraph chunks and the labelled set (SPEC §8): engine.labelled's records --------
 
     def chunk_many(self, keys: list[bytes]) -> list[bytes | None]:
@@ -369,9 +376,12 @@ class Txn:
     def put_chunk(self, key: bytes, raw: bytes | None) -> None:
         self.chunks.put(key, raw)
 
+    def put_chunks(self, keys: list[bytes], raws: list[bytes]) -> None:
+        self.chunks.put_each(keys, raws)
+
     def chunk_scan(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
         """Every record whose key starts with `prefix` (a chunk's holders)."""
-        return self.chunks.scan(prefix, prefix_end(prefix))
+        return self.chunks.prefix_scan(prefix, prefix_end(prefix))
 
     def newest_version(self) -> int:
         """The greatest docno whose grams are kept (0: none). In a doc shard that is the
