@@ -43,9 +43,11 @@ def assert_same_sites(got: list[dict], expected: dict[tuple[str, str], dict]) ->
 
 
 def _last_shown(events: list[dict]) -> dict[tuple[str, str], bool]:
+    """Each host's and domain's last `site` event: monster or not (neighbourhoods' events
+    are tests/test_chunks.py's)."""
     last: dict[tuple[str, str], tuple[int, bool]] = {}
     for ev in events:
-        if ev["event"] == "site":
+        if ev["event"] == "site" and ev["level"] != "neighbourhood":
             key = (ev["site"], ev["level"])
             assert key not in last or ev["seq"] > last[key][0]
             last[key] = (ev["seq"], ev["monster"])
@@ -155,5 +157,6 @@ def test_sites_cli(tmp_path):
     assert b"host farm.example.com: 12 pages, pop mean 37.0 sd 0.0" in told
     assert b"a MONSTER candidate" in told
     events = [json.loads(x) for x in (tmp_path / "ev.jsonl").read_text().splitlines()]
-    assert {(e["site"], e["monster"]) for e in events if e["event"] == "site"} == {
+    assert {(e["site"], e["monster"]) for e in events
+            if e["event"] == "site" and e["level"] != "neighbourhood"} == {
         ("farm.example.com", True), ("example.com", True)}
