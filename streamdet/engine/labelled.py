@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..state.schema import u64key, u64keys
 from .chunks import Chunks
 
 FIXED_ONE = 1 << 32  # contains(L, f) kept as floor(contains * 2^32), for neighbourhoods
@@ -47,16 +48,12 @@ class ChunkView:
     def chunk_scan(self, prefix: bytes) -> list[tuple[bytes, bytes]]: ...
 
 
-def _u64(x: int) -> bytes:
-    return int(x).to_bytes(8, "big")
-
-
 def doc_key(docno: int) -> bytes:
-    return b"d" + _u64(docno)
+    return b"d" + u64key(docno)
 
 
 def inside_key(docno: int) -> bytes:
-    return b"l" + _u64(docno)
+    return b"l" + u64key(docno)
 
 
 @dataclass
@@ -105,8 +102,7 @@ class LabelledSet:
         """Version `docno` holds `chunks` (it arrived as URL `cause`)."""
         txn.put_chunk(doc_key(docno), chunks.encode())
         moves: dict[int, int] = {}
-        raw_keys = chunks.keys.astype(">u8").tobytes()
-        keys = [raw_keys[i : i + 8] for i in range(0, len(raw_keys), 8)]
+        keys = u64keys(chunks.keys)
         names = [b"n" + k for k in keys]
         raws = txn.chunk_many(names)
         occs = chunks.counts.tolist()
@@ -126,10 +122,10 @@ class LabelledSet:
             c.count += 1
             if not c.spilled and c.count > INLINE:  # its holders move to keys of their own
                 for d, n in c.inline.items():
-                    txn.put_chunk(b"p" + key + _u64(d), _OCC.pack(n))
+                    txn.put_chunk(b"p" + key + u64key(d), _OCC.pack(n))
                 c.spilled, c.inline = True, {}
             if c.spilled:
-                txn.put_chunk(b"p" + key + _u64(docno), _OCC.pack(occ))
+                txn.put_chunk(b"p" + key + u64key(docno), _OCC.pack(occ))
             else:
                 c.inline[docno] = occ
             txn.put_chunk(b"n" + key, c.encode())
@@ -143,11 +139,11 @@ class LabelledSet:
             return
         chunks = Chunks.decode(raw)
         moves: dict[int, int] = {}
-        keys = [_u64(k) for k in chunks.keys.tolist()]
+        keys = u64keys(chunks.keys)
         for key, raw_n in zip(keys, txn.chunk_many([b"n" + k for k in keys]), strict=True):
             c = Count.decode(raw_n)
             if c.spilled:
-                txn.put_chunk(b"p" + key + _u64(docno), None)
+                txn.put_chunk(b"p" + key + u64key(docno), None)
             else:
                 c.inline.pop(docno, None)
             if self._in(c.count, c.labelled) and not self._in(c.count - 1, c.labelled):
@@ -165,7 +161,7 @@ class LabelledSet:
         they join L for good. Returns how many were not labelled before."""
         fresh = 0
         moves: dict[int, int] = {}
-        names = [_u64(k) for k in np.unique(keys).tolist()]
+        names = u64keys(np.unique(keys))
         for key, raw in zip(names, txn.chunk_many([b"n" + k for k in names]), strict=True):
             c = Count.decode(raw)
             if c.labelled:

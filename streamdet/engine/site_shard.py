@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..state.schema import u64key
 from .badness import BadnessRole, Place
 from .labelled import contains_fixed
 from .params import Params
@@ -60,10 +61,6 @@ def share_rows(rows: list[tuple[int, int, int, bool, int, int, int]]) -> np.ndar
     out = np.asarray([[d, g, st, live, pop & 0xFFFFFFFFFFFFFFFF, i, n]
                       for d, g, st, live, pop, i, n in rows], dtype=np.uint64)
     return out.reshape(-1, SHARE_COLUMNS)
-
-
-def _u64(x: int) -> bytes:
-    return int(x).to_bytes(8, "big")
 
 
 class SiteView:
@@ -101,7 +98,7 @@ class SiteShard:
     @staticmethod
     def _shares(txn: SiteView, rows: np.ndarray, changed: dict[int, str]) -> None:
         rows = rows.tolist()
-        keys = [b"s" + _u64(r[0]) + _u64(r[1]) for r in rows]
+        keys = [b"s" + u64key(r[0]) + u64key(r[1]) for r in rows]
         for key, old, (d, _g, stamp, live, pop, inside, total) in zip(
                 keys, txn.site_many(keys), rows, strict=True):
             if old is not None and _SHARE.unpack(old)[0] > stamp:
@@ -112,7 +109,7 @@ class SiteShard:
 
     @staticmethod
     def _part(txn: SiteView, p: SitePart, changed: dict[int, str]) -> None:
-        key = b"p" + _u64(p.docno)
+        key = b"p" + u64key(p.docno)
         old = txn.site_many([key])[0]
         if old is not None and _PART.unpack_from(old)[0] > p.stamp:
             return
@@ -128,7 +125,7 @@ class SiteShard:
                             dict[int, tuple[Place | None, str]]]:
         """Each changed document's contribution and place now (None: not live)."""
         docnos = list(changed)
-        raws = txn.site_many([b"p" + _u64(d) for d in docnos])
+        raws = txn.site_many([b"p" + u64key(d) for d in docnos])
         contributions: dict[int, tuple[Contribution | None, str]] = {}
         places: dict[int, tuple[Place | None, str]] = {}
         for d, raw in zip(docnos, raws, strict=True):
@@ -139,7 +136,7 @@ class SiteShard:
                 continue
             _, n_patch, n_grams, quilted = _PART.unpack_from(raw)
             pop = inside = total = 0
-            for _, share in txn.site_prefixed(b"s" + _u64(d)):
+            for _, share in txn.site_prefixed(b"s" + u64key(d)):
                 _, p, i, n = _SHARE.unpack(share)
                 pop, inside, total = pop + p, inside + i, total + n
             contributions[d] = (Contribution.of(url, pop, n_patch, n_grams, bool(quilted)),
