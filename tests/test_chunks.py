@@ -393,3 +393,43 @@ def test_chunks_past_inline_holders(threshold):
         check(records[:upto], params, rows, hoods, events,
               labels=[tuple(ref_tokenize(BOILER))] if labels else ())
         assert all(r["contains"] == 0.5 for r in rows.values()), rows
+
+
+def test_the_end_of_a_catch_up_tells_consumers_every_status_they_hold_wrongly():
+    """A Kafka doc shard's new owner ends its catch-up by comparing every site and
+    neighbourhood with what consumers hold (SiteShard.reconcile): one they hold bad that
+    is not, one bad that they never saw, a monster candidate they never saw and one they
+    hold that is gone each get an event; what they hold rightly gets none."""
+    from streamdet.engine.site_shard import SiteShard
+    from streamdet.engine.sites import site_slot
+
+    params = Params(chunk_threshold=2, monster_pages=2, monster_pop=0.0, monster_sd=1e9)
+    spam = ["cheap pills for sale today", "best casino bonus codes here", BOILER]
+    records = [_page(f"http://h.example/spam/{i}", *spam) for i in range(2)]
+    records += [_page(f"http://h.example/clean/{i}", f"an essay on {w} and its history")
+                for i, w in enumerate(("rivers", "hills", "roads"))]
+    records += [_page(f"http://h.example/misc/{i}", f"misc note {i} of the day")
+                for i in range(2)]
+    kv = MemoryKV()
+    _, hoods, _ = run(records, params, [len(records)], kv=kv)
+    assert {h["neighbourhood"] for h in hoods if h["bad"]} == {"h.example/spam/"}
+    held = {site_slot("neighbourhood", "h.example/clean/"): "1",  # wrong: not bad
+            site_slot("neighbourhood", "h.example/misc/"): "0",  # right
+            site_slot("domain", "h.example"): "1",  # right: a candidate
+            site_slot("host", "gone.example"): "1"}  # wrong: no page left
+    store = Store(kv)
+    txn = store.begin()
+    shown = dict(held)
+    events = SiteShard(params).reconcile(txn, lambda last: max(last + 1, 1000), shown)
+    told = {(e.get("site") or e["neighbourhood"], e["level"]): e.get("monster", e.get("bad"))
+            for e in events}
+    assert told == {("h.example/clean/", "neighbourhood"): False,
+                    ("h.example/spam/", "neighbourhood"): True,
+                    ("h.example", "host"): True, ("gone.example", "host"): False}
+    assert all(e["seq"] >= 1000 for e in events)
+    assert shown == held | {site_slot("neighbourhood", "h.example/clean/"): "0",
+                            site_slot("neighbourhood", "h.example/spam/"): "1",
+                            site_slot("host", "h.example"): "1",
+                            site_slot("host", "gone.example"): "0"}
+    assert SiteShard(params).reconcile(txn, lambda last: last + 1, shown) == []
+    store.close()

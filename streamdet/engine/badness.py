@@ -29,6 +29,7 @@ import struct
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 
+from ..state.schema import prefix_end
 from .labelled import FIXED_ONE
 from .neighbourhoods import neighbourhoods
 from .params import Params
@@ -226,10 +227,39 @@ class BadnessRole:
         h.shown = bad
         if not told:
             return []
+        return [self._event(name, h, cause, next_seq)]
+
+    def _event(self, name: bytes, h: Hood, cause: str, next_seq: Callable[[int], int]) -> dict:
+        """A neighbourhood's `site` event, telling its status (h.shown), with the next seq."""
         h.seq = next_seq(h.seq)
-        return [{"event": "site", "neighbourhood": name.decode("utf-8"),
-                 "level": "neighbourhood", "seq": h.seq, **figures(h, bad), "cause": cause,
-                 "params": self.params.to_dict()}]
+        return {"event": "site", "neighbourhood": name.decode("utf-8"),
+                "level": "neighbourhood", "seq": h.seq, **figures(h, h.shown), "cause": cause,
+                "params": self.params.to_dict()}
+
+    def reconcile(self, txn: HoodView, shown: MutableMapping[str, str],
+                  next_seq: Callable[[int], int], cause: str) -> list[dict]:
+        """The events that end a Kafka doc shard's catch-up (engine.shard_step): every
+        neighbourhood whose status differs from what consumers hold (`shown`; one without
+        a slot was never bad for them). The threshold may pass a neighbourhood and come
+        back within one of this owner's batches where the last owner's batching stopped
+        between, and told consumers; no scan of this owner meets it."""
+        names = {slot[len(_HOOD_SLOT):].encode("utf-8") for slot in shown
+                 if slot.startswith(_HOOD_SLOT)}
+        threshold = Spread.decode(txn.site_many([GLOBAL])[0]).threshold()
+        if threshold < TOP:  # the bad ones now are above it, in the index
+            names |= {key[9:] for key, _ in txn.site_scan(_index_key(threshold + 1, b""),
+                                                          prefix_end(b"B"))}
+        ordered = sorted(names)
+        events = []
+        for name, raw in zip(ordered, txn.site_many([b"n" + n for n in ordered]), strict=True):
+            h = Hood.decode(raw)  # h.shown: its status now (the role keeps it so)
+            if show(h.shown, False, site_slot("neighbourhood", name.decode("utf-8")), shown):
+                events.append(self._event(name, h, cause, next_seq))
+                txn.put_site(b"n" + name, h.encode())
+        return events
+
+
+_HOOD_SLOT = site_slot("neighbourhood", "")
 
 
 def figures(h: Hood, bad: bool) -> dict:

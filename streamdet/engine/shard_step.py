@@ -92,9 +92,11 @@ class ShardState:
     def is_empty(self) -> bool:
         return not self.offsets and not self.outboxes()
 
-    def caught_up(self) -> bool:
-        """Whether the offsets have reached the ends a new owner noted when it took over."""
-        return all(self.offset(n) >= end for n, end in self.catch_up.items())
+    def caught_up(self, offsets: dict[str, int] | None = None) -> bool:
+        """Whether the offsets (or `offsets`, a batch's ends) have reached the ends a new
+        owner noted when it took over."""
+        at = self.offsets if offsets is None else offsets
+        return all(at.get(n, 0) >= end for n, end in self.catch_up.items())
 
     def needs_shown(self) -> bool:
         """Restarted on this disk while catching up: what consumers were shown must be
@@ -188,12 +190,15 @@ def process_docs(state: ShardState, role: DocShard, pages: Iterable[tuple[int, P
     read up to `ends`: withdrawals and events to send. The events' seq grows with the
     offsets and ranks this owner's events above every earlier owner's (its epoch);
     while a new owner catches up, events compare with what consumers were shown, and the
-    changes to that apply on commit."""
+    changes to that apply on commit; the batch that ends the catch-up also corrects the
+    site statuses consumers hold (DocShard.end_catch_up)."""
     seq = (state.epoch << EPOCH_SHIFT) + sum(ends.values())
     base = state.catching_up()
     shown = None if base is None else ChainMap({}, base)  # writes go to a map of their own
     txn = state.store.begin()
     out, events = role.process(txn, pages, deltas, seq, shown)
+    if shown is not None and state.caught_up(ends):
+        events += role.end_catch_up(txn, seq, shown)
     records = [(GRAMS_OUT, g, raw) for g, raw in out]
     if role.site_parts is not None:
         records.append((DELTAS_OUT, SITE_SHARD, role.site_parts))

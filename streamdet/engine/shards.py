@@ -215,6 +215,13 @@ class DocShard:
         partners.flush()
         return out, events
 
+    def end_catch_up(self, txn, seq: int, shown: MutableMapping[str, str]) -> list[dict]:
+        """The events of the batch that ends a new owner's catch-up, besides its own: the
+        site shard's corrections of what consumers hold (SiteShard.reconcile)."""
+        if self.site is None:
+            return []
+        return self.site.reconcile(txn, lambda last: max(last + 1, seq), shown)
+
     def _parts(self, txn, dirty: Dirty, seq: int) -> bytes | None:
         """The parts of the batch's re-scored and replaced versions, for the site shard
         (engine.site_shard), stamped with the offsets consumed (`seq`)."""

@@ -79,6 +79,15 @@ class SiteShard:
         self.params = params
         self.sites = SiteRole(params)
         self.badness = BadnessRole(params)
+        self.cause = ""  # the newest cause among the parts it has applied
+
+    def reconcile(self, txn: SiteView, next_seq: Callable[[int], int],
+                  shown: MutableMapping[str, str]) -> list[dict]:
+        """The events that end a new owner's catch-up: each site and neighbourhood whose
+        status differs from what consumers hold (SiteRole.reconcile,
+        BadnessRole.reconcile), caused by the newest part applied."""
+        return (self.sites.reconcile(txn, shown, next_seq, self.cause)
+                + self.badness.reconcile(txn, shown, next_seq, self.cause))
 
     def process(self, txn: SiteView, shares: list[np.ndarray], parts: list[SitePart],
                 next_seq: Callable[[int], int],
@@ -107,8 +116,7 @@ class SiteShard:
             txn.put_site(key, _SHARE.pack(stamp, pop, inside, total) if live else None)
             changed.setdefault(d, "")
 
-    @staticmethod
-    def _part(txn: SiteView, p: SitePart, changed: dict[int, str]) -> None:
+    def _part(self, txn: SiteView, p: SitePart, changed: dict[int, str]) -> None:
         key = b"p" + u64key(p.docno)
         old = txn.site_many([key])[0]
         if old is not None and _PART.unpack_from(old)[0] > p.stamp:
@@ -119,6 +127,7 @@ class SiteShard:
             raw = _PART.pack(p.stamp, 0, 0, 0)
         txn.put_site(key, raw)
         changed[p.docno] = p.cause
+        self.cause = p.cause or self.cause
 
     def _figures(self, txn: SiteView, changed: dict[int, str]
                  ) -> tuple[dict[int, tuple[Contribution | None, str]],

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ..state.schema import prefix_end
 from .params import Params
 from .servers import host_of, registered_domain
 
@@ -213,6 +214,35 @@ class SiteRole:
             if shared != (k in was_shared):  # it moved: the other record goes
                 txn.put_site(k if shared else _shared_key(k), None)
         return events
+
+    def reconcile(self, txn: SiteView, shown: MutableMapping[str, str],
+                  next_seq: Callable[[int], int], cause: str) -> list[dict]:
+        """The events that end a Kafka doc shard's catch-up (engine.shard_step): every
+        site whose status differs from what consumers hold (`shown`; a site without a
+        slot was never a candidate for them). Only a site the catch-up touched was
+        compared; one whose status the last owner flipped past the group's commit, and
+        that this owner's batching never touched, would otherwise stay wrong for them."""
+        slots = {_slot_key(slot) for slot in shown if slot[1:].startswith(_SITE_LEVELS)}
+        now = {k for prefix in (b"h", b"d", b"H", b"D")
+               for k, raw in txn.site_scan(prefix, prefix_end(prefix))
+               if Totals.decode(raw).shown}
+        keys = sorted({k[:1].lower() + k[1:] for k in now} | slots)
+        events = []
+        for k, t in _read(txn, keys).items():
+            if show(t.shown, False, site_slot(*reversed(site_name(k))), shown):
+                t.seq = next_seq(t.seq)
+                events.append(site_event(k, t, cause, self.params))
+                txn.put_site(_shared_key(k) if t.pages >= 2 else k, t.encode())
+        return events
+
+
+_SITE_LEVELS = ("host\x00", "domain\x00")
+
+
+def _slot_key(slot: str) -> bytes:
+    """A site's totals key (one-page form) from its slot (site_slot)."""
+    level, name = slot[1:].split("\x00", 1)
+    return (b"h" if level == "host" else b"d") + name.encode("utf-8")
 
 
 def _shared_key(key: bytes) -> bytes:
