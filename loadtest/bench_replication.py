@@ -22,13 +22,20 @@ quilts, scrapers, re-fetches), analysed beforehand as the analysis processes do:
    neighbourhood records) and `chunks` (counts, holders, documents' chunks) a page.
 4. `streamdet phrases --top 20` and `streamdet sites`: seconds on the state.
 5. Quality: monster candidates among the hosts of the generator's spam farms (3 each),
-   and among the other hosts; bad neighbourhoods on the farms' hosts and elsewhere.
+   and among the other hosts; bad neighbourhoods on the farms' hosts and elsewhere. Three
+   ways to fill L: blind discovery alone (T = 10, the state above); informed discovery
+   alone (T = 0, a state of its own) from a spam team's review; and both. The review
+   draws `--review` pages uniformly from the quilted ones (as `streamdet review sample`
+   does), and labels the pages the generator's truth says a farm made (the reviewer's
+   "spam"), each with `label-chunks --url`'s effect (Engine.label of its chunks).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import random
 import sys
 import tempfile
 import time
@@ -179,14 +186,56 @@ def phrases_seconds(store, params) -> tuple[float, list[dict]]:
     return time.perf_counter() - t, rows
 
 
-def stream(pages: int, seed: int) -> tuple[list[dict], set[str]]:
-    """The load generator's records, and the hosts its spam farms publish on."""
+def stream(pages: int, seed: int) -> tuple[list[dict], dict[str, dict]]:
+    """The load generator's records, and its truth about quilts (URL -> farm, donors)."""
     from loadtest.generator import Generator, GeneratorConfig
-    from streamdet.engine.servers import host_of
 
     gen = Generator(GeneratorConfig(seed=seed, pages=pages))
     records = list(gen)
-    return records, {host_of(u) for u in gen.truth.quilts}
+    return records, gen.truth.quilts
+
+
+def review(store, params, farm_quilts: dict[str, dict], n: int, seed: int
+           ) -> tuple[int, list[str]]:
+    """A spam team's review: n pages drawn uniformly from the quilted ones (fewer when
+    there are fewer), and among them those a farm made (judged spam), to label."""
+    from streamdet.adapters.views import dump_rows
+
+    quilted = sorted(r["url"] for r in dump_rows(store, params) if r["quilted"])
+    drawn = random.Random(seed).sample(quilted, min(n, len(quilted)))
+    return len(drawn), [u for u in drawn if u in farm_quilts]
+
+
+def label_pages(store, params, pages_by_url: dict, urls: list[str]) -> None:
+    """Each page's chunks labelled, as `label-chunks --url` does (one transaction each)."""
+    from streamdet.engine.core import Engine
+
+    engine = Engine(params)
+    for url in urls:
+        txn = store.begin()
+        engine.label(txn, pages_by_url[url].chunks.keys, url)
+        txn.commit({})
+
+
+def informed_state(pages: list, params, path: str):
+    """A state of the same pages with blind discovery off (T = 0)."""
+    from streamdet.engine.core import Engine
+    from streamdet.state.rocks import RocksKV
+    from streamdet.state.txn import Store
+
+    store, engine = Store(RocksKV(path)), Engine(params)
+    for i in range(0, len(pages), BATCH):
+        txn = store.begin()
+        engine.process(txn, pages[i : i + BATCH])
+        txn.commit({})
+    return store
+
+
+def judged(store, params, farm_hosts: set[str]) -> dict:
+    """The quality figures of a state (every host; neighbourhoods of 2 pages or more)."""
+    from streamdet.adapters.views import neighbourhoods_of, sites_of
+
+    return quality(sites_of(store, params), neighbourhoods_of(store, 2), farm_hosts)
 
 
 def quality(sites: list[dict], hoods: list[dict], farm_hosts: set[str]) -> dict:
@@ -221,20 +270,36 @@ def quality(sites: list[dict], hoods: list[dict], farm_hosts: set[str]) -> dict:
     }
 
 
+def print_quality(why: str, q: dict) -> None:
+    print(f"quality, {why}:")
+    print(f"  monster candidates  {q['farm_hosts_monster']} of the farms' {q['farm_hosts']} "
+          f"hosts (pages {q['farm_pages']}, mean pop {q['farm_pop_mean']}, sd "
+          f"{q['farm_pop_sd']}); {q['real_hosts_monster']} of {q['real_hosts']:,} other hosts "
+          f"({100 * q['real_monster_share']:.2f}%)")
+    print(f"  bad neighbourhoods  {q['farm_neighbourhoods_bad']} of the farms' "
+          f"{q['farm_neighbourhoods']} (host badness {q['farm_badness']}), "
+          f"{q['real_neighbourhoods_bad']} of {q['real_neighbourhoods']:,} others")
+    print(f"  flagged hosts       farms' {q['farm_hosts_flagged']} of {q['farm_hosts']}, "
+          f"others {q['real_hosts_flagged']} ({100 * q['real_flagged_share']:.2f}%)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pages", type=int, default=2000, help="records of the load stream")
     ap.add_argument("--smoke", action="store_true", help="300 records (CI)")
     ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--review", type=int, default=128,
+                    help="quilted pages the simulated spam team reviews (informed discovery)")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
 
-    from streamdet.adapters.views import sites_of
     from streamdet.engine.params import Params
+    from streamdet.engine.servers import host_of
 
     n = 300 if args.smoke else args.pages
     params = Params()
-    records, farm_hosts = stream(n, args.seed)
+    records, farm_quilts = stream(n, args.seed)
+    farm_hosts = {host_of(u) for u in farm_quilts}
     log(f"stream: {len(records)} records; analysing")
     pages, _ = analysed(records, params)
     log("chunking in analysis, with and without")
@@ -246,9 +311,24 @@ def main(argv: list[str] | None = None) -> int:
             kept = popular_bytes(store)
             phrases_s, top = phrases_seconds(store, params)
             sites_s, listed, hoods = sites_seconds(store, params)
-            sites = sites_of(store, params)  # every host, for the quality's denominators
+            log("quality: blind discovery, then a review's labels")
+            qualities = {"blind": judged(store, params, farm_hosts)}
+            drawn, labels = review(store, params, farm_quilts, args.review, args.seed)
+            by_url = {p.url: p for p in pages}
+            label_pages(store, params, by_url, labels)
+            qualities["both"] = judged(store, params, farm_hosts)
         finally:
             store.close()
+        log("quality: informed discovery alone (T = 0)")
+        alone = dataclasses.replace(params, chunk_threshold=0)
+        store = informed_state(pages, alone, f"{tmp}/informed")
+        try:
+            label_pages(store, alone, by_url, labels)
+            qualities["informed"] = judged(store, alone, farm_hosts)
+        finally:
+            store.close()
+    qualities["review"] = {"drawn": drawn, "labelled": len(labels),
+                           "farms": len({farm_quilts[u]["farm"] for u in labels})}
     share = (seconds["with"] - seconds["without"]) / seconds["with"]
     result = {
         "benchmark": "bench_replication",
@@ -262,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         "top_phrases": top[:5],
         "top_sites": listed[:5],
         "top_neighbourhoods": hoods[:5],
-        "quality": quality(sites, hoods, farm_hosts),
+        "quality": qualities,
         "figures": {
             "pages": len(pages),
             "engine_ms_per_page_with": 1000 * seconds["with"] / len(pages),
@@ -306,16 +386,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{f['monster_sites']} monster candidates: "
           + ", ".join(f"{r['site']} ({r['level']}, {r['pages']} pages, mean pop "
                       f"{r['pop_mean']:.0f})" for r in listed[:3] if r["monster"]))
-    q = result["quality"]
-    print(f"quality               {q['farm_hosts_monster']} of the farms' {q['farm_hosts']} hosts "
-          f"are monster candidates (pages {q['farm_pages']}, mean pop {q['farm_pop_mean']}, "
-          f"sd {q['farm_pop_sd']}); {q['real_hosts_monster']} of {q['real_hosts']:,} other "
-          f"hosts ({100 * q['real_monster_share']:.2f}%)")
-    print(f"                      bad neighbourhoods: {q['farm_neighbourhoods_bad']} of the "
-          f"farms' {q['farm_neighbourhoods']} (host badness {q['farm_badness']}), "
-          f"{q['real_neighbourhoods_bad']} of {q['real_neighbourhoods']:,} others; farm hosts "
-          f"flagged (monster or bad) {q['farm_hosts_flagged']} of {q['farm_hosts']}, other "
-          f"hosts {q['real_hosts_flagged']} ({100 * q['real_flagged_share']:.2f}%)")
+    for kind, why in (("blind", "blind discovery (T = 10)"),
+                      ("informed", "informed discovery (T = 0, the review's labels)"),
+                      ("both", "both")):
+        print_quality(why, qualities[kind])
+    r = qualities["review"]
+    print(f"review                {r['drawn']} quilted pages drawn, {r['labelled']} of them "
+          f"farm-made and labelled (of {r['farms']} farms)")
     print(f"wrote {out}")
     return 0
 

@@ -256,8 +256,10 @@ def _near_headline(r: dict) -> list[str]:
 
 def _replication_headline(r: dict) -> list[str]:
     """SPEC §8: its share of the engine's time, its tables, `phrases` and `sites`, and
-    the farms' hosts and the others flagged (monster candidates, bad neighbourhoods)."""
-    f, q = r["figures"], r["quality"]
+    the farms' hosts and the others flagged (monster candidates, bad neighbourhoods) by
+    blind discovery, by a review's labels (informed), and by both."""
+    f, qs = r["figures"], r["quality"]
+    blind = qs["blind"]
     lines = [f"{f['pages']:,} pages: §8 (traps, popular phrases, site totals, chunks and "
              f"neighbourhoods) **{100 * f['section8_share_of_engine']:.1f}%** of the engine's "
              f"time (target <= 20%){_pass(f['section8_share_of_engine'] <= 0.2)}; tables "
@@ -265,22 +267,29 @@ def _replication_headline(r: dict) -> list[str]:
              f"{f['sites_bytes_per_page']:.0f} B a page",
              f"`phrases --top 20` {f['phrases_seconds']:.3f} s, `sites` "
              f"{f['sites_seconds']:.3f} s ({f['sites']:,} hosts and domains)",
-             f"monster candidates: {q['farm_hosts_monster']} of the farms' {q['farm_hosts']} "
-             f"hosts (their pop sd {min(q['farm_pop_sd'], default=0):.0f}–"
-             f"{max(q['farm_pop_sd'], default=0):.0f}, against < 15), "
-             f"{q['real_hosts_monster']} of {q['real_hosts']:,} other hosts "
-             f"({100 * q['real_monster_share']:.2f}%; target <= 1%)"
-             f"{_pass(q['real_monster_share'] <= 0.01)}"]
-    if "chunk_bytes_per_page" in f:
-        lines += [f"chunks: table chunks {f['chunk_bytes_per_page']:.0f} B a page, "
-                  f"neighbourhood records {f['neighbourhood_bytes_per_page']:.0f} B; cutting "
-                  f"them {_chunking(f['chunking_ms_per_page'])} in analysis",
-                  f"farm hosts flagged (monster or bad neighbourhood): "
-                  f"{q['farm_hosts_flagged']} of {q['farm_hosts']}; other hosts "
-                  f"{q['real_hosts_flagged']} ({100 * q['real_flagged_share']:.2f}%; target "
-                  f"<= 1%){_pass(q['real_flagged_share'] <= 0.01)}; bad neighbourhoods "
-                  f"{q['farm_neighbourhoods_bad']} of the farms' {q['farm_neighbourhoods']}, "
-                  f"{q['real_neighbourhoods_bad']} of {q['real_neighbourhoods']:,} others"]
+             f"monster candidates: {blind['farm_hosts_monster']} of the farms' "
+             f"{blind['farm_hosts']} hosts (their pop sd "
+             f"{min(blind['farm_pop_sd'], default=0):.0f}–"
+             f"{max(blind['farm_pop_sd'], default=0):.0f}, against < 15), "
+             f"{blind['real_hosts_monster']} of {blind['real_hosts']:,} other hosts "
+             f"({100 * blind['real_monster_share']:.2f}%)",
+             f"chunks: table chunks {f['chunk_bytes_per_page']:.0f} B a page, "
+             f"neighbourhood records {f['neighbourhood_bytes_per_page']:.0f} B; cutting "
+             f"them {_chunking(f['chunking_ms_per_page'])} in analysis"]
+    rv = qs["review"]
+    for kind, why in (("blind", "blind discovery (T = 10)"),
+                      ("informed", f"informed discovery (T = 0; {rv['labelled']} farm pages "
+                                   f"labelled among {rv['drawn']} quilts reviewed)"),
+                      ("both", "both")):
+        q = qs[kind]
+        met = q["farm_hosts_flagged"] == q["farm_hosts"] and q["real_flagged_share"] <= 0.01
+        lines.append(f"{why}: farm hosts flagged {q['farm_hosts_flagged']} of "
+                     f"{q['farm_hosts']}, other hosts {q['real_hosts_flagged']} "
+                     f"({100 * q['real_flagged_share']:.2f}%; target all farms, <= 1% of "
+                     f"the others){_pass(met)}; bad neighbourhoods "
+                     f"{q['farm_neighbourhoods_bad']} of the farms' "
+                     f"{q['farm_neighbourhoods']}, {q['real_neighbourhoods_bad']} of "
+                     f"{q['real_neighbourhoods']:,} others")
     return lines
 
 

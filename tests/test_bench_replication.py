@@ -12,7 +12,8 @@ def test_smoke_run_reports_cost_state_and_quality(tmp_path):
     out = tmp_path / "r.json"
     assert br.main(["--smoke", "--out", str(out)]) == 0
     r = json.loads(out.read_text())
-    f, q = r["figures"], r["quality"]
+    f, qs = r["figures"], r["quality"]
+    q = qs["blind"]
     assert f["pages"] > 250 and f["engine_ms_per_page_with"] > 0
     assert f["engine_ms_per_page_without"] > 0
     assert f["popular_bytes_per_page"] > 0 and f["sites_bytes_per_page"] > 0
@@ -22,6 +23,11 @@ def test_smoke_run_reports_cost_state_and_quality(tmp_path):
     assert r["chunking"]["pages"] > 250 and f["neighbourhoods"] > 0
     assert q["farm_neighbourhoods"] > 0 and q["real_neighbourhoods"] > 0
     assert 0 <= q["real_flagged_share"] <= 1
+    # the review labelled farm pages: informed discovery gives a farm neighbourhood
+    # contains > 0 where blind discovery at T = 10 gave none
+    assert 0 < qs["review"]["labelled"] <= qs["review"]["drawn"]
+    assert max(qs["informed"]["farm_badness"]) > 0 == max(q["farm_badness"])
+    assert qs["informed"]["real_neighbourhoods"] == q["real_neighbourhoods"]
 
 
 def test_the_baseline_takes_section_8_out_and_puts_it_back():
