@@ -10,6 +10,7 @@ the ones counted. Timings are measured by the benchmark, never asserted here.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from functools import lru_cache
 
 import numpy as np
@@ -185,7 +186,8 @@ def test_tiny_run_leaves_the_documents_it_counted(tmp_path, monkeypatch) -> None
     from streamdet.state.rocks import RocksKV
 
     monkeypatch.setattr(recent, "CAPACITY", 2048)  # segments after a few batches
-    stream = bg.GrowthStream(list(models()), 1, 0.9, 0.05, PARAMS, mirrors=2)
+    shared = bg.models_of([4, 682])  # two pages of one site (google.com): `sites` lists it
+    stream = bg.GrowthStream([*models(), *shared], 1, 0.9, 0.05, PARAMS, mirrors=2)
     rows = bg.run(stream, tmp_path / "state", docs=60, checkpoint=25, batch=8,
                   counter=bg.GramCounter(1))
     assert [r["documents"] for r in rows] == [25, 50, 60]
@@ -197,11 +199,17 @@ def test_tiny_run_leaves_the_documents_it_counted(tmp_path, monkeypatch) -> None
     for r in rows:
         assert 0 <= r["vain_chunk_reads_per_page"] <= r["chunk_reads_per_page"]
         assert r["storage_read_kb_per_page"] >= 0
+        assert r["sites_seconds"] > 0
     kv = RocksKV(str(tmp_path / "state"))
     try:
-        assert sum(1 for _ in kv.items("urls")) == 60
+        urls = [key.decode() for key, _ in kv.items("urls")]
     finally:
         kv.close()
+    assert len(urls) == 60
+    hosts = Counter(host_of(u) for u in urls)
+    domains = Counter(registered_domain(h) for h in hosts.elements())
+    multi = sum(n >= 2 for n in [*hosts.values(), *domains.values()])
+    assert rows[-1]["sites_rows"] == multi > 0
 
 
 def _tables(path) -> dict[str, list[tuple[bytes, bytes]]]:
