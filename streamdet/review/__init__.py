@@ -1,0 +1,9 @@
+"""The spam team's review desk (`streamdet review`): judgements of quilts, kept durably,
+and the precision they measure. A service with its own state, one module per concern:
+
+- labels: a judgement (spam / not spam / unsure, note, who, when, what it judged);
+- label_store: the labels and the uniform draws in a SQLite file (embedded mode);
+- sampling: uniform draws of quilts to judge, as Najork drew them;
+- precision: the spam share per parameter setting and kind of page (Najork's Table 2);
+- auth: the desk's credentials (a token, or users with scrypt-hashed passwords).
+"""
