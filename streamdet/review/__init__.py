@@ -1,6 +1,8 @@
 """The spam team's review desk (`streamdet review`): judgements of quilts, kept durably,
 and the precision they measure. A service with its own state, one module per concern:
 
+- projection: the detector's events folded into the desk's view (verdicts, history,
+  clusters, sites), over MutableMapping tables;
 - labels: a judgement (spam / not spam / unsure, note, who, when, what it judged);
 - label_store: the labels and the uniform draws in a SQLite file (embedded mode);
 - sampling: uniform draws of quilts to judge, as Najork drew them;

@@ -1,0 +1,82 @@
+"""The review desk's view of the detector: its events folded into tables.
+
+- `quilts`: URL -> the newest `quilt` / `rescore` / `unquilt` event (its verdict, cover
+  and spans, SPEC §3 and §5);
+- `history`: URL -> the page's events, oldest first, summarised (the newest HISTORY);
+- `clusters`: URL -> the newest `cluster` event's cluster, size and exact duplicates;
+- `sites`: "level name" -> the newest `site` event's figures (sites and neighbourhoods).
+
+Pure: the tables are MutableMappings (dicts in embedded mode, faust Tables on Kafka),
+and a value is replaced, never changed in place, so that a faust Table sees the write.
+Events come at least once and, per URL (or site), in seq order on their partition; a
+repeat, or an older event met after a newer one, changes nothing (seq decides)."""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field
+
+QUILT_EVENTS = ("quilt", "rescore", "unquilt")
+HISTORY = 100  # events kept per page for its page view
+
+
+@dataclass
+class View:
+    quilts: MutableMapping[str, dict] = field(default_factory=dict)
+    history: MutableMapping[str, list] = field(default_factory=dict)
+    clusters: MutableMapping[str, dict] = field(default_factory=dict)
+    sites: MutableMapping[str, dict] = field(default_factory=dict)
+
+
+def site_key(ev: dict) -> str:
+    """A `site` event's subject: "host a.example", "neighbourhood a.example/x/"."""
+    return f"{ev['level']} {ev.get('site') or ev.get('neighbourhood')}"
+
+
+def apply(view: View, ev: dict) -> bool:
+    """Fold one event into the view; whether it changed anything."""
+    kind = ev.get("event")
+    if kind == "site":
+        return _newest(view.sites, site_key(ev), ev)
+    url = ev.get("url")
+    if not isinstance(url, str) or not isinstance(ev.get("seq"), int):
+        return False
+    changed = _remember(view.history, url, ev)
+    if kind in QUILT_EVENTS:
+        changed |= _newest(view.quilts, url, ev)
+    elif kind == "cluster":
+        changed |= _newest(view.clusters, url, {k: ev[k] for k in (
+            "seq", "cluster", "cluster_size", "exact_dups") if k in ev})
+    return changed
+
+
+def _newest(table: MutableMapping[str, dict], key: str, ev: dict) -> bool:
+    old = table.get(key)
+    if old is not None and old["seq"] >= ev["seq"]:
+        return False
+    table[key] = ev
+    return True
+
+
+def summary(ev: dict) -> dict:
+    """What the page view lists of an event: its kind, seq, time, cause and the figures
+    that say what changed (the full verdict is in `quilts`)."""
+    out = {k: ev[k] for k in ("event", "seq", "at", "cause") if k in ev}
+    if ev.get("event") in QUILT_EVENTS:
+        out |= {"patch_fraction": ev.get("patch_fraction"),
+                "sources": len(ev.get("sources") or ())}
+    for k in ("cluster", "cluster_size", "other", "segment"):
+        if k in ev:
+            out[k] = ev[k]
+    return out
+
+
+def _remember(history: MutableMapping[str, list], url: str, ev: dict) -> bool:
+    kept = history.get(url) or []
+    entry = summary(ev)
+    mark = (entry["event"], entry["seq"])
+    if any((e["event"], e["seq"]) == mark for e in kept):
+        return False  # an event sent again (SPEC §9)
+    kept = sorted([*kept, entry], key=lambda e: (e["seq"], e["event"]))[-HISTORY:]
+    history[url] = kept
+    return True
