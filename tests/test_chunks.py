@@ -433,3 +433,25 @@ def test_the_end_of_a_catch_up_tells_consumers_every_status_they_hold_wrongly():
                             site_slot("host", "gone.example"): "0"}
     assert SiteShard(params).reconcile(txn, lambda last: last + 1, shown) == []
     store.close()
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(corpus=chunk_corpus_st())
+def test_neighbourhoods_of_two_pages_read_from_the_index_alone(corpus):
+    """`sites` reads the neighbourhoods of 2 pages or more from the badness index (its
+    entries hold their document counts), in order without a sort: the same rows as the
+    full scan's, also from entries written before they held counts."""
+    from streamdet.engine.badness import neighbourhood_rows
+
+    records, params, batches = corpus
+    kv = MemoryKV()
+    run(records, params, batches, kv=kv)
+    store = Store(kv)
+    every = neighbourhood_rows(store.begin(), 1)
+    want = [r for r in every if r["docs"] >= 2]
+    assert neighbourhood_rows(store.begin(), 2) == want
+    assert neighbourhood_rows(store.begin(), 3) == [r for r in every if r["docs"] >= 3]
+    older = [("sites", k, b"\x01") for k, _ in kv.items("sites", b"B") if k[:1] == b"B"]
+    kv.write(older)
+    assert neighbourhood_rows(store.begin(), 2) == want
+    store.close()

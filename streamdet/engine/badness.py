@@ -82,9 +82,12 @@ class Spread:
 
     def is_bad(self, h: Hood) -> bool:
         """SPEC §8's μ + σ rule, on integers."""
-        if h.docs < 2 or self.k == 0:
+        return self.is_bad_at(h.docs, h.badness)
+
+    def is_bad_at(self, docs: int, badness: int) -> bool:
+        if docs < 2 or self.k == 0:
             return False
-        over = self.k * h.badness - self.a
+        over = self.k * badness - self.a
         return over > 0 and over * over > self.k * self.b - self.a * self.a
 
     def threshold(self) -> int:
@@ -134,6 +137,9 @@ class HoodView:
 
 def place_key(docno: int) -> bytes:
     return b"v" + docno.to_bytes(8, "big")
+
+
+_DOCS = struct.Struct("<Q")  # an index entry's value: the neighbourhood's documents
 
 
 def _index_key(badness: int, name: bytes) -> bytes:
@@ -194,7 +200,7 @@ class BadnessRole:
             h = hoods[name]
             if h.docs >= 2:
                 spread.count(h.badness, 1)
-                txn.put_site(_index_key(h.badness, name), b"\x01")
+                txn.put_site(_index_key(h.badness, name), _DOCS.pack(h.docs))
         events = []
         for name in names:
             events += self._show(spread, name, hoods[name], causes[name], next_seq, shown)
@@ -233,8 +239,8 @@ class BadnessRole:
         """A neighbourhood's `site` event, telling its status (h.shown), with the next seq."""
         h.seq = next_seq(h.seq)
         return {"event": "site", "neighbourhood": name.decode("utf-8"),
-                "level": "neighbourhood", "seq": h.seq, **figures(h, h.shown), "cause": cause,
-                "params": self.params.to_dict()}
+                "level": "neighbourhood", "seq": h.seq, **figures(h.docs, h.badness, h.shown),
+                "cause": cause, "params": self.params.to_dict()}
 
     def reconcile(self, txn: HoodView, shown: MutableMapping[str, str],
                   next_seq: Callable[[int], int], cause: str) -> list[dict]:
@@ -262,35 +268,60 @@ class BadnessRole:
 _HOOD_SLOT = site_slot("neighbourhood", "")
 
 
-def figures(h: Hood, bad: bool) -> dict:
+def figures(docs: int, badness: int, bad: bool) -> dict:
     """A neighbourhood's figures as `sites` and events show them (badness to 6 places:
     the fixed point's own digits beyond are noise)."""
-    return {"docs": h.docs, "badness": round(h.badness / FIXED_ONE, 6), "bad": bad}
+    return {"docs": docs, "badness": round(badness / FIXED_ONE, 6), "bad": bad}
 
 
 def neighbourhood_rows(txn: HoodView, min_docs: int = 2) -> list[dict]:
     """`streamdet sites` rows of the neighbourhoods of at least `min_docs` live documents,
-    by badness (most first), then by name."""
+    by badness (most first), then by name. Those of 2 documents or more are read from the
+    index alone, already in badness order (the index holds their document counts)."""
     spread = Spread.decode(txn.site_many([GLOBAL])[0])
-    if min_docs >= 2:
-        names = [k[9:] for k, _ in txn.site_scan(b"B", b"C")]
-        hoods = zip(names, txn.site_many([b"n" + n for n in names]), strict=True)
-    else:
-        hoods = ((k[1:], r) for k, r in txn.site_scan(b"n", b"o"))
+    if min_docs < 2:
+        hoods = [(k[1:], Hood.decode(r)) for k, r in txn.site_scan(b"n", b"o")]
+        rows = [_row(name, h.docs, h.badness, spread) for name, h in hoods
+                if h.docs >= min_docs]
+        rows.sort(key=lambda r: (-r["badness"], r["neighbourhood"].encode("utf-8")))
+        return rows
+    entries = txn.site_scan(b"B", b"C")  # by badness, then name
+    docs = _index_docs(txn, entries)
     rows = []
-    for name, raw in hoods:
-        h = Hood.decode(raw)
-        if h.docs >= min_docs:
-            rows.append({"neighbourhood": name.decode("utf-8"), **figures(h, spread.is_bad(h))})
-    rows.sort(key=lambda r: (-r["badness"], r["neighbourhood"].encode("utf-8")))
+    end = len(entries)
+    while end:  # badness from the most, names in order within one badness
+        badness, start = entries[end - 1][0][1:9], end - 1
+        while start and entries[start - 1][0][1:9] == badness:
+            start -= 1
+        value = int.from_bytes(badness, "big")
+        rows += [_row(entries[i][0][9:], docs[i], value, spread) for i in range(start, end)
+                 if docs[i] >= min_docs]
+        end = start
     return rows
+
+
+def _index_docs(txn: HoodView, entries: list[tuple[bytes, bytes]]) -> list[int]:
+    """Each index entry's document count; an entry written before the index held them
+    (its value one byte) is looked up in the neighbourhood's record."""
+    docs = [_DOCS.unpack(v)[0] if len(v) == _DOCS.size else -1 for _, v in entries]
+    older = [i for i, n in enumerate(docs) if n < 0]
+    if older:
+        raws = txn.site_many([b"n" + entries[i][0][9:] for i in older])
+        for i, raw in zip(older, raws, strict=True):
+            docs[i] = Hood.decode(raw).docs
+    return docs
+
+
+def _row(name: bytes, docs: int, badness: int, spread: Spread) -> dict:
+    return {"neighbourhood": name.decode("utf-8"),
+            **figures(docs, badness, spread.is_bad_at(docs, badness))}
 
 
 def page_neighbourhoods(txn: HoodView, url: str) -> list[dict]:
     """The figures of a page's neighbourhoods, for `explain`."""
     spread = Spread.decode(txn.site_many([GLOBAL])[0])
     names = [n.encode("utf-8") for n in neighbourhoods(url)]
-    return [{"neighbourhood": n.decode("utf-8"), **figures(h, spread.is_bad(h))}
+    return [{"neighbourhood": n.decode("utf-8"), **figures(h.docs, h.badness, spread.is_bad(h))}
             for n, h in zip(names, map(Hood.decode, txn.site_many([b"n" + n for n in names])),
                             strict=True)]
 
