@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from functools import cached_property
 
 import numpy as np
 
@@ -55,8 +56,6 @@ class Store:
     def __init__(self, kv: KV) -> None:
         self.kv = kv
         self.withdrawn: set[int] = {key_u64(k) for k, _ in kv.items("dead")}
-        self.segments = SegmentIndex(kv)
-        self.recent = RecentPairs(kv)
         # Decoded documents as of the last commit. A transaction takes (pops) what it reads
         # and gives everything back on commit, so an abandoned transaction can never leave
         # uncommitted changes here.
@@ -72,6 +71,18 @@ class Store:
         # each source (SPEC's tie-break), ~45 reads a page that hit RocksDB each batch.
         self.names = Generations(NAME_CACHE)
         self._overlay_was_empty = next(kv.items("grams"), None) is None
+
+    @cached_property
+    def segments(self) -> SegmentIndex:
+        """The gram index's segments, loaded on first use: their filters and fences take
+        seconds to load at 500 k documents, which a reader of the other tables (`sites`,
+        `text`, `explain`) need not wait for."""
+        return SegmentIndex(self.kv)
+
+    @cached_property
+    def recent(self) -> RecentPairs:
+        """The gram index's recent pairs, loaded on first use (as `segments`)."""
+        return RecentPairs(self.kv)
 
     @property
     def overlay_cached(self) -> bool:
