@@ -70,7 +70,10 @@ class Store:
         # the cache needs no invalidation but that; every greedy cover reads the URL of
         # each source (SPEC's tie-break), ~45 reads a page that hit RocksDB each batch.
         self.names = Generations(NAME_CACHE)
-        self._overlay_was_empty = next(kv.items("grams"), None) is None
+        # A reader never trusts the cache (nothing writes through it); finding the first
+        # gram would open every file of the gram table
+        self._overlay_was_empty = (not getattr(kv, "read_only", False)
+                                   and next(kv.items("grams"), None) is None)
 
     @cached_property
     def segments(self) -> SegmentIndex:
