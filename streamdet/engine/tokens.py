@@ -7,9 +7,9 @@ tokens of their own, each with the marks that follow it. A mark with no letter o
 before it in its run is dropped.
 
 Categories come from `unicodedata` and scripts from the Unicode Script property (via the
-`regex` module), read once at import into plain character classes for the stdlib `re`
-engine: matching a large class there is as fast as `\\w`, while `regex` with property
-classes and set operations is 2-10x slower on the hot path.
+`regex` module), read once, at the first tokenization, into plain character classes for
+the stdlib `re` engine: matching a large class there is as fast as `\\w`, while `regex`
+with property classes and set operations is 2-10x slower on the hot path.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import re
 import sys
 import unicodedata
 from collections.abc import Iterable
+from functools import cache
+from typing import NamedTuple
 
 import numpy as np
 import regex
@@ -75,22 +77,34 @@ def _class_members() -> tuple[list[int], list[int], list[int], list[int]]:
     return seg, start, cont, marks
 
 
-_MEMBERS = _class_members()
-_SEG, _START, _CONT, _MARKS = (_char_class(m) for m in _MEMBERS)
-_SEG_BMP, _START_BMP, _CONT_BMP, _MARKS_BMP = (
-    _char_class(cp for cp in m if cp < 0x10000) for m in _MEMBERS
-)
-del _MEMBERS
+class _Patterns(NamedTuple):
+    simple: re.Pattern[str]
+    bmp: re.Pattern[str]
+    all: re.Pattern[str]
+    seg_letter: re.Pattern[str]
+    cutting: dict[re.Pattern[str], re.Pattern[str]]  # each pattern, capturing (token_spans)
+
 
 # sre matches a BMP-only class through a constant-time block bitmap but a class holding
 # astral ranges through a linear scan of ranges, and an alternation costs a second test at
 # every position. So there are three patterns giving the same tokens, and each text takes
 # the cheapest one that is exact for it: most web text has no segmented letters, and its
 # astral characters are emoji (symbols, not tokens).
-TOKEN_SIMPLE = re.compile(f"[{_START_BMP}][{_CONT_BMP}]*")
-TOKEN_BMP = re.compile(f"[{_START_BMP}][{_CONT_BMP}]*|[{_SEG_BMP}][{_MARKS_BMP}]*")
-TOKEN_ALL = re.compile(f"[{_START}][{_CONT}]*|[{_SEG}][{_MARKS}]*")
-_SEG_LETTER = re.compile(f"[{_SEG_BMP}]")
+@cache
+def _patterns() -> _Patterns:
+    """The token patterns, built on first use: reading the classes off every code point
+    takes half a second, which a command that never tokenizes (`sites`) should not pay."""
+    members = _class_members()
+    seg, start, cont, marks = (_char_class(m) for m in members)
+    seg_b, start_b, cont_b, marks_b = (_char_class(cp for cp in m if cp < 0x10000)
+                                       for m in members)
+    simple = re.compile(f"[{start_b}][{cont_b}]*")
+    bmp = re.compile(f"[{start_b}][{cont_b}]*|[{seg_b}][{marks_b}]*")
+    every = re.compile(f"[{start}][{cont}]*|[{seg}][{marks}]*")
+    return _Patterns(simple, bmp, every, re.compile(f"[{seg_b}]"),
+                     {p: re.compile(f"({p.pattern})") for p in (simple, bmp, every)})
+
+
 _ASTRAL = re.compile("[\\U00010000-\\U0010FFFF]")
 
 
@@ -125,10 +139,11 @@ _FOLD_SHIFT = re.compile(f"[{re.escape(FOLD_SHIFTS)}]")
 
 
 def _pattern_for(text: str) -> re.Pattern[str]:
+    p = _patterns()
     astral = _ASTRAL.findall(text)
     if astral and any(unicodedata.category(ch)[0] in "LNM" for ch in set(astral)):
-        return TOKEN_ALL
-    return TOKEN_BMP if _SEG_LETTER.search(text) else TOKEN_SIMPLE
+        return p.all
+    return p.bmp if p.seg_letter.search(text) else p.simple
 
 
 def tokenize(text: str) -> list[str]:
@@ -139,9 +154,6 @@ def tokenize(text: str) -> list[str]:
     return _pattern_for(folded).findall(folded)
 
 
-_CUTTING = {p: re.compile(f"({p.pattern})") for p in (TOKEN_SIMPLE, TOKEN_BMP, TOKEN_ALL)}
-
-
 def token_spans(text: str) -> tuple[list[str], np.ndarray, np.ndarray]:
     """The tokens of `text` (as tokenize gives them) with their [start, end) offsets in
     code points of `text` (SPEC §5), as two int64 arrays. One split of the unfolded text
@@ -149,7 +161,7 @@ def token_spans(text: str) -> tuple[list[str], np.ndarray, np.ndarray]:
     whole text first can change its length (ß -> ss), and cuts the same tokens only
     because no character but FOLD_SHIFTS folds into another class. The offsets are the
     parts' lengths summed, so no Python code runs per token but the folding."""
-    parts = _CUTTING[_pattern_for(text)].split(text)
+    parts = _patterns().cutting[_pattern_for(text)].split(text)
     ends = np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)))
     tokens = [t.casefold() for t in parts[1::2]]
     return tokens, ends[0::2][: len(tokens)], ends[1::2]
