@@ -352,7 +352,19 @@ def _growth_headline(r: dict) -> list[str]:
             + ("" if per_speed is None else f", per VM speed **{per_speed:.2f}x**")
             + f" (target <= {target}){_pass(judge(f, target)['growth'])}; its first window "
             f"alone to the last {st['growth']:.2f}x; disk "
-            f"{f['disk_bytes'] / 1e9:.1f} GB, peak RSS {f['peak_rss_bytes'] / 2**30:.1f} GiB"]
+            f"{f['disk_bytes'] / 1e9:.1f} GB, peak RSS {f['peak_rss_bytes'] / 2**30:.1f} GiB",
+            *_growth_sites(r)]
+
+
+def _growth_sites(r: dict) -> list[str]:
+    """`streamdet sites`' reading of the state at the last checkpoint (SPEC §8)."""
+    last = r["checkpoints"][-1]
+    if "sites_seconds" not in last:
+        return []
+    return [f"`sites` at {last['documents']:,} documents: {last['sites_seconds']:.2f} s to "
+            f"read {last['sites_rows']:,} sites and {last['neighbourhood_rows']:,} "
+            "neighbourhoods of 2 pages or more (target < 1 s)"
+            f"{_pass(last['sites_seconds'] < 1)}"]
 
 
 def _fmt(v) -> str:
