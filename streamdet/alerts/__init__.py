@@ -12,8 +12,24 @@ A service with its own state (its position file), one module per concern:
 What it does and guarantees, for its users: docs/alerts.md.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .config import AlertsConfig, AlertsError
-from .runner import run_alerts
-from .stats import Stats
+
+if TYPE_CHECKING:
+    from .runner import run_alerts
+    from .stats import Stats
 
 __all__ = ["AlertsConfig", "AlertsError", "Stats", "run_alerts"]
+
+
+def __getattr__(name: str) -> Any:
+    """The service's modules load on first use: `streamdet`'s parser reads the options
+    (cli, config) of every command, and the others should not pay for this one."""
+    if name == "run_alerts":
+        from .runner import run_alerts
+        return run_alerts
+    if name == "Stats":
+        from .stats import Stats
+        return Stats
+    raise AttributeError(name)

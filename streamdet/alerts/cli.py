@@ -10,13 +10,14 @@ import asyncio
 import signal
 import sqlite3
 import sys
+from typing import TYPE_CHECKING
 
 from ..console import env, log_to_stderr
-from .alerter import Alerter
 from .config import AlertsConfig
-from .dead_letters import replay
-from .runner import run_alerts
-from .stats import Stats
+
+if TYPE_CHECKING:  # the service's modules load when the command runs, not with the parser
+    from .alerter import Alerter
+    from .stats import Stats
 
 
 def _header(text: str) -> tuple[str, str]:
@@ -129,6 +130,8 @@ def _on_signals(handler) -> None:
 
 
 def cmd_replay(cfg: AlertsConfig, path: str) -> int:
+    from .dead_letters import replay
+
     async def main() -> tuple[int, int]:
         stop = asyncio.Event()
         _on_signals(stop.set)
@@ -143,6 +146,8 @@ def cmd_replay(cfg: AlertsConfig, path: str) -> int:
 
 async def _alerts(cfg: AlertsConfig) -> Stats:
     """run_alerts with SIGTERM/SIGINT stopping it; a second signal stops delivering now."""
+    from .runner import run_alerts
+
     stop = asyncio.Event()
     started: list[Alerter] = []
 
