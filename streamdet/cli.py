@@ -108,7 +108,8 @@ def _stop_chunks(path: str | None) -> tuple[int, ...]:
     return tuple(text_keys(text).tolist())
 
 
-def open_store(path: str, must_exist: bool = False, read_only: bool = False):
+def open_store(path: str, must_exist: bool = False, read_only: bool = False,
+               tables: tuple[str, ...] | None = None):
     from .state.rocks import RocksKV
     from .state.txn import Store
 
@@ -130,7 +131,7 @@ def open_store(path: str, must_exist: bool = False, read_only: bool = False):
     from .state.rocks import StateDirError
 
     try:
-        store = Store(RocksKV(path, read_only=read_only))
+        store = Store(RocksKV(path, read_only=read_only, tables=tables))
     except StateDirError as exc:
         if "lock" in str(exc).lower():
             raise UsageError(f"state {path} is in use by another streamdet process") from None
@@ -482,9 +483,10 @@ def _query_page(args: argparse.Namespace, *stores):
     return Page(url, text=body) if args.text is not None else Page(url, html=body)
 
 
-def _opened_states(states: list[str] | None, stack):
+def _opened_states(states: list[str] | None, stack, tables: tuple[str, ...] | None = None):
     """A `run` state opened read-only, or every shard of worker states: (doc shards,
-    gram shards, shard count), the stores by shard number; `stack` closes them."""
+    gram shards, shard count), the stores by shard number; `stack` closes them. With
+    `tables`, only those tables are opened (a command that reads no other)."""
     from .adapters.views import all_shard_dirs
 
     states = states or [DEFAULT_STATE]
@@ -496,7 +498,7 @@ def _opened_states(states: list[str] | None, stack):
         raise UsageError("several --state directories are only for worker states")
 
     def opened(path: str):
-        store = open_store(path, must_exist=True, read_only=True)
+        store = open_store(path, must_exist=True, read_only=True, tables=tables)
         stack.callback(store.close)
         return store
 
@@ -575,7 +577,7 @@ def cmd_sites(args: argparse.Namespace) -> int:
 
     levels = set(args.level or ("host", "domain", "neighbourhood"))
     with ExitStack() as stack:
-        found = _opened_states(args.state, stack)
+        found = _opened_states(args.state, stack, tables=("meta", "sites"))
         if isinstance(found, tuple):  # worker states: the site shard keeps them
             found = found[0][SITE_SHARD]
         if found.meta("popular") == "partial":

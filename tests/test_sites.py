@@ -160,3 +160,23 @@ def test_sites_cli(tmp_path):
     assert {(e["site"], e["monster"]) for e in events
             if e["event"] == "site" and e["level"] != "neighbourhood"} == {
         ("farm.example.com", True), ("example.com", True)}
+
+
+def test_a_reader_opens_only_the_tables_it_reads(tmp_path):
+    """`sites` opens a state's meta and sites tables alone (each table's files are opened
+    with it); the others read as empty, and a writer cannot open part of a state."""
+    import pytest
+
+    from streamdet.state.rocks import RocksKV
+
+    kv = RocksKV(str(tmp_path / "s"))
+    kv.write([("meta", b"m", b"1"), ("sites", b"hx", b"2"), ("docs", b"d", b"3")])
+    kv.close()
+    part = RocksKV(str(tmp_path / "s"), read_only=True, tables=("meta", "sites"))
+    try:
+        assert part.get("meta", b"m") == b"1" and part.get("sites", b"hx") == b"2"
+        assert part.get("docs", b"d") is None and list(part.items("docs")) == []
+    finally:
+        part.close()
+    with pytest.raises(ValueError):
+        RocksKV(str(tmp_path / "s"), tables=("meta",))

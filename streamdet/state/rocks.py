@@ -96,7 +96,8 @@ class RocksKV(KV):
     for readers (dump, explain): no lock taken, nothing written, so a state on a
     read-only disk or copied from a backup can be read."""
 
-    def __init__(self, path: str, read_only: bool = False) -> None:
+    def __init__(self, path: str, read_only: bool = False,
+                 tables: tuple[str, ...] | None = None) -> None:
         self.path = path
         self.read_only = read_only
         if not read_only:
@@ -110,10 +111,15 @@ class RocksKV(KV):
         cache = Cache(BLOCK_CACHE_BYTES)
         memtables = WriteBufferManager.new_write_buffer_manager_with_cache(
             MEMTABLES_BYTES, False, cache)
+        if tables is not None and not read_only:
+            raise ValueError("only a read-only state opens some of its tables")
+        wanted = TABLES if tables is None else tables
         tables = TABLES
-        if read_only:  # a state written before a table existed has no column family for it
+        if read_only:  # a state written before a table existed has no column family for it;
+            # a reader of a few tables opens only theirs (each table's files are opened
+            # with it: 0.17 s for all of a 500,000-document state, 0.007 s for two)
             try:
-                tables = tuple(t for t in TABLES if t in set(Rdict.list_cf(path)))
+                tables = tuple(t for t in wanted if t in set(Rdict.list_cf(path)))
             except Exception as exc:  # noqa: BLE001 - rocksdict raises plain Exception
                 raise StateDirError(f"cannot open state in {path}: {exc}") from None
         families = {t: _table_options(cache, memtables, t == "grams") for t in tables}
