@@ -1,5 +1,6 @@
-"""The spam team's review desk (`streamdet review`): judgements of quilts, kept durably,
-and the precision they measure. A service with its own state, one module per concern:
+"""The spam team's review desk: judgements of quilts, kept durably, the precision they
+measure, and what a reviewer looks at. No command serves it yet (CHANGELOG). A service
+with its own state, one module per concern:
 
 - projection: the detector's events folded into the desk's view (verdicts, history,
   clusters, sites), over MutableMapping tables;
