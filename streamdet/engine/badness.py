@@ -33,7 +33,7 @@ from ..state.schema import prefix_end
 from .labelled import FIXED_ONE
 from .neighbourhoods import neighbourhoods
 from .params import Params
-from .sites import show, site_slot
+from .sites import show, site_slot, slot_subject
 
 _NEIGHBOURHOOD = struct.Struct("<QQQB")  # documents, Σ contains, seq, bad shown
 _VALUE = struct.Struct("<Q")
@@ -249,8 +249,8 @@ class BadnessRole:
         a slot was never bad for them). The threshold may pass a neighbourhood and come
         back within one of this owner's batches where the last owner's batching stopped
         between, and told consumers; no scan of this owner meets it."""
-        names = {slot[len(_HOOD_SLOT):].encode("utf-8") for slot in shown
-                 if slot.startswith(_HOOD_SLOT)}
+        names = {name.encode("utf-8") for level, name in filter(None, map(slot_subject, shown))
+                 if level == "neighbourhood"}
         threshold = Spread.decode(txn.site_many([GLOBAL])[0]).threshold()
         if threshold < TOP:  # the bad ones now are above it, in the index
             names |= {key[9:] for key, _ in txn.site_scan(_index_key(threshold + 1, b""),
@@ -263,9 +263,6 @@ class BadnessRole:
                 events.append(self._event(name, h, cause, next_seq))
                 txn.put_site(b"n" + name, h.encode())
         return events
-
-
-_HOOD_SLOT = site_slot("neighbourhood", "")
 
 
 def figures(docs: int, badness: int, bad: bool) -> dict:

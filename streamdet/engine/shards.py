@@ -34,7 +34,7 @@ seq) is written once, in docs/kafka-protocol.md.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from enum import StrEnum
 
 import numpy as np
@@ -144,6 +144,13 @@ def unsent_events(records: Iterable[tuple[int, bytes]], committed: int) -> list[
     return [raw for _, raw in sorted(out.values(), key=lambda x: x[0])]
 
 
+def seq_after(seq: int) -> Callable[[int], int]:
+    """A doc shard's next seq for a URL or site last at `last`: at least the batch's
+    `seq`, the offsets consumed so far, which only grow on this worker or the next
+    owner."""
+    return lambda last: max(last + 1, seq)
+
+
 class DocShard:
     """URLs, documents and covers of the pages whose URL hashes to this shard."""
 
@@ -204,8 +211,7 @@ class DocShard:
             self.docs.apply(txn, msg.deltas, dirty)
             self.partials.apply(txn, partners, msg.links, paired)
             clusters += msg.clusters
-        # seq: the offsets consumed so far only grow, on this worker or the next owner
-        next_seq = lambda last: max(last + 1, seq)  # noqa: E731
+        next_seq = seq_after(seq)
         events = rescore(self.docs, txn, dirty, before, next_seq, shown)
         events += self.partials.report(txn, partners, paired, next_seq, shown)
         events += cluster_events(txn, clusters, next_seq, self.params.to_dict(), shown)
@@ -220,7 +226,7 @@ class DocShard:
         site shard's corrections of what consumers hold (SiteShard.reconcile)."""
         if self.site is None:
             return []
-        return self.site.reconcile(txn, lambda last: max(last + 1, seq), shown)
+        return self.site.reconcile(txn, seq_after(seq), shown)
 
     def _parts(self, txn, dirty: Dirty, seq: int) -> bytes | None:
         """The parts of the batch's re-scored and replaced versions, for the site shard

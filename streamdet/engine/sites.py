@@ -151,6 +151,14 @@ def site_slot(level: str, name: str) -> str:
     return f"\x01{level}\x00{name}"
 
 
+def slot_subject(slot: str) -> tuple[str, str] | None:
+    """(level, name) of a site_slot; None for a slot of a URL."""
+    if not slot.startswith("\x01"):
+        return None
+    level, _, name = slot[1:].partition("\x00")
+    return level, name
+
+
 def show(flag: bool, was: bool, slot: str, shown: MutableMapping[str, str] | None) -> bool:
     """Whether a `site` event must tell `flag`: it differs from what consumers were last
     shown (`shown`, while a Kafka doc shard's new owner catches up), else from what the
@@ -222,13 +230,14 @@ class SiteRole:
         slot was never a candidate for them). Only a site the catch-up touched was
         compared; one whose status the last owner flipped past the group's commit, and
         that this owner's batching never touched, would otherwise stay wrong for them."""
-        slots = {_slot_key(slot) for slot in shown if slot[1:].startswith(_SITE_LEVELS)}
-        now = {k for prefix in (b"h", b"d", b"H", b"D")
-               for k, raw in txn.site_scan(prefix, prefix_end(prefix))
-               if Totals.decode(raw).shown}
-        keys = sorted({k[:1].lower() + k[1:] for k in now} | slots)
+        totals = {k[:1].lower() + k[1:]: Totals.decode(raw)  # by one-page key
+                  for prefix in (b"h", b"d", b"H", b"D")
+                  for k, raw in txn.site_scan(prefix, prefix_end(prefix))}
+        held = {_ONE_PAGE[level] + name.encode("utf-8") for level, name in
+                filter(None, map(slot_subject, shown)) if level in _ONE_PAGE}
         events = []
-        for k, t in _read(txn, keys).items():
+        for k in sorted({k for k, t in totals.items() if t.shown} | held):
+            t = totals.get(k) or Totals()
             if show(t.shown, False, site_slot(*reversed(site_name(k))), shown):
                 t.seq = next_seq(t.seq)
                 events.append(site_event(k, t, cause, self.params))
@@ -236,13 +245,7 @@ class SiteRole:
         return events
 
 
-_SITE_LEVELS = ("host\x00", "domain\x00")
-
-
-def _slot_key(slot: str) -> bytes:
-    """A site's totals key (one-page form) from its slot (site_slot)."""
-    level, name = slot[1:].split("\x00", 1)
-    return (b"h" if level == "host" else b"d") + name.encode("utf-8")
+_ONE_PAGE = {"host": b"h", "domain": b"d"}  # a level's prefix of one-page totals keys
 
 
 def _shared_key(key: bytes) -> bytes:
