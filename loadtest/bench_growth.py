@@ -67,8 +67,8 @@ are uniform, so the error is ~1/sqrt(count/N)), bytes per distinct gram, and the
 a page's grams no earlier document held; then, outside the window's figures, the seconds
 `streamdet sites` takes to read the state's sites and neighbourhoods (SPEC §8). The
 modelled pages have no paragraph chunks, so their neighbourhoods' badness is 0, but
-their records are those of a real run of that size. The verdict (`judge`) reads the target as the
-per-page time *at* 10 k documents against the time at the end: the mean ms/page of the
+their records are those of a real run of that size. The verdict (`judge`) reads the
+target as the per-page time *at* 10 k documents against the time at the end: the mean ms/page of the
 first SMOOTH windows that start once the stream's warm-up is over (with `--mirrors 5` the
 warm-up ends at 9,330 documents, so they are the windows from 10 k on) against the mean of
 the last SMOOTH windows, both by wall time and per VM speed, and it passes only if both
@@ -467,12 +467,10 @@ def window_row(w: Window, store, grams: dict | None, docs: int, arrivals: int) -
 def sites_query(store, params: Params) -> dict:
     """`streamdet sites`' reading of the state (sites and neighbourhoods of 2 pages or
     more, SPEC §8), timed at the checkpoint, outside the window's figures."""
-    from streamdet.adapters.views import neighbourhoods_of, sites_of
+    from loadtest.bench_replication import sites_seconds
 
-    t = time.perf_counter()
-    sites = sites_of(store, params, min_pages=2)
-    hoods = neighbourhoods_of(store, 2)
-    return {"sites_seconds": time.perf_counter() - t, "sites_rows": len(sites),
+    seconds, sites, hoods = sites_seconds(store, params)
+    return {"sites_seconds": seconds, "sites_rows": len(sites),
             "neighbourhood_rows": len(hoods)}
 
 

@@ -25,9 +25,10 @@ quilts, scrapers, re-fetches), analysed beforehand as the analysis processes do:
    and among the other hosts; bad neighbourhoods on the farms' hosts and elsewhere. Three
    ways to fill L: blind discovery alone (T = 10, the state above); informed discovery
    alone (T = 0, a state of its own) from a spam team's review; and both. The review
-   draws `--review` pages uniformly from the quilted ones (as `streamdet review sample`
-   does), and labels the pages the generator's truth says a farm made (the reviewer's
-   "spam"), each with `label-chunks --url`'s effect (Engine.label of its chunks).
+   draws `--review` pages uniformly from the quilted ones (streamdet.review.sampling, as
+   Najork drew the pages he judged), and labels the pages the generator's truth says a
+   farm made (the reviewer's "spam"), each with `label-chunks --url`'s effect
+   (Engine.label of its chunks).
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import random
 import sys
 import tempfile
 import time
@@ -200,9 +200,9 @@ def review(store, params, farm_quilts: dict[str, dict], n: int, seed: int
     """A spam team's review: n pages drawn uniformly from the quilted ones (fewer when
     there are fewer), and among them those a farm made (judged spam), to label."""
     from streamdet.adapters.views import dump_rows
+    from streamdet.review.sampling import draw
 
-    quilted = sorted(r["url"] for r in dump_rows(store, params) if r["quilted"])
-    drawn = random.Random(seed).sample(quilted, min(n, len(quilted)))
+    drawn = draw([r["url"] for r in dump_rows(store, params) if r["quilted"]], n, seed)
     return len(drawn), [u for u in drawn if u in farm_quilts]
 
 
