@@ -54,3 +54,23 @@ def test_a_feed_of_a_real_run_equals_its_projection(tmp_path):
     assert feed.poll() == len(written) and feed.view == _view(written)
     assert set(feed.view.quilts) == {e["url"] for e in written if e["event"] in (
         "quilt", "rescore", "unquilt")}
+
+
+def test_a_line_too_long_to_be_an_event_is_passed_over_unread(tmp_path, monkeypatch):
+    """SPEC §9: a line past LINE_LIMIT is counted and passed over without holding it in
+    memory whole; the events around it are folded."""
+    from streamdet.review import event_feed
+
+    monkeypatch.setattr(event_feed, "READ_CHUNK", 64)
+    monkeypatch.setattr(event_feed, "LINE_LIMIT", 256)
+    path = tmp_path / "events.jsonl"
+    ev = [{"event": "quilt", "url": f"http://a.example/{i}", "seq": 1, "sources": []}
+          for i in range(2)]
+    huge = b'{"event": "quilt", "note": "' + b"x" * 5000 + b'"}\n'
+    path.write_bytes(json.dumps(ev[0]).encode() + b"\n" + huge[:3000])
+    feed = EventFeed(str(path))
+    assert feed.poll() == 1 and feed.skipped == 0  # the long line is still being written
+    with open(path, "ab") as f:
+        f.write(huge[3000:] + json.dumps(ev[1]).encode() + b"\n")
+    assert feed.poll() == 1 and feed.skipped == 1
+    assert feed.view == _view(ev) and feed.offset == path.stat().st_size

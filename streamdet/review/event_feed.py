@@ -13,6 +13,7 @@ import os
 from .projection import View, apply
 
 READ_CHUNK = 1 << 20  # bytes read at a time
+LINE_LIMIT = 64 << 20  # a longer line is no event (they are KBs): passed over, unread
 
 
 class EventFeed:
@@ -41,9 +42,17 @@ class EventFeed:
             while chunk := f.read(READ_CHUNK):
                 end = chunk.rfind(b"\n") + 1
                 if end == 0:  # no whole line in a chunk: read on until one ends
-                    more = f.readline()
+                    more = f.readline(LINE_LIMIT)
                     if not more.endswith(b"\n"):
-                        break  # a line still being written
+                        if len(more) < LINE_LIMIT:
+                            break  # a line still being written
+                        rest = _rest_of_line(f)
+                        if rest is None:
+                            break
+                        self.skipped += 1
+                        self.offset += len(chunk) + len(more) + rest
+                        f.seek(self.offset)
+                        continue
                     chunk, end = chunk + more, len(chunk) + len(more)
                 folded += self._fold(chunk[:end])
                 self.offset += end
@@ -65,3 +74,15 @@ class EventFeed:
             apply(self.view, ev)
             n += 1
         return n
+
+
+def _rest_of_line(f) -> int | None:
+    """Bytes up to and including the next newline, read and dropped (None: the file ends
+    first, the line still being written)."""
+    n = 0
+    while block := f.read(READ_CHUNK):
+        at = block.find(b"\n")
+        if at >= 0:
+            return n + at + 1
+        n += len(block)
+    return None
