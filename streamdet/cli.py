@@ -588,12 +588,11 @@ def cmd_sites(args: argparse.Namespace) -> int:
                   "keep paragraph chunks: its older pages are not in the neighbourhoods",
                   file=sys.stderr)
         flagged = args.monsters or args.bad  # only what these flags ask for
-        sites = [r for r in sites_of(found, min_pages=args.min_pages) if r["level"] in levels
-                 and (not flagged or args.monsters and r["monster"])]
-        hoods = ([r for r in neighbourhoods_of(found, args.min_pages)
-                  if not flagged or args.bad and r["bad"]] if "neighbourhood" in levels else [])
-    if args.top is not None:
-        sites, hoods = sites[: args.top], hoods[: args.top]
+        sites = ([] if flagged and not args.monsters or not levels - {"neighbourhood"} else
+                 sites_of(found, min_pages=args.min_pages, levels=levels,
+                          monsters=args.monsters, top=args.top))
+        hoods = ([] if flagged and not args.bad or "neighbourhood" not in levels else
+                 neighbourhoods_of(found, args.min_pages, bad=args.bad, top=args.top))
     _print_sites(sites, hoods, args.json)
     return 0
 

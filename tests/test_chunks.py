@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 import tempfile
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -440,8 +441,13 @@ def test_the_end_of_a_catch_up_tells_consumers_every_status_they_hold_wrongly():
 def test_neighbourhoods_of_two_pages_read_from_the_index_alone(corpus):
     """`sites` reads the neighbourhoods of 2 pages or more from the badness index (its
     entries hold their document counts), in order without a sort: the same rows as the
-    full scan's, also from entries written before they held counts."""
-    from streamdet.engine.badness import neighbourhood_rows
+    full scan's, also from entries written before they held counts; and lazily, so that
+    the first N rows taken are the first N of the list, also where a badness is crowded
+    (its entries read forwards: CROWD 2 here)."""
+    from itertools import islice
+
+    from streamdet.engine import badness
+    from streamdet.engine.badness import neighbourhood_rows, ranked_neighbourhoods
 
     records, params, batches = corpus
     kv = MemoryKV()
@@ -451,7 +457,16 @@ def test_neighbourhoods_of_two_pages_read_from_the_index_alone(corpus):
     want = [r for r in every if r["docs"] >= 2]
     assert neighbourhood_rows(store.begin(), 2) == want
     assert neighbourhood_rows(store.begin(), 3) == [r for r in every if r["docs"] >= 3]
+    with patch.object(badness, "CROWD", 2):
+        assert neighbourhood_rows(store.begin(), 2) == want
+        for n in range(len(want) + 1):
+            assert list(islice(ranked_neighbourhoods(store.begin(), 2), n)) == want[:n]
+        for least in (1, 2, 3):  # `sites --bad`: the walk ends at the threshold
+            assert list(ranked_neighbourhoods(store.begin(), least, bad=True)) == [
+                r for r in every if r["bad"] and r["docs"] >= least]
     older = [("sites", k, b"\x01") for k, _ in kv.items("sites", b"B") if k[:1] == b"B"]
     kv.write(older)
     assert neighbourhood_rows(store.begin(), 2) == want
+    with patch.object(badness, "CROWD", 2):
+        assert neighbourhood_rows(store.begin(), 2) == want
     store.close()

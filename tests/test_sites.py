@@ -180,3 +180,34 @@ def test_a_reader_opens_only_the_tables_it_reads(tmp_path):
         part.close()
     with pytest.raises(ValueError):
         RocksKV(str(tmp_path / "s"), tables=("meta",))
+
+
+totals_st = st.dictionaries(
+    st.tuples(st.sampled_from([b"h", b"d", b"H", b"D"]), st.sampled_from(["a.x", "b.x", "c.y"])),
+    st.tuples(st.integers(1, 4), st.lists(st.integers(0, 3), min_size=1, max_size=4)),
+    max_size=12)
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(totals=totals_st, min_pages=st.integers(0, 3),
+       levels=st.sampled_from([None, {"host"}, {"domain"}, {"host", "domain"}]),
+       monsters=st.booleans(), top=st.one_of(st.none(), st.integers(0, 5)))
+def test_sites_selected_before_their_rows_are_built_equal_the_filtered_list(
+        totals, min_pages, levels, monsters, top):
+    """`sites --level/--monsters/--top` select on the sort keys before building rows: the
+    same rows as filtering and cutting the whole list (which tests above check against
+    the reference)."""
+    from streamdet.engine.sites import site_rows
+
+    params = Params(monster_pages=2, monster_pop=1.0, monster_sd=0.5)
+    items = []
+    for (prefix, name), (pages, pops) in sorted(totals.items()):
+        t = Totals()
+        for pop in (pops * pages)[:pages]:
+            t.add(Contribution(pop, 0, False, name, name), 1)
+        items.append((prefix + name.encode(), t.encode()))
+    every = site_rows(items, params, min_pages)
+    want = [r for r in every if (levels is None or r["level"] in levels)
+            and (r["monster"] or not monsters)][:top]
+    assert site_rows(items, params, min_pages, levels=levels, monsters=monsters,
+                     top=top) == want

@@ -4,8 +4,9 @@ pairs), and the doc shards of worker states (`explain` and `text` are adapters/e
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from itertools import islice
 
-from ..engine.badness import neighbourhood_rows
+from ..engine.badness import ranked_neighbourhoods
 from ..engine.chunks import Chunks
 from ..engine.clusters import ClusterRole
 from ..engine.docs import current
@@ -102,15 +103,18 @@ def _totals(store: Store, min_pages: int = 1) -> Iterator[tuple[bytes, bytes]]:
         yield from _prefixed(store, "sites", prefix)
 
 
-def sites_of(store: Store, params: Params | None = None, min_pages: int = 1) -> list[dict]:
-    """SPEC §8's `sites` rows of a `streamdet run` state (of `min_pages` pages or more)."""
-    return site_rows(_totals(store, min_pages), _params(store, params), min_pages)
+def sites_of(store: Store, params: Params | None = None, min_pages: int = 1,
+             **select) -> list[dict]:
+    """SPEC §8's `sites` rows of a `streamdet run` state (of `min_pages` pages or more;
+    `select`: engine.sites.site_rows' levels, monsters and top)."""
+    return site_rows(_totals(store, min_pages), _params(store, params), min_pages, **select)
 
 
-def neighbourhoods_of(store: Store, min_docs: int = 1) -> list[dict]:
+def neighbourhoods_of(store: Store, min_docs: int = 1, bad: bool = False,
+                      top: int | None = None) -> list[dict]:
     """SPEC §8's neighbourhood rows of a `streamdet run` state (of `min_docs` documents or
-    more), by badness."""
-    return neighbourhood_rows(store.begin(), min_docs)
+    more), by badness; only the bad ones if `bad`, only the first `top` (read alone)."""
+    return list(islice(ranked_neighbourhoods(store.begin(), min_docs, bad), top))
 
 
 def monster_counts(store: Store) -> dict[str, int]:

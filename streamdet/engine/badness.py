@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from dataclasses import dataclass
+from itertools import islice
 
 from ..state.schema import prefix_end
 from .labelled import FIXED_ONE
@@ -133,6 +134,8 @@ class HoodView:
     def site_many(self, keys: list[bytes]) -> list[bytes | None]: ...
     def put_site(self, key: bytes, raw: bytes | None) -> None: ...
     def site_scan(self, start: bytes, end: bytes) -> list[tuple[bytes, bytes]]: ...
+    def site_walk(self, start: bytes, end: bytes, back: bool = False
+                  ) -> Iterator[tuple[bytes, bytes]]: ...
 
 
 def place_key(docno: int) -> bytes:
@@ -273,28 +276,69 @@ def figures(docs: int, badness: int, bad: bool) -> dict:
 
 def neighbourhood_rows(txn: HoodView, min_docs: int = 2) -> list[dict]:
     """`streamdet sites` rows of the neighbourhoods of at least `min_docs` live documents,
-    by badness (most first), then by name. Those of 2 documents or more are read from the
-    index alone, already in badness order (the index holds their document counts)."""
+    by badness (most first), then by name."""
+    return list(ranked_neighbourhoods(txn, min_docs))
+
+
+CROWD = 256  # index entries of one badness read from the top before reading them forwards
+
+
+def ranked_neighbourhoods(txn: HoodView, min_docs: int = 2, bad: bool = False
+                          ) -> Iterator[dict]:
+    """`neighbourhood_rows`, lazily; only the bad ones if `bad`. Those of 2 documents or
+    more are read from the index alone, from its top (it holds their document counts):
+    taking the first N rows reads about N entries, and at most CROWD more for a badness
+    many share (a crawl's neighbourhoods without labelled chunks all have badness 0),
+    whose entries are then read forwards, names in order. The bad ones come first and
+    end above the threshold (μ + σ): none at or below it is bad."""
     spread = Spread.decode(txn.site_many([GLOBAL])[0])
+    if bad:
+        yield from (r for r in _ranked(txn, spread, max(min_docs, 2), spread.threshold())
+                    if r["bad"])
+    else:
+        yield from _ranked(txn, spread, min_docs, -1)
+
+
+def _ranked(txn: HoodView, spread: Spread, min_docs: int, floor: int) -> Iterator[dict]:
+    """The rows by badness, down to badness `floor` (exclusive)."""
     if min_docs < 2:
         hoods = [(k[1:], Hood.decode(r)) for k, r in txn.site_scan(b"n", b"o")]
         rows = [_row(name, h.docs, h.badness, spread) for name, h in hoods
-                if h.docs >= min_docs]
+                if h.docs >= min_docs and h.badness > floor]
         rows.sort(key=lambda r: (-r["badness"], r["neighbourhood"].encode("utf-8")))
-        return rows
-    entries = txn.site_scan(b"B", b"C")  # by badness, then name
-    docs = _index_docs(txn, entries)
-    rows = []
-    end = len(entries)
-    while end:  # badness from the most, names in order within one badness
-        badness, start = entries[end - 1][0][1:9], end - 1
-        while start and entries[start - 1][0][1:9] == badness:
-            start -= 1
+        yield from rows
+        return
+    back = txn.site_walk(b"B", b"C", back=True)
+    pending = next(back, None)
+    while pending is not None:
+        badness = pending[0][1:9]
         value = int.from_bytes(badness, "big")
-        rows += [_row(entries[i][0][9:], docs[i], value, spread) for i in range(start, end)
-                 if docs[i] >= min_docs]
-        end = start
-    return rows
+        if value <= floor:
+            return
+        group = [pending]  # this badness's entries, names from the last
+        pending = next(back, None)
+        while pending is not None and pending[0][1:9] == badness and len(group) < CROWD:
+            group.append(pending)
+            pending = next(back, None)
+        if pending is not None and pending[0][1:9] == badness:  # crowded: read it forwards
+            first = b"B" + badness
+            yield from _entry_rows(txn, txn.site_walk(first, prefix_end(first)), value,
+                                   spread, min_docs)
+            back = txn.site_walk(b"B", first, back=True)
+            pending = next(back, None)
+        else:
+            yield from _entry_rows(txn, reversed(group), value, spread, min_docs)
+
+
+def _entry_rows(txn: HoodView, entries: Iterable[tuple[bytes, bytes]], badness: int,
+                spread: Spread, min_docs: int) -> Iterator[dict]:
+    """The rows of index entries of one badness, in their order (read CROWD at a time,
+    so that older entries' counts are looked up in one batch)."""
+    entries = iter(entries)
+    while chunk := list(islice(entries, CROWD)):
+        for (key, _), docs in zip(chunk, _index_docs(txn, chunk), strict=True):
+            if docs >= min_docs:
+                yield _row(key[9:], docs, badness, spread)
 
 
 def _index_docs(txn: HoodView, entries: list[tuple[bytes, bytes]]) -> list[int]:

@@ -19,9 +19,10 @@ alone unless asked for one-page sites too.
 
 from __future__ import annotations
 
+import heapq
 import math
 import struct
-from collections.abc import Callable, Iterable, MutableMapping
+from collections.abc import Callable, Collection, Iterable, Iterator, MutableMapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -276,20 +277,30 @@ def page_sites(txn: SiteView, url: str, params: Params) -> list[dict]:
             for k, t in _read(txn, keys).items()]
 
 
-def site_rows(items: Iterable[tuple[bytes, bytes]], params: Params, min_pages: int = 1
-              ) -> list[dict]:
+def site_rows(items: Iterable[tuple[bytes, bytes]], params: Params, min_pages: int = 1,
+              levels: Collection[str] | None = None, monsters: bool = False,
+              top: int | None = None) -> list[dict]:
     """`streamdet sites` rows of the sites with at least `min_pages` live pages, from
     their totals records: monster candidates first, then by mean pop (most first), then
-    by name. A record's page count is read before the rest is decoded: most sites of a
-    crawl have one page."""
-    rows = []
+    by name. Only those of `levels`, only monster candidates if `monsters`, only the
+    first `top`: selected on their sort keys before any row is built. A record's page
+    count is read before the rest is decoded: most sites of a crawl have one page."""
     least = max(min_pages, 1)
     pages_of = _PAGES.unpack_from
-    for key, raw in items:
-        if pages_of(raw)[0] < least:
-            continue
-        name, level = site_name(key)
-        rows.append({"site": name, "level": level, **Totals.decode(raw).figures(params)})
-    rows.sort(key=lambda r: (not r["monster"], -r["pop_mean"], r["site"].encode("utf-8"),
-                             r["level"]))
-    return rows
+
+    def ranked() -> Iterator[tuple[tuple, bytes, Totals]]:
+        for key, raw in items:
+            if pages_of(raw)[0] < least or levels is not None and LEVELS[key[:1]] not in levels:
+                continue
+            t = Totals.decode(raw)
+            monster = t.monster(params)
+            if monster or not monsters:
+                yield (not monster, -t.pop / t.pages, key[1:], LEVELS[key[:1]]), key, t
+
+    def order(item: tuple[tuple, bytes, Totals]) -> tuple:
+        return item[0]
+
+    kept = (sorted(ranked(), key=order) if top is None
+            else heapq.nsmallest(top, ranked(), key=order))
+    return [{"site": key[1:].decode("utf-8"), "level": level, **t.figures(params)}
+            for (*_, level), key, t in kept]

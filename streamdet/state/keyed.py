@@ -8,6 +8,8 @@ in memory until the transaction commits them with everything else.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from .kv import KV, Op
 
 _MISSING = object()
@@ -68,6 +70,25 @@ class KeyedTable:
         order: the KV's, with this transaction's writes over them (each scan looks at
         every write of the transaction: for the few scans a batch makes)."""
         return self._merged(start, end, (k for k in self.dirty if start <= k < end))
+
+    def walk(self, start: bytes, end: bytes, back: bool = False
+             ) -> Iterator[tuple[bytes, bytes]]:
+        """`scan(start, end)` read lazily, greatest key first if `back`: a reader that
+        takes the first few of a long range reads those alone. A transaction that wrote
+        into the range gets its merged scan (the few scans a batch makes)."""
+        if any(start <= k < end for k in self.dirty):
+            merged = self.scan(start, end)
+            yield from reversed(merged) if back else merged
+        elif back:
+            for key, raw in self.kv.items_back(self.table, end):
+                if key < start:
+                    return
+                yield key, raw
+        else:
+            for key, raw in self.kv.items(self.table, start):
+                if key >= end:
+                    return
+                yield key, raw
 
     def prefix_scan(self, prefix: bytes, end: bytes) -> list[tuple[bytes, bytes]]:
         """`scan(prefix, end)` for a prefix of the `group` length (`end`: the least key

@@ -42,6 +42,11 @@ class KV(ABC):
         """All (key, value) pairs of a table with key >= start, in key order."""
 
     @abstractmethod
+    def items_back(self, table: str, end: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """All (key, value) pairs of a table with key < end, greatest key first: a ranking
+        kept in key order is read from its top without reading the rest."""
+
+    @abstractmethod
     def last_key(self, table: str) -> bytes | None:
         """The greatest key of a table (None when it is empty)."""
 
@@ -85,6 +90,12 @@ class MemoryKV(KV):
         t = self._tables[table]
         keys = sorted(t)
         for k in keys[bisect_left(keys, start):]:
+            yield k, t[k]
+
+    def items_back(self, table: str, end: bytes) -> Iterator[tuple[bytes, bytes]]:
+        t = self._tables[table]
+        keys = sorted(t)
+        for k in reversed(keys[: bisect_left(keys, end)]):
             yield k, t[k]
 
     def last_key(self, table: str) -> bytes | None:

@@ -91,6 +91,15 @@ def dir_bytes(path: str) -> int:
     return total
 
 
+def _ordered(table: str) -> ReadOptions:
+    """Read options for an iterator in key order ("grams"' prefix-hashed memtable
+    iterates in order only when told)."""
+    opts = ReadOptions()
+    if table == "grams":
+        opts.set_total_order_seek(True)
+    return opts
+
+
 class RocksKV(KV):
     """A RocksDB database in `path`, one column family per table. `read_only` opens it
     for readers (dump, explain): no lock taken, nothing written, so a state on a
@@ -149,14 +158,22 @@ class RocksKV(KV):
     def items(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         if table not in self._cf:
             return
-        opts = ReadOptions()
-        if table == "grams":  # its prefix-hashed memtable iterates in order only when told
-            opts.set_total_order_seek(True)
-        it = self._cf[table].iter(opts)
+        it = self._cf[table].iter(_ordered(table))
         it.seek(start) if start else it.seek_to_first()
         while it.valid():
             yield it.key(), it.value()
             it.next()
+
+    def items_back(self, table: str, end: bytes) -> Iterator[tuple[bytes, bytes]]:
+        if table not in self._cf:
+            return
+        it = self._cf[table].iter(_ordered(table))
+        it.seek_for_prev(end)
+        if it.valid() and it.key() >= end:  # seek_for_prev stops at end itself
+            it.prev()
+        while it.valid():
+            yield it.key(), it.value()
+            it.prev()
 
     def last_key(self, table: str) -> bytes | None:
         it = self._cf[table].iter(ReadOptions())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Iterator
 from functools import cached_property
 
 import numpy as np
@@ -377,6 +378,12 @@ class Txn:
     def site_scan(self, start: bytes, end: bytes) -> list[tuple[bytes, bytes]]:
         """Records with start <= key < end (neighbourhoods by badness, engine.badness)."""
         return self.sites.scan(start, end)
+
+    def site_walk(self, start: bytes, end: bytes, back: bool = False
+                  ) -> Iterator[tuple[bytes, bytes]]:
+        """`site_scan` read lazily, greatest key first if `back` (`sites --top N` reads the
+        top N neighbourhoods of the badness index, not all of them)."""
+        return self.sites.walk(start, end, back)
 
     def site_prefixed(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
         """Records under a 9-byte prefix (a document's shares, engine.site_shard)."""

@@ -1,0 +1,65 @@
+"""The state backends' range reads, forwards and backwards, and a transaction's lazy walk
+over them, against sorted lists of the same records (a real RocksDB and the in-memory
+backend, with keys that end, repeat and straddle the bounds)."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streamdet.state.keyed import KeyedTable
+from streamdet.state.kv import KV, MemoryKV
+from streamdet.state.rocks import RocksKV
+
+SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+keys_st = st.sets(st.binary(min_size=0, max_size=3), max_size=30)
+bound_st = st.binary(max_size=3)
+
+
+@contextmanager
+def _both(records: dict[bytes, bytes]) -> Iterator[tuple[KV, KV]]:
+    """The same records in each backend."""
+    with tempfile.TemporaryDirectory(prefix="streamdet-kv-") as path:
+        kvs = (MemoryKV(), RocksKV(path))
+        for kv in kvs:
+            kv.write([("sites", k, v) for k, v in records.items()])
+        yield kvs
+        kvs[1].close()
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(keys=keys_st, start=bound_st, end=bound_st)
+def test_items_forwards_and_backwards_equal_the_sorted_records(keys, start, end):
+    records = {k: b"v" + k for k in keys if k}  # the tables never write an empty key
+    with _both(records) as kvs:
+        for kv in kvs:
+            for bound in (start, end, *records):  # bounds between keys and on them
+                assert list(kv.items("sites", bound)) == sorted(
+                    (k, v) for k, v in records.items() if k >= bound)
+                assert list(kv.items_back("sites", bound)) == sorted(
+                    ((k, v) for k, v in records.items() if k < bound), reverse=True)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(keys=keys_st, written=st.dictionaries(st.binary(min_size=1, max_size=3),
+                                             st.sampled_from([None, b"w"]), max_size=6),
+       start=bound_st, end=bound_st, back=st.booleans())
+def test_a_walk_equals_the_scan_with_or_without_the_transactions_writes(
+        keys, written, start, end, back):
+    """A walk is the scan, lazily: of the KV's records alone, and with this transaction's
+    writes and deletes over them when it wrote into the range."""
+    records = {k: b"v" + k for k in keys if k}
+    with _both(records) as kvs:
+        for kv in kvs:
+            table = KeyedTable(kv, "sites")
+            want = table.scan(start, end)
+            assert list(table.walk(start, end, back)) == (want[::-1] if back else want)
+            for key, value in written.items():
+                table.put(key, value)
+            want = table.scan(start, end)
+            assert list(table.walk(start, end, back)) == (want[::-1] if back else want)
