@@ -910,6 +910,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .alerts.cli import add_parser as add_alerts_parser
 
     add_alerts_parser(sub)
+    from .review.cli import add_parser as add_review_parser
+
+    add_review_parser(sub)
     for sp in (wk, pr, evs):
         sp.add_argument("--prefix", default=env("PREFIX", "streamdet"),
                         help="topic name prefix: PREFIX-pages, PREFIX-events, ... (default "

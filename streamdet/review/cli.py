@@ -1,0 +1,267 @@
+"""`streamdet review`: serve the desk, draw pages to judge, export the labels, report
+precision, add a user. Its service modules load when a command runs, not with the parser.
+
+    streamdet review --state DIR [--events PATH]      # serve on 127.0.0.1:8088
+    streamdet review sample N --state DIR --events PATH
+    streamdet review export | precision [--all] [--json]
+    streamdet review passwd USER --users FILE
+
+The desk directory (`--desk`, default DIR-review) keeps the labels (labels.sqlite), the
+key that signs session cookies (session.key) and, when no credentials are given, the
+token it made (token, mode 0600): it never runs open."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import ipaddress
+import json
+import os
+import secrets
+import socket
+import stat
+import sys
+from typing import TYPE_CHECKING
+
+from ..console import UsageError, env
+
+if TYPE_CHECKING:
+    from .auth import Credentials
+    from .desk import Desk
+
+ACTIONS = ("serve", "sample", "export", "precision", "passwd")
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "review", help="the spam team's review desk: quilts beside their sources, labels, "
+        "precision (a web UI and a JSON API)",
+        description="Serve the review desk (default), or: `sample N` draws N quilted pages "
+        "uniformly to judge; `export` prints every label as JSONL; `precision` prints the "
+        "spam share per parameter setting and kind of page; `passwd USER` adds a user to "
+        "--users FILE.")
+    p.add_argument("action", nargs="?", choices=ACTIONS, default="serve")
+    p.add_argument("arg", nargs="?", help="sample: N pages; passwd: USER")
+    p.add_argument("--state", default=env("STATE"), metavar="DIR",
+                   help="a `streamdet run` state (read-only; a run may be writing it)")
+    p.add_argument("--events", default=env("REVIEW_EVENTS"), metavar="PATH",
+                   help="that run's --events file, followed as it grows (without it the "
+                   "quilts are read from the state once, with no history)")
+    p.add_argument("--desk", default=env("REVIEW_DESK"), metavar="DIR",
+                   help="where labels, the session key and a made token are kept "
+                   "(default DIR-review beside --state)")
+    p.add_argument("--bind", default=env("REVIEW_BIND", "127.0.0.1:8088"), metavar="HOST:PORT",
+                   help="where to listen (default 127.0.0.1:8088: this machine only)")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--token-file", default=env("REVIEW_TOKEN_FILE"), metavar="FILE",
+                     help="the desk's token, read from FILE (default: made in the desk "
+                     "directory)")
+    who.add_argument("--users", default=env("REVIEW_USERS"), metavar="FILE",
+                     help="users with scrypt-hashed passwords, `user:scrypt$...` lines "
+                     "(`streamdet review passwd USER --users FILE` adds one)")
+    p.add_argument("--seed", type=int, default=1, help="sample: the draw's seed (default 1)")
+    p.add_argument("--all", action="store_true",
+                   help="precision: count every label, not only those of drawn pages")
+    p.add_argument("--json", action="store_true", help="precision: one JSON object")
+    p.set_defaults(func=cmd_review)
+    return p
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    if args.action == "passwd":
+        return _passwd(args)
+    desk_dir = _desk_dir(args)
+    if args.action == "export":
+        with _labels(desk_dir) as labels:
+            for lab in labels.all():
+                sys.stdout.write(lab.to_json() + "\n")
+        return 0
+    if args.action == "precision":
+        return _precision(args, desk_dir)
+    if args.state is None:
+        raise UsageError("give --state DIR: the `streamdet run` state to review")
+    desk = _desk(args, desk_dir)
+    try:
+        if args.action == "sample":
+            return _sample(desk, args)
+        return _serve(desk, args, desk_dir)
+    finally:
+        desk.source.close()
+        desk.labels.close()
+
+
+def _desk_dir(args: argparse.Namespace) -> str:
+    if args.desk:
+        return args.desk
+    if args.state:
+        return args.state.rstrip("/") + "-review"
+    raise UsageError("give --desk DIR (or --state DIR: its desk is DIR-review)")
+
+
+class _labels:
+    """The desk's label store, closed on exit."""
+
+    def __init__(self, desk_dir: str) -> None:
+        from .label_store import LabelStore, LabelStoreError
+
+        path = os.path.join(desk_dir, "labels.sqlite")
+        try:
+            self.store = LabelStore(path)
+        except LabelStoreError as exc:
+            raise UsageError(str(exc)) from None
+
+    def __enter__(self):
+        return self.store
+
+    def __exit__(self, *exc) -> None:
+        self.store.close()
+
+
+def _desk(args: argparse.Namespace, desk_dir: str) -> Desk:
+    from ..adapters.outputs import utc_now
+    from ..cli import open_store
+    from .desk import Desk
+    from .embedded import EmbeddedSource
+
+    open_store(args.state, must_exist=True, read_only=True).close()  # a clear error now
+    source = EmbeddedSource(lambda: open_store(args.state, must_exist=True, read_only=True),
+                            args.events)
+    return Desk(source, _labels(desk_dir).store, utc_now)
+
+
+def _sample(desk: Desk, args: argparse.Namespace) -> int:
+    from .desk import DeskError
+
+    try:
+        n = int(args.arg or "")
+        drawn = desk.sample(n, args.seed)
+    except ValueError:
+        raise UsageError("review sample N: N pages, a number >= 1") from None
+    except DeskError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"streamdet: draw {drawn['name']}: {len(drawn['urls'])} pages (seed {args.seed}); "
+          f"judge them at /draws/{drawn['name']}", file=sys.stderr)
+    for url in drawn["urls"]:
+        print(url)
+    return 0
+
+
+def _precision(args: argparse.Namespace, desk_dir: str) -> int:
+    from .precision import precision_report
+
+    with _labels(desk_dir) as labels:
+        report = precision_report(labels.current(), sampled=not args.all)
+    if args.json:
+        print(json.dumps(report, sort_keys=True))
+        return 0
+    print("judged\tspam\tnot_spam\tunsure\tshare\tinterval95\tkind\tparams")
+    for r in report["rows"]:
+        share = "-" if r["spam_share"] is None else f"{r['spam_share']:.3f}"
+        iv = "-" if r["interval95"] is None else "{:.3f}-{:.3f}".format(*r["interval95"])
+        print(f"{r['judged']}\t{r['spam']}\t{r['not_spam']}\t{r['unsure']}\t{share}\t{iv}\t"
+              f"{r['kind']}\t{json.dumps(r['params'], sort_keys=True)}")
+    if report["sampled_only"] and report["left_out"]:
+        print(f"streamdet: {report['left_out']} labels of pages not drawn left out (--all "
+              "counts them)", file=sys.stderr)
+    return 0
+
+
+def _passwd(args: argparse.Namespace) -> int:
+    from .auth import AuthError, hash_password
+
+    if not args.users or not args.arg:
+        raise UsageError("review passwd USER --users FILE")
+    user = args.arg
+    if ":" in user or not user.strip():
+        raise UsageError("a user name has no ':'")
+    password = (sys.stdin.readline().rstrip("\n") if not sys.stdin.isatty()
+                else getpass.getpass(f"password for {user}: "))
+    try:
+        line = f"{user}:{hash_password(password)}\n"
+    except AuthError as exc:
+        raise UsageError(str(exc)) from None
+    kept = []
+    if os.path.exists(args.users):
+        with open(args.users, encoding="utf-8") as f:
+            kept = [x for x in f if not x.startswith(f"{user}:")]
+    fd = os.open(args.users + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                 stat.S_IRUSR | stat.S_IWUSR)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.writelines([*kept, line])
+    os.replace(args.users + ".new", args.users)
+    print(f"streamdet: {user} set in {args.users}", file=sys.stderr)
+    return 0
+
+
+def credentials(args: argparse.Namespace, desk_dir: str) -> Credentials:
+    """The desk's credentials: --users, --token-file, STREAMDET_REVIEW_TOKEN, or a token
+    made in the desk directory (its path is printed, never the token)."""
+    from .auth import AuthError, Credentials
+
+    try:
+        if args.users:
+            return Credentials.from_users_file(args.users)
+        if args.token_file:
+            return Credentials.from_token_file(args.token_file)
+        if env("REVIEW_TOKEN"):
+            return Credentials(token=env("REVIEW_TOKEN"))
+        path = os.path.join(desk_dir, "token")
+        made = not os.path.exists(path)
+        found = Credentials.made_in(path)
+        if made:
+            print(f"streamdet: review: a token was made in {path} (mode 0600): log in with "
+                  "it", file=sys.stderr)
+        return found
+    except AuthError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def session_key(desk_dir: str) -> str:
+    """The key that signs session cookies, kept (0600) so a restart keeps sessions."""
+    path = os.path.join(desk_dir, "session.key")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IRUSR | stat.S_IWUSR)
+    except FileExistsError:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        key = secrets.token_urlsafe(32)
+        f.write(key + "\n")
+    return key
+
+
+def bind_address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise UsageError(f"--bind wants HOST:PORT, not {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def _serve(desk: Desk, args: argparse.Namespace, desk_dir: str) -> int:
+    import uvicorn
+
+    from .web import create_app
+
+    host, port = bind_address(args.bind)
+    app = create_app(desk, credentials(args, desk_dir), session_key(desk_dir))
+    if not _loopback(host):
+        print(f"streamdet: review: listening on {host}, beyond this machine (--bind)",
+              file=sys.stderr)
+    desk.source.refresh()
+    sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host
+                                else socket.AF_INET)
+    port = sock.getsockname()[1]  # --bind HOST:0 takes any free port
+    print(f"streamdet: review desk on http://{host}:{port}/ ({len(desk.source.view.quilts)} "
+          "pages in its view)", file=sys.stderr, flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", server_header=False))
+    server.run(sockets=[sock])
+    return 0
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,142 @@
+"""The review desk's service, whatever serves it (web.py) and wherever its data come from
+(embedded.EmbeddedSource; the Kafka desk's tables): lists, a page with its evidence and
+history, judgements, draws, the export and the precision report.
+
+A judgement is recorded before the desk answers (label_store commits it durably), and
+the newest label of every URL is kept in memory, so that a list filtered by label state
+reads no file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from .labels import Label, LabelError, page_kind
+from .lists import QuiltFilter, cluster_rows, quilt_rows, site_rows
+from .precision import precision_report
+from .projection import QUILT_EVENTS, View
+from .sampling import draw
+
+
+class Source(Protocol):
+    """What the desk reads: its view of the events, and pages with their evidence."""
+
+    @property
+    def view(self) -> View: ...
+    def refresh(self) -> None: ...
+    def page(self, url: str) -> dict | None: ...
+    def status(self) -> dict: ...
+
+
+class Labels(Protocol):
+    """Where judgements and draws are kept (label_store.LabelStore when embedded)."""
+
+    def add(self, label: Label) -> Label: ...
+    def current(self) -> Iterator[Label]: ...
+    def all(self) -> Iterator[Label]: ...
+    def history(self, url: str) -> list[Label]: ...
+    def add_draw(self, urls: list[str], seed: int, params: dict, at: str) -> str: ...
+    def draw(self, name: str) -> dict | None: ...
+    def draws(self) -> list[str]: ...
+
+
+class DeskError(ValueError):
+    """A request the desk cannot carry out (an unknown draw, a URL not in it)."""
+
+
+class Desk:
+    def __init__(self, source: Source, labels: Labels, clock: Callable[[], str]) -> None:
+        self.source = source
+        self.labels = labels
+        self.clock = clock
+        self.latest: dict[str, Label] = {lab.url: lab for lab in labels.current()}
+
+    def quilts(self, keep: QuiltFilter, offset: int = 0, limit: int = 50) -> dict:
+        self.source.refresh()
+        view = self.source.view
+        rows, total = quilt_rows(view.quilts, self.latest, view.clusters, keep, offset, limit)
+        return {"rows": rows, "total": total, "offset": offset, "limit": limit}
+
+    def sites(self) -> dict:
+        self.source.refresh()
+        return site_rows(self.source.view.sites)
+
+    def clusters(self, limit: int = 50) -> list[dict]:
+        self.source.refresh()
+        return cluster_rows(self.source.view.clusters, limit)
+
+    def page(self, url: str) -> dict | None:
+        """A page as the state holds it (page_view), with its newest event, its event
+        history, its cluster as the events told it, and its judgements (None: neither
+        the state nor the events know the URL)."""
+        self.source.refresh()
+        view = self.source.view
+        page = self.source.page(url)
+        event = view.quilts.get(url)
+        if page is None and event is None:
+            return None
+        return {"url": url, "page": page, "event": event,
+                "history": list(view.history.get(url) or ()),
+                "cluster": view.clusters.get(url),
+                "labels": [_label_json(lab) for lab in self.labels.history(url)]}
+
+    def judge(self, url: str, verdict: str, who: str, note: str = "", sample: str = ""
+              ) -> Label:
+        """Record a judgement of `url` (from draw `sample`, if given: the URL must be in
+        it), with the parameters of the verdict it judged and the kind of page."""
+        if sample:
+            drawn = self.labels.draw(sample)
+            if drawn is None:
+                raise DeskError(f"no draw {sample!r}")
+            if url not in drawn["urls"]:
+                raise DeskError(f"{url} is not in draw {sample}")
+        label = self.labels.add(Label(url, verdict, who, self.clock(), note,
+                                      self._params(url), page_kind(url), sample))
+        self.latest[url] = label
+        return label
+
+    def _params(self, url: str) -> dict:
+        """The parameters of the verdict judged: its event's, else the state's."""
+        event = self.source.view.quilts.get(url)
+        if event and event.get("params"):
+            return event["params"]
+        page = self.source.page(url)
+        return (page or {}).get("params") or {}
+
+    def export(self) -> Iterator[str]:
+        """Every judgement ever recorded, oldest first, one JSON line each."""
+        for lab in self.labels.all():
+            yield lab.to_json() + "\n"
+
+    def precision(self, sampled: bool = True) -> dict:
+        return precision_report(self.latest.values(), sampled)
+
+    def sample(self, n: int, seed: int) -> dict:
+        """Draw n of the pages quilted now, uniformly (sampling.draw), and keep the draw."""
+        self.source.refresh()
+        quilted = [url for url, ev in self.source.view.quilts.items()
+                   if ev.get("event") in QUILT_EVENTS and ev.get("event") != "unquilt"]
+        if not quilted:
+            raise DeskError("no quilted page to draw from yet")
+        urls = draw(quilted, n, seed)
+        params = next(iter(self.source.view.quilts.values())).get("params") or {}
+        name = self.labels.add_draw(urls, seed, params, self.clock())
+        return self.labels.draw(name) or {}
+
+    def draw_rows(self, name: str) -> dict:
+        """A draw's pages with their newest labels (judged or not yet)."""
+        drawn = self.labels.draw(name)
+        if drawn is None:
+            raise DeskError(f"no draw {name!r}")
+        drawn["rows"] = [{"url": u, "label": _label_json(self.latest[u])
+                          if u in self.latest and self.latest[u].sample == name else None}
+                         for u in drawn["urls"]]
+        return drawn
+
+
+def _label_json(lab: Label) -> dict:
+    return {"verdict": lab.verdict, "who": lab.who, "at": lab.at, "note": lab.note,
+            "sample": lab.sample, "id": lab.id}
+
+
+__all__ = ["Desk", "DeskError", "LabelError", "QuiltFilter"]

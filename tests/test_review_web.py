@@ -1,0 +1,241 @@
+"""The review desk's web app over a real `streamdet run` state and its events file (a real
+RocksDB, SQLite labels), through Starlette's test client: nothing is read or written
+without a login, a forged cross-site write is refused, HTML a page holds stays text, the
+marks of the page's text are the event's spans, labels survive a restart and export, and
+draws and precision work end to end (also from the command line)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections import defaultdict
+from urllib.parse import quote
+
+import pytest
+from starlette.testclient import TestClient
+
+from streamdet.adapters.outputs import utc_now
+from streamdet.review.auth import Credentials
+from streamdet.review.desk import Desk
+from streamdet.review.embedded import EmbeddedSource
+from streamdet.review.label_store import LabelStore
+from streamdet.review.web import create_app
+from streamdet.state.rocks import RocksKV
+from streamdet.state.txn import Store
+
+from .cli_helpers import streamdet
+from .review_helpers import QUILT, TOKEN, planted_state
+
+BASE = "http://desk.test"
+GETS = ["/quilts", "/page?url=" + quote(QUILT, safe=""), "/sites", "/clusters", "/precision",
+        "/draws", "/draws/s1"]
+API_GETS = ["/api/quilts", "/api/page?url=" + quote(QUILT, safe=""), "/api/sites",
+            "/api/clusters", "/api/precision", "/api/draws/s1", "/api/status",
+            "/api/labels.jsonl", "/labels.jsonl"]
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    return planted_state(tmp_path_factory.mktemp("review"))
+
+
+class Desked:
+    """A desk app over the planted state, with its own labels file."""
+
+    def __init__(self, planted, labels_path, credentials=None) -> None:
+        state, events, self.quilt = planted
+        source = EmbeddedSource(lambda: Store(RocksKV(str(state), read_only=True)),
+                                str(events))
+        self.labels = LabelStore(str(labels_path))
+        self.desk = Desk(source, self.labels, utc_now)
+        app = create_app(self.desk, credentials or Credentials(token=TOKEN), "k" * 32)
+        self.client = TestClient(app, base_url=BASE, follow_redirects=False)
+
+    def login(self, name: str = "ann", secret: str = TOKEN) -> str:
+        """Log in as a browser does; this session's CSRF token."""
+        r = self.client.post("/login", data={"name": name, "secret": secret, "next": "/quilts"},
+                             headers={"Origin": BASE})
+        assert r.status_code == 303, r.text
+        page = self.client.get("/page?url=" + quote(QUILT, safe=""))
+        return re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
+
+    def close(self) -> None:
+        self.client.close()
+        self.desk.source.close()
+        self.labels.close()
+
+
+@pytest.fixture
+def desked(planted, tmp_path):
+    d = Desked(planted, tmp_path / "labels.sqlite")
+    yield d
+    d.close()
+
+
+def test_nothing_is_read_or_written_without_a_login(desked):
+    c = desked.client
+    for path in GETS:
+        r = c.get(path)
+        assert r.status_code == 303 and r.headers["location"].startswith("/login?next="), path
+    for path in API_GETS:
+        assert c.get(path).status_code == 401, path
+    assert c.get("/api/quilts", headers={"Authorization": "Bearer wrong-token-wrong"}
+                 ).status_code == 401
+    assert c.post("/label", data={"url": QUILT, "verdict": "spam"}).status_code == 401
+    assert c.post("/api/labels", json={"url": QUILT, "verdict": "spam"}).status_code == 401
+    assert c.post("/draws", data={"n": "1"}).status_code == 401
+    assert c.post("/api/draws", json={"n": 1}).status_code == 401
+    r = c.post("/login", data={"name": "ann", "secret": "not-the-token-at-all"},
+               headers={"Origin": BASE})
+    assert r.status_code == 401 and "streamdet_review" not in r.headers.get("set-cookie", "")
+    assert list(desked.labels.all()) == []
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    assert c.get("/api/quilts", headers=bearer).json()["total"] == 1
+
+
+def test_a_forged_cross_site_write_is_refused(desked):
+    csrf = desked.login()
+    c = desked.client
+    form = {"url": QUILT, "verdict": "spam", "csrf": csrf, "note": "", "draw": ""}
+    for headers in ({"Origin": "http://evil.example"}, {"Origin": "null"},
+                    {"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"}):
+        assert c.post("/label", data=form, headers=headers).status_code == 403, headers
+    assert c.post("/label", data=form | {"csrf": "forged"}).status_code == 403
+    assert c.post("/label", data={k: v for k, v in form.items() if k != "csrf"}
+                  ).status_code == 403
+    assert c.post("/api/labels", json={"url": QUILT, "verdict": "spam"}).status_code == 403
+    assert c.post("/login", data={"name": "eve", "secret": TOKEN},
+                  headers={"Origin": "http://evil.example"}).status_code == 403
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    assert c.post("/api/labels", content=json.dumps({"url": QUILT, "verdict": "spam"}),
+                  headers=bearer | {"Content-Type": "text/plain"}).status_code == 415
+    assert list(desked.labels.all()) == []
+    r = c.post("/label", data=form, headers={"Origin": BASE, "Sec-Fetch-Site": "same-origin"})
+    assert r.status_code == 303
+    r = c.post("/api/labels", json={"url": QUILT, "verdict": "unsure"},
+               headers={"X-CSRF-Token": csrf})
+    assert r.status_code == 200 and r.json()["who"] == "ann"
+    assert [lab.verdict for lab in desked.labels.all()] == ["spam", "unsure"]
+
+
+def test_html_in_page_text_and_urls_stays_text(desked):
+    desked.login()
+    for path in ("/quilts", "/page?url=" + quote(QUILT, safe="")):
+        r = desked.client.get(path)
+        assert r.status_code == 200
+        assert "<script>alert" not in r.text, path
+        assert "&lt;script&gt;alert(&#34;u&#34;)&lt;/script&gt;" in r.text, path
+        assert "script-src 'self'" in r.headers["content-security-policy"]
+        assert r.headers["x-content-type-options"] == "nosniff"
+    page = desked.client.get("/page?url=" + quote(QUILT, safe="")).text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_the_marks_of_the_text_are_the_events_spans_per_source(desked):
+    desked.login()
+    html = desked.client.get("/page?url=" + quote(QUILT, safe="")).text
+    text = re.search(r'<div class="pagetext" id="pagetext">(.*?)</div>', html, re.S).group(1)
+    spans = defaultdict(set)
+    for names in re.findall(r'data-spans="([^"]*)"', text):
+        for name in names.split():
+            source, span = name.split(":")
+            spans[int(source)].add(int(span))
+    event = desked.quilt
+    assert {s: len(v) for s, v in spans.items()} == {
+        i: len(src["spans"]) for i, src in enumerate(event["sources"])}
+    legend = re.findall(r'data-source="(\d+)" data-span-count="(\d+)"', html)
+    assert [(int(s), int(n)) for s, n in legend] == [
+        (i, len(src["spans"])) for i, src in enumerate(event["sources"])]
+    api = desked.client.get("/api/page?url=" + quote(QUILT, safe="")).json()
+    assert [s["spans"] for s in api["page"]["sources"]] == [
+        s["spans"] for s in event["sources"]]
+    assert [h["event"] for h in api["history"]] == ["quilt"]
+
+
+def test_labels_survive_a_restart_and_export(planted, tmp_path):
+    first = Desked(planted, tmp_path / "labels.sqlite")
+    csrf = first.login()
+    r = first.client.post("/label", data={"url": QUILT, "verdict": "spam", "note": "a farm",
+                                          "csrf": csrf, "draw": ""})
+    assert r.status_code == 303 and "saved=1" in r.headers["location"]
+    first.close()
+    again = Desked(planted, tmp_path / "labels.sqlite")
+    try:
+        again.login("bob")
+        page = again.client.get("/page?url=" + quote(QUILT, safe="")).text
+        assert re.search(r'id="current-label">Now: <span class="verdict spam">spam</span>\s+by '
+                         r'ann', page)
+        listed = again.client.get("/api/quilts?label=spam").json()
+        assert [r["url"] for r in listed["rows"]] == [QUILT]
+        assert again.client.get("/api/quilts?label=unlabelled").json()["total"] == 0
+        lines = again.client.get("/labels.jsonl").text.splitlines()
+        assert [(x["url"], x["verdict"], x["who"], x["note"], x["kind"]) for x in
+                map(json.loads, lines)] == [(QUILT, "spam", "ann", "a farm", "article")]
+        assert json.loads(lines[0])["params"]["k"] == 3
+    finally:
+        again.close()
+    out = streamdet("review", "export", "--desk", tmp_path).stdout.decode().splitlines()
+    assert out == lines
+
+
+def test_users_log_in_with_their_passwords(planted, tmp_path):
+    users = tmp_path / "users"
+    streamdet("review", "passwd", "ann", "--users", users, input=b"correct horse\n")
+    streamdet("review", "passwd", "bob", "--users", users, input=b"battery staple\n")
+    assert (users.stat().st_mode & 0o777) == 0o600
+    d = Desked(planted, tmp_path / "labels.sqlite", Credentials.from_users_file(str(users)))
+    try:
+        c = d.client
+        assert c.post("/login", data={"name": "ann", "secret": "battery staple"}
+                      ).status_code == 401
+        assert c.get("/api/quilts", headers={"Authorization": f"Bearer {TOKEN}"}
+                     ).status_code == 401
+        basic = base64.b64encode(b"bob:battery staple").decode()
+        r = c.get("/api/status", headers={"Authorization": f"Basic {basic}"})
+        assert r.status_code == 200 and r.json()["who"] == "bob"
+        d.login("ann", "correct horse")
+        assert c.get("/api/status").json()["who"] == "ann"
+    finally:
+        d.close()
+
+
+def test_a_draw_judged_gives_the_precision_report(desked, tmp_path):
+    csrf = desked.login()
+    c = desked.client
+    drawn = c.post("/api/draws", json={"n": 5, "seed": 7}, headers={"X-CSRF-Token": csrf}
+                   ).json()
+    assert drawn["urls"] == [QUILT] and drawn["name"] == "s1"
+    r = c.post("/label", data={"url": QUILT, "verdict": "spam", "csrf": csrf, "draw": "s1"})
+    assert r.status_code == 303 and r.headers["location"] == "/draws/s1"  # all judged
+    assert c.post("/label", data={"url": "http://plain.example/", "verdict": "spam",
+                                  "csrf": csrf, "draw": "s1"}).status_code == 400
+    c.post("/api/labels", json={"url": "http://plain.example/", "verdict": "not_spam"},
+           headers={"X-CSRF-Token": csrf})
+    report = c.get("/api/precision").json()
+    assert report["left_out"] == 1
+    [total, kind] = report["rows"]
+    assert (total["kind"], total["spam"], total["judged"], total["spam_share"]) == (
+        "all", 1, 1, 1.0)
+    assert kind["kind"] == "article" and total["params"]["k"] == 3
+    every = c.get("/api/precision?all=1").json()
+    assert every["left_out"] == 0 and every["rows"][0]["judged"] == 2
+    html = c.get("/precision").text
+    assert "100.0%" in html and "1 judgements of pages not drawn are left out" in html
+    assert "spam" in c.get("/draws/s1").text
+    desked.labels.close()
+    cli = json.loads(streamdet("review", "precision", "--json", "--desk", tmp_path).stdout)
+    assert cli == report
+
+
+def test_review_sample_draws_from_the_command_line(planted, tmp_path):
+    state, events, _ = planted
+    out = streamdet("review", "sample", "3", "--state", state, "--events", events,
+                    "--desk", tmp_path / "desk")
+    assert out.stdout.decode().splitlines() == [QUILT]
+    assert b"draw s1: 1 pages" in out.stderr
+    labels = LabelStore(str(tmp_path / "desk" / "labels.sqlite"))
+    try:
+        assert labels.draw("s1")["urls"] == [QUILT]
+    finally:
+        labels.close()
