@@ -33,7 +33,7 @@ from loadtest.host import machine, pyplot  # noqa: E402
 OUT_DIR = REPO / "loadtest" / "out"
 BENCHES = ("bench_embedded", "bench_lsh", "bench_growth", "bench_kafka", "bench_quality",
            "bench_hostile", "bench_evidence", "bench_partials", "bench_near",
-           "bench_replication")
+           "bench_replication", "bench_review")
 COMMANDS = {
     "bench_embedded": "python loadtest/bench_embedded.py --pages 20000 --floor-runs 2",
     "bench_lsh": "python loadtest/bench_lsh.py --pages 5000",
@@ -46,6 +46,7 @@ COMMANDS = {
     "bench_partials": "python loadtest/bench_partials.py --pages 2000",
     "bench_near": "python loadtest/bench_near.py --pages 5000 --giant 10000",
     "bench_replication": "python loadtest/bench_replication.py --pages 20000",
+    "bench_review": "python loadtest/bench_review.py --pages 100000",
 }
 
 
@@ -181,6 +182,8 @@ def headline(name: str, r: dict) -> list[str]:
         return _near_headline(r)
     if name == "bench_replication":
         return _replication_headline(r)
+    if name == "bench_review":
+        return _review_headline(r)
     if name == "bench_growth" and r.get("figures", {}).get("stationary"):
         return _growth_headline(r)
     summary = r.get("summary") or r.get("figures")
@@ -188,6 +191,18 @@ def headline(name: str, r: dict) -> list[str]:
         return ["; ".join(f"{k} {_fmt(v)}" for k, v in summary.items()
                           if not isinstance(v, dict | list))]
     return []
+
+
+def _review_headline(r: dict) -> list[str]:
+    """The review desk: its start, and the p95 of a page view and of a 50-row list."""
+    f, q = r["figures"], r["requests"]
+    return [f"{f['documents']:,} documents, {f['quilts']:,} quilts; the desk answers "
+            f"{f['desk_start_seconds']:.1f} s after its start",
+            f"page view p95 **{f['page_view_p95_ms']:.0f} ms** (median "
+            f"{q['page_html_first']['median_ms']:.0f} ms as HTML), 50-row list p95 "
+            f"**{f['list_p95_ms']:.0f} ms** (target < {r['target']['ms']:.0f} ms)"
+            f"{_pass(r['pass'])}; a label written in {q['label_write']['median_ms']:.1f} ms "
+            "(median)"]
 
 
 def _evidence_headline(r: dict) -> list[str]:

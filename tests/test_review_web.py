@@ -239,3 +239,34 @@ def test_review_sample_draws_from_the_command_line(planted, tmp_path):
         assert labels.draw("s1")["urls"] == [QUILT]
     finally:
         labels.close()
+
+
+def test_a_page_shows_every_kind_of_event_in_its_history(planted, tmp_path):
+    """Events of other kinds (partial, cluster, a later rescore) are listed with what
+    they carry; the list and the cluster view follow the newest ones."""
+    state, events, quilt = planted
+    more = tmp_path / "events.jsonl"
+    later = [{"event": "partial", "url": QUILT, "seq": 2, "other": "http://s0.example/p",
+              "at": "2026-11-27T10:00:01Z"},
+             {"event": "cluster", "url": QUILT, "seq": 3, "cluster": "http://a.example/",
+              "cluster_size": 2, "exact_dups": 0, "at": "2026-11-27T10:00:02Z"},
+             {"event": "cluster", "url": "http://a.example/", "seq": 1,
+              "cluster": "http://a.example/", "cluster_size": 2, "exact_dups": 0},
+             quilt | {"event": "rescore", "seq": 4, "patch_fraction": 0.75}]
+    more.write_text(events.read_text() + "".join(json.dumps(e) + "\n" for e in later))
+    d = Desked((state, more, quilt), tmp_path / "labels.sqlite")
+    try:
+        d.login()
+        r = d.client.get("/page?url=" + quote(QUILT, safe=""))
+        assert r.status_code == 200
+        rows = re.findall(r"<tr><td>(\d+)</td><td>(\w+)</td>", r.text)
+        assert rows == [("4", "rescore"), ("3", "cluster"), ("2", "partial"), ("1", "quilt")]
+        assert "0.750" in r.text and "http://s0.example/p" in r.text
+        listed = d.client.get("/api/quilts?cluster=http://a.example/").json()["rows"]
+        assert [(x["url"], x["event"], x["patch_fraction"]) for x in listed] == [
+            (QUILT, "rescore", 0.75)]
+        assert d.client.get("/api/clusters").json() == [
+            {"cluster": "http://a.example/", "size": 2, "urls": ["http://a.example/", QUILT]}]
+        assert "http://a.example/" in d.client.get("/clusters").text
+    finally:
+        d.close()
