@@ -170,3 +170,21 @@ def test_a_file_that_is_not_a_labels_file_is_refused(tmp_path):
     bad.write_bytes(b"not sqlite at all" * 100)
     with pytest.raises(LabelStoreError):
         LabelStore(str(bad))
+
+
+def test_a_desk_reads_the_token_another_desk_is_still_writing(tmp_path):
+    """Two desks starting at once: the one that did not create the token file may find it
+    still empty; it reads again until the other has written the token."""
+    import threading
+
+    path = tmp_path / "token"
+    path.write_text("")  # created (O_EXCL) by the other desk, not yet written
+    token = "x" * 43
+    writer = threading.Timer(0.2, lambda: path.write_text(token + "\n"))
+    writer.start()
+    try:
+        assert Credentials.made_in(str(path)).token == token
+    finally:
+        writer.join()
+    made = [Credentials.made_in(str(tmp_path / "new")).token for _ in range(2)]
+    assert made[0] == made[1] == (tmp_path / "new").read_text().strip()

@@ -14,6 +14,7 @@ import hmac
 import os
 import secrets
 import stat
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -102,10 +103,28 @@ class Credentials:
     def made_in(cls, path: str) -> Credentials:
         """A new random token written to `path` (mode 0600), or the one already there:
         what the desk uses when given no credentials, so that it never runs open."""
-        if not os.path.exists(path):
+        try:  # O_EXCL: of two desks starting at once, one writes it and both read it
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IRUSR | stat.S_IWUSR)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(secrets.token_urlsafe(TOKEN_BYTES) + "\n")
+        except FileExistsError:
+            return cls._written(path)
+        except OSError as exc:
+            raise AuthError(f"cannot make token file {path}: {exc.strerror}") from None
+        token = secrets.token_urlsafe(TOKEN_BYTES)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(token + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        return cls(token=token)
+
+    @classmethod
+    def _written(cls, path: str) -> Credentials:
+        """The token in a file another desk may be writing right now (read again for up
+        to a second while it is still short)."""
+        for _ in range(20):
+            try:
+                return cls.from_token_file(path)
+            except AuthError:
+                time.sleep(0.05)
         return cls.from_token_file(path)
 
     @property
