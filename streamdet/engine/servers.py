@@ -11,12 +11,16 @@ from __future__ import annotations
 from functools import lru_cache
 from urllib.parse import urlsplit
 
-import tldextract
 
-# suffix_list_urls=() and no cache dir: only the bundled snapshot, no network, no disk.
-_EXTRACT = tldextract.TLDExtract(
-    suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True
-)
+@lru_cache(maxsize=1)
+def _extractor():
+    """The Public Suffix List reader, made at the first registered domain asked (its import
+    takes ~0.12 s, which a command that reads no URL, `sites`, need not pay).
+    suffix_list_urls=() and no cache dir: only the bundled snapshot, no network, no disk."""
+    import tldextract
+
+    return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None,
+                                 include_psl_private_domains=True)
 
 
 def host_of(url: str) -> str:
@@ -27,7 +31,7 @@ def host_of(url: str) -> str:
 @lru_cache(maxsize=1 << 16)
 def registered_domain(host: str) -> str:
     """eTLD+1 of a host (private PSL section included); the host itself when there is none."""
-    return _EXTRACT(host).top_domain_under_public_suffix or host
+    return _extractor()(host).top_domain_under_public_suffix or host
 
 
 def server_of(url: str, ip: str | None, foreign: str) -> str:
