@@ -356,20 +356,24 @@ def test_two_workers_with_phi_equal_streamdet_run(pipeline, crawl, tmp_path):
     assert explained["sources"] == with_phi[url]["sources"] and explained["quilted"]
 
 
-def test_worker_killed_and_wiped_rejoins_without_double_counting(pipeline, crawl):
+def test_worker_killed_and_wiped_rejoins_without_double_counting(pipeline, crawl, tmp_path):
     path, reference_dump, reference_pairs = crawl
+    lines = path.read_bytes().splitlines(keepends=True)
+    cut = len(lines) * 3 // 5
+    head = _write_lines(tmp_path / "head.jsonl", lines[:cut])
+    tail = _write_lines(tmp_path / "tail.jsonl", lines[cut:])
     pipeline.start("w1")
     pipeline.start("w2")
     time.sleep(3)
-    producer = popen("produce", *pipeline.args(), "--shards", SHARDS, "--rate", "20", path,
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    # mid-stream: every doc shard has committed work (so w2's are not empty), and the
-    # producer is still sending
-    deadline = time.monotonic() + 60
+    pipeline.produce(head)
+    # mid-stream, however fast the machine: every doc shard has committed work (so w2's
+    # are not empty), and the rest of the stream is still being sent
+    deadline = time.monotonic() + 120
     while not all(run_sync(pipeline.committed("docs")).values()):
         assert time.monotonic() < deadline, "no progress on every doc shard"
         time.sleep(0.3)
-    assert producer.poll() is None
+    producer = popen("produce", *pipeline.args(), "--shards", SHARDS, "--rate", "10", tail,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     assert any((pipeline.tmp / "w2").glob("doc-*"))  # it owned doc shards
     victim = pipeline.workers["w2"]
     victim.send_signal(signal.SIGKILL)
