@@ -270,3 +270,40 @@ def test_a_page_shows_every_kind_of_event_in_its_history(planted, tmp_path):
         assert "http://a.example/" in d.client.get("/clusters").text
     finally:
         d.close()
+
+
+def test_requests_in_parallel_while_the_run_goes_on(planted, tmp_path, monkeypatch):
+    """Lists and page views from several threads while events keep arriving (polled and
+    the state reopened at every request): every answer is whole, none fails."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from streamdet.review import embedded
+
+    monkeypatch.setattr(embedded, "POLL", 0.0)
+    monkeypatch.setattr(embedded, "REOPEN", 0.0)
+    state, events, quilt = planted
+    feed = tmp_path / "events.jsonl"
+    feed.write_text(events.read_text())
+    d = Desked((state, feed, quilt), tmp_path / "labels.sqlite")
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    page = "/api/page?url=" + quote(QUILT, safe="")
+
+    def grow() -> None:
+        for i in range(1000):
+            with open(feed, "a") as f:
+                f.write(json.dumps(quilt | {"url": f"http://more.example/{i}", "seq": 1})
+                        + "\n")
+
+    def ask(i: int) -> int:
+        r = d.client.get("/api/quilts?limit=1000" if i % 2 else page, headers=bearer)
+        return r.status_code
+
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            grower = pool.submit(grow)
+            codes = list(pool.map(ask, range(200)))
+            grower.result()
+        assert codes == [200] * 200
+        assert d.client.get("/api/quilts", headers=bearer).json()["total"] == 1001
+    finally:
+        d.close()

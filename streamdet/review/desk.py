@@ -4,10 +4,14 @@ history, judgements, draws, the export and the precision report.
 
 A judgement is recorded before the desk answers (label_store commits it durably), and
 the newest label of every URL is kept in memory, so that a list filtered by label state
-reads no file."""
+reads no file. The web app calls the desk from several threads: each call holds the
+desk's lock (the view must not change under a list being read, and the label store is
+one SQLite connection); every call is short (tens of ms)."""
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
@@ -44,27 +48,40 @@ class DeskError(ValueError):
     """A request the desk cannot carry out (an unknown draw, a URL not in it)."""
 
 
+def _locked(method: Callable) -> Callable:
+    @functools.wraps(method)
+    def call(self: Desk, *args, **kwargs):
+        with self.lock:
+            return method(self, *args, **kwargs)
+    return call
+
+
 class Desk:
     def __init__(self, source: Source, labels: Labels, clock: Callable[[], str]) -> None:
         self.source = source
         self.labels = labels
         self.clock = clock
+        self.lock = threading.RLock()
         self.latest: dict[str, Label] = {lab.url: lab for lab in labels.current()}
 
+    @_locked
     def quilts(self, keep: QuiltFilter, offset: int = 0, limit: int = 50) -> dict:
         self.source.refresh()
         view = self.source.view
         rows, total = quilt_rows(view.quilts, self.latest, view.clusters, keep, offset, limit)
         return {"rows": rows, "total": total, "offset": offset, "limit": limit}
 
+    @_locked
     def sites(self) -> dict:
         self.source.refresh()
         return site_rows(self.source.view.sites)
 
+    @_locked
     def clusters(self, limit: int = 50) -> list[dict]:
         self.source.refresh()
         return cluster_rows(self.source.view.clusters, limit)
 
+    @_locked
     def page(self, url: str) -> dict | None:
         """A page as the state holds it (page_view), with its newest event, its event
         history, its cluster as the events told it, and its judgements (None: neither
@@ -80,6 +97,7 @@ class Desk:
                 "cluster": view.clusters.get(url),
                 "labels": [_label_json(lab) for lab in self.labels.history(url)]}
 
+    @_locked
     def judge(self, url: str, verdict: str, who: str, note: str = "", sample: str = ""
               ) -> Label:
         """Record a judgement of `url` (from draw `sample`, if given: the URL must be in
@@ -103,14 +121,26 @@ class Desk:
         page = self.source.page(url)
         return (page or {}).get("params") or {}
 
-    def export(self) -> Iterator[str]:
+    @_locked
+    def export(self) -> list[str]:
         """Every judgement ever recorded, oldest first, one JSON line each."""
-        for lab in self.labels.all():
-            yield lab.to_json() + "\n"
+        return [lab.to_json() + "\n" for lab in self.labels.all()]
 
+    @_locked
+    def draws(self) -> list[dict]:
+        """The kept draws, newest first."""
+        return [d for d in map(self.labels.draw, self.labels.draws()) if d]
+
+    @_locked
+    def status(self) -> dict:
+        return {**self.source.status(), "quilts": len(self.source.view.quilts),
+                "labels": len(self.latest)}
+
+    @_locked
     def precision(self, sampled: bool = True) -> dict:
         return precision_report(self.latest.values(), sampled)
 
+    @_locked
     def sample(self, n: int, seed: int) -> dict:
         """Draw n of the pages quilted now, uniformly (sampling.draw), and keep the draw."""
         self.source.refresh()
@@ -123,6 +153,7 @@ class Desk:
         name = self.labels.add_draw(urls, seed, params, self.clock())
         return self.labels.draw(name) or {}
 
+    @_locked
     def draw_rows(self, name: str) -> dict:
         """A draw's pages with their newest labels (judged or not yet)."""
         drawn = self.labels.draw(name)

@@ -56,9 +56,8 @@ class EmbeddedSource:
                 self.feed.poll()
 
     def page(self, url: str) -> dict | None:
-        with self._lock:
-            store = self._state()
-        return page_view(store, url)
+        with self._lock:  # a reopening closes the state: never under a page being read
+            return page_view(self._state(), url)
 
     def status(self) -> dict:
         if self.feed is None:

@@ -19,7 +19,6 @@ import base64
 import binascii
 import hmac
 import json
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote, urlencode, urlsplit
@@ -36,7 +35,6 @@ from starlette.responses import (
     PlainTextResponse,
     RedirectResponse,
     Response,
-    StreamingResponse,
 )
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -67,8 +65,7 @@ def create_app(desk: Desk, credentials: Credentials, session_key: str) -> Starle
     templates = Jinja2Templates(env=jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True))
     templates.env.globals.update(colour=colour, verdicts=VERDICTS, quote=quote)
-    lock = threading.Lock()  # the label store is one SQLite connection
-    h = _Handlers(desk, credentials, templates, lock)
+    h = _Handlers(desk, credentials, templates)
     routes = [
         Route("/login", h.login_form, methods=["GET"]),
         Route("/login", h.login, methods=["POST"]),
@@ -134,10 +131,9 @@ class _Handlers:
     """The routes' endpoints. Plain functions: Starlette runs them in its thread pool,
     so a page view's state reads do not hold up the event loop."""
 
-    def __init__(self, desk: Desk, credentials: Credentials, templates: Jinja2Templates,
-                 lock: threading.Lock) -> None:
-        self.desk, self.credentials, self.templates, self.lock = (desk, credentials,
-                                                                  templates, lock)
+    def __init__(self, desk: Desk, credentials: Credentials, templates: Jinja2Templates
+                 ) -> None:
+        self.desk, self.credentials, self.templates = desk, credentials, templates
 
     # -- who is asking -------------------------------------------------------------------
 
@@ -265,16 +261,14 @@ class _Handlers:
         url, sample = str(form.get("url", "")), str(form.get("draw", ""))
         try:
             who = self._writer(request, str(form.get("csrf", "")))
-            with self.lock:
-                self.desk.judge(url, str(form.get("verdict", "")), who,
-                                str(form.get("note", "")), sample)
+            self.desk.judge(url, str(form.get("verdict", "")), who,
+                            str(form.get("note", "")), sample)
         except Refused as exc:
             return PlainTextResponse(exc.reason, exc.status)
         except (DeskError, LabelError) as exc:
             return self._html(request, "error.html", 400, message=str(exc))
         if sample:  # on through the draw: its next page not judged yet, or the draw
-            with self.lock:
-                rows = self.desk.draw_rows(sample)["rows"]
+            rows = self.desk.draw_rows(sample)["rows"]
             nxt = next((r["url"] for r in rows if r["label"] is None), None)
             if nxt is None:
                 return RedirectResponse(f"/draws/{quote(sample)}", 303)
@@ -293,17 +287,14 @@ class _Handlers:
     def precision_page(self, request: Request) -> Response:
         def render(who: str) -> Response:
             sampled = request.query_params.get("all") != "1"
-            with self.lock:
-                report = self.desk.precision(sampled)
+            report = self.desk.precision(sampled)
             return self._html(request, "precision.html", report=report,
                               settings=_settings(report))
         return self._page(request, render)
 
     def draws_page(self, request: Request) -> Response:
         def render(who: str) -> Response:
-            with self.lock:
-                names = [self.desk.labels.draw(n) for n in self.desk.labels.draws()]
-            return self._html(request, "draws.html", draws=[d for d in names if d])
+            return self._html(request, "draws.html", draws=self.desk.draws())
         return self._page(request, render)
 
     async def draw_form_post(self, request: Request) -> Response:
@@ -312,9 +303,8 @@ class _Handlers:
     def _draw_form(self, request: Request, form: FormData) -> Response:
         try:
             self._writer(request, str(form.get("csrf", "")))
-            with self.lock:
-                drawn = self.desk.sample(int(str(form.get("n", "100"))),
-                                         int(str(form.get("seed", "1"))))
+            drawn = self.desk.sample(int(str(form.get("n", "100"))),
+                                     int(str(form.get("seed", "1"))))
         except Refused as exc:
             return PlainTextResponse(exc.reason, exc.status)
         except (DeskError, ValueError) as exc:
@@ -323,8 +313,7 @@ class _Handlers:
 
     def draw_page(self, request: Request) -> Response:
         def render(who: str) -> Response:
-            with self.lock:
-                drawn = self.desk.draw_rows(request.path_params["name"])
+            drawn = self.desk.draw_rows(request.path_params["name"])
             return self._html(request, "draw.html", drawn=drawn)
         return self._page(request, render)
 
@@ -333,10 +322,9 @@ class _Handlers:
             self._reader(request)
         except Refused as exc:
             return PlainTextResponse(exc.reason, exc.status)
-        with self.lock:
-            lines = list(self.desk.export())
-        return StreamingResponse(iter(lines), media_type="application/x-ndjson", headers={
-            "Content-Disposition": 'attachment; filename="streamdet-labels.jsonl"'})
+        return Response("".join(self.desk.export()), media_type="application/x-ndjson",
+                        headers={"Content-Disposition":
+                                 'attachment; filename="streamdet-labels.jsonl"'})
 
     # -- JSON ----------------------------------------------------------------------------
 
@@ -361,10 +349,9 @@ class _Handlers:
         def answer(who: str) -> dict:
             if body is None:
                 raise DeskError('a label is {"url", "verdict", "note", "sample"}')
-            with self.lock:
-                lab = self.desk.judge(str(body.get("url", "")), str(body.get("verdict", "")),
-                                      who, str(body.get("note", "")),
-                                      str(body.get("sample", "")))
+            lab = self.desk.judge(str(body.get("url", "")), str(body.get("verdict", "")),
+                                  who, str(body.get("note", "")),
+                                  str(body.get("sample", "")))
             return json.loads(lab.to_json())
         return await run_in_threadpool(self._api, request, answer, True)
 
@@ -376,8 +363,7 @@ class _Handlers:
 
     def api_precision(self, request: Request) -> Response:
         def answer(who: str) -> dict:
-            with self.lock:
-                return self.desk.precision(request.query_params.get("all") != "1")
+            return self.desk.precision(request.query_params.get("all") != "1")
         return self._api(request, answer)
 
     async def api_draw(self, request: Request) -> Response:
@@ -386,21 +372,17 @@ class _Handlers:
         def answer(who: str) -> dict:
             if body is None:
                 raise DeskError('a draw is {"n", "seed"}')
-            with self.lock:
-                return self.desk.sample(int(body.get("n", 100)), int(body.get("seed", 1)))
+            return self.desk.sample(int(body.get("n", 100)), int(body.get("seed", 1)))
         return await run_in_threadpool(self._api, request, answer, True)
 
     def api_draw_rows(self, request: Request) -> Response:
         def answer(who: str) -> dict:
-            with self.lock:
-                return self.desk.draw_rows(request.path_params["name"])
+            return self.desk.draw_rows(request.path_params["name"])
         return self._api(request, answer)
 
     def api_status(self, request: Request) -> Response:
         def answer(who: str) -> dict:
-            view = self.desk.source.view
-            return {**self.desk.source.status(), "quilts": len(view.quilts),
-                    "labels": len(self.desk.latest), "who": who}
+            return {**self.desk.status(), "who": who}
         return self._api(request, answer)
 
 
