@@ -144,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         args.pages, args.views, args.repeats = 400, 5, 3
     if (args.state is None) != (args.events is None):
         ap.error("give --state and --events together")
+    load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="streamdet-review-bench-") as tmp:
         run_s = None
         if args.state:
@@ -170,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "benchmark": "bench_review",
         "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "host": machine(),
+        "host": machine() | {"loadavg_start": load_start, "loadavg_end": os.getloadavg()},
         "config": {"pages": args.pages if run_s is not None else None, "views": args.views,
                    "repeats": args.repeats, "seed": args.seed, "state": str(state)},
         "build_seconds": run_s,
@@ -192,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"documents {documents:,}, quilts {found['quilts']:,}, desk start {start_s:.1f} s; "
           f"page view p95 {worst_page:.1f} ms, list p95 {worst_list:.1f} ms (target < "
           f"{TARGET_MS:.0f} ms): {'PASS' if result['pass'] else 'MISS'}")
+    print(f"load average start/end {load_start[0]:.2f} / {os.getloadavg()[0]:.2f}")
     print(f"result: {path}")
     return 0
 
