@@ -39,6 +39,7 @@ from urllib.parse import quote
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from loadtest.bench_embedded import git_revision  # noqa: E402
 from loadtest.host import machine, write_result  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"
@@ -171,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "benchmark": "bench_review",
         "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "git": git_revision(),
         "host": machine() | {"loadavg_start": load_start, "loadavg_end": os.getloadavg()},
         "config": {"pages": args.pages if run_s is not None else None, "views": args.views,
                    "repeats": args.repeats, "seed": args.seed, "state": str(state)},
