@@ -130,6 +130,15 @@ def source_spans(text: str, k: int, covered: Sequence[np.ndarray]) -> list[Spans
     return _spans(text_windows(text, k), k, covered)
 
 
+def packed_spans(packed: bytes | None, k: int, covered: Sequence[np.ndarray]
+                 ) -> list[Spans] | None:
+    """`source_spans` of a packed text, its windows taken from the cache (None: no text
+    kept): a farm's donors are the sources of many of its quilts, and a reviewer going
+    through them tokenizes each donor once."""
+    found = _CACHE.get(packed, k) if packed else None
+    return None if found is None else _spans(found, k, covered)
+
+
 def _spans(found: Windows, k: int, covered: Sequence[np.ndarray]) -> list[Spans]:
     windows, starts, ends = found
     owner = _owners(windows, covered)

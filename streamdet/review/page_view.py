@@ -5,12 +5,13 @@ text that the page copied.
 
 A source's passages are the occurrences in the source's kept text of the patch grams it
 newly covered in the page (the greedy's step, engine.evidence.newly_covered), located
-as the page's spans are (engine.evidence.source_spans), each with its text."""
+as the page's spans are (engine.evidence.packed_spans: a donor's windows are cached, as
+a farm's donors are the sources of many of its quilts), each with its text."""
 
 from __future__ import annotations
 
 from ..adapters.explain import Missing, explain_json, look_up
-from ..engine.evidence import newly_covered, source_spans
+from ..engine.evidence import newly_covered, packed_spans
 from ..engine.text import unpack_text
 from ..state.txn import Store
 
@@ -31,10 +32,12 @@ def page_view(store: Store, url: str) -> dict | None:
     txn = store.begin()
     for src, docno, grams in zip(view["sources"], result.docnos,
                                  newly_covered(page.doc, result.docnos), strict=True):
-        text = unpack_text(txn.text(docno))
-        if text is None:
+        packed = txn.text(docno)
+        found = packed_spans(packed, page.params.k, [grams])
+        if found is None:
             src["passages"] = None
             continue
+        text = unpack_text(packed) or ""
         src["passages"] = [{"spans": [a, b], "text": text[a : min(b, a + PASSAGE_CHARS)]}
-                           for a, b in source_spans(text, page.params.k, [grams])[0]]
+                           for a, b in found[0]]
     return view
