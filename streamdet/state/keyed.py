@@ -79,7 +79,14 @@ class KeyedTable:
         if any(start <= k < end for k in self.dirty):
             merged = self.scan(start, end)
             yield from reversed(merged) if back else merged
-        elif back:
+        else:
+            yield from self._committed(start, end, back)
+
+    def _committed(self, start: bytes, end: bytes, back: bool = False
+                   ) -> Iterator[tuple[bytes, bytes]]:
+        """The KV's records with start <= key < end, in key order (greatest first if
+        `back`), without this transaction's writes."""
+        if back:
             for key, raw in self.kv.items_back(self.table, end):
                 if key < start:
                     return
@@ -97,11 +104,7 @@ class KeyedTable:
         return self._merged(prefix, end, self.groups.get(prefix, ()))
 
     def _merged(self, start: bytes, end: bytes, written) -> list[tuple[bytes, bytes]]:
-        found = {}
-        for key, raw in self.kv.items(self.table, start):
-            if key >= end:
-                break
-            found[key] = raw
+        found = dict(self._committed(start, end))
         values = self.values
         for key in written:
             found[key] = values[key]
