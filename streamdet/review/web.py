@@ -198,6 +198,18 @@ class _Handlers:
         except (DeskError, LabelError, ValueError) as exc:
             return JSONResponse({"error": str(exc)}, 400)
 
+    async def _api_write(self, request: Request, shape: str,
+                         act: Callable[[str, dict], object]) -> Response:
+        """A JSON write: its body must be an object (`shape` says which); `act` runs in
+        the thread pool, after the write's checks (_writer)."""
+        body = await _json_object(request)
+
+        def answer(who: str) -> object:
+            if body is None:
+                raise DeskError(shape)
+            return act(who, body)
+        return await run_in_threadpool(self._api, request, answer, True)
+
     # -- login ---------------------------------------------------------------------------
 
     def login_form(self, request: Request) -> Response:
@@ -344,16 +356,13 @@ class _Handlers:
         return self._api(request, answer)
 
     async def api_label(self, request: Request) -> Response:
-        body = await _json_object(request)
-
-        def answer(who: str) -> dict:
-            if body is None:
-                raise DeskError('a label is {"url", "verdict", "note", "sample"}')
+        def act(who: str, body: dict) -> dict:
             lab = self.desk.judge(str(body.get("url", "")), str(body.get("verdict", "")),
                                   who, str(body.get("note", "")),
                                   str(body.get("sample", "")))
             return json.loads(lab.to_json())
-        return await run_in_threadpool(self._api, request, answer, True)
+        return await self._api_write(request, 'a label is {"url", "verdict", "note", "sample"}',
+                                     act)
 
     def api_sites(self, request: Request) -> Response:
         return self._api(request, lambda who: self.desk.sites())
@@ -367,13 +376,9 @@ class _Handlers:
         return self._api(request, answer)
 
     async def api_draw(self, request: Request) -> Response:
-        body = await _json_object(request)
-
-        def answer(who: str) -> dict:
-            if body is None:
-                raise DeskError('a draw is {"n", "seed"}')
-            return self.desk.sample(int(body.get("n", 100)), int(body.get("seed", 1)))
-        return await run_in_threadpool(self._api, request, answer, True)
+        return await self._api_write(request, 'a draw is {"n", "seed"}', lambda who, body:
+                                     self.desk.sample(int(body.get("n", 100)),
+                                                      int(body.get("seed", 1))))
 
     def api_draw_rows(self, request: Request) -> Response:
         def answer(who: str) -> dict:
