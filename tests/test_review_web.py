@@ -46,7 +46,7 @@ class Desked:
     def __init__(self, planted, labels_path, credentials=None) -> None:
         state, events, self.quilt = planted
         source = EmbeddedSource(lambda: Store(RocksKV(str(state), read_only=True)),
-                                str(events))
+                                str(events) if events else None)
         self.labels = LabelStore(str(labels_path))
         self.desk = Desk(source, self.labels, utc_now)
         app = create_app(self.desk, credentials or Credentials(token=TOKEN), "k" * 32)
@@ -305,5 +305,20 @@ def test_requests_in_parallel_while_the_run_goes_on(planted, tmp_path, monkeypat
             grower.result()
         assert codes == [200] * 200
         assert d.client.get("/api/quilts", headers=bearer).json()["total"] == 1001
+    finally:
+        d.close()
+
+
+def test_without_an_events_file_the_quilts_come_from_the_state(planted, tmp_path):
+    """No --events: the view holds each page quilted now, with the state's parameters
+    and its sources' spans, and no history before it."""
+    state, _, quilt = planted
+    d = Desked((state, None, quilt), tmp_path / "labels.sqlite")
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        [row] = d.client.get("/api/quilts", headers=bearer).json()["rows"]
+        assert (row["url"], row["params"]) == (QUILT, quilt["params"])
+        assert [s["url"] for s in row["sources"]] == [s["url"] for s in quilt["sources"]]
+        assert d.client.get("/api/status", headers=bearer).json()["events"] is None
     finally:
         d.close()

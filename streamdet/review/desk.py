@@ -18,7 +18,7 @@ from typing import Protocol
 from .labels import Label, LabelError, page_kind
 from .lists import QuiltFilter, cluster_rows, quilt_rows, site_rows
 from .precision import precision_report
-from .projection import QUILT_EVENTS, View
+from .projection import View
 from .sampling import draw
 
 
@@ -30,6 +30,8 @@ class Source(Protocol):
     def refresh(self) -> None: ...
     def page(self, url: str) -> dict | None: ...
     def status(self) -> dict: ...
+    @property
+    def params(self) -> dict: ...
 
 
 class Labels(Protocol):
@@ -116,10 +118,7 @@ class Desk:
     def _params(self, url: str) -> dict:
         """The parameters of the verdict judged: its event's, else the state's."""
         event = self.source.view.quilts.get(url)
-        if event and event.get("params"):
-            return event["params"]
-        page = self.source.page(url)
-        return (page or {}).get("params") or {}
+        return (event or {}).get("params") or self.source.params
 
     @_locked
     def export(self) -> list[str]:
@@ -145,12 +144,11 @@ class Desk:
         """Draw n of the pages quilted now, uniformly (sampling.draw), and keep the draw."""
         self.source.refresh()
         quilted = [url for url, ev in self.source.view.quilts.items()
-                   if ev.get("event") in QUILT_EVENTS and ev.get("event") != "unquilt"]
+                   if ev.get("event") != "unquilt"]
         if not quilted:
             raise DeskError("no quilted page to draw from yet")
         urls = draw(quilted, n, seed)
-        params = next(iter(self.source.view.quilts.values())).get("params") or {}
-        name = self.labels.add_draw(urls, seed, params, self.clock())
+        name = self.labels.add_draw(urls, seed, self.source.params, self.clock())
         return self.labels.draw(name) or {}
 
     @_locked

@@ -6,6 +6,7 @@ opened)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -59,6 +60,12 @@ class EmbeddedSource:
         with self._lock:  # a reopening closes the state: never under a page being read
             return page_view(self._state(), url)
 
+    @functools.cached_property
+    def params(self) -> dict:
+        """The parameters the state was built with (fixed for its life)."""
+        with self._lock:
+            return store_params(self._state())
+
     def status(self) -> dict:
         if self.feed is None:
             return {"mode": "embedded", "events": None}
@@ -89,6 +96,7 @@ def view_of_state(store: Store) -> View:
     from ..adapters.views import cluster_rows, dump_rows
 
     view = View()
+    params = store_params(store)
     for c in cluster_rows(store):
         for url in c["members"]:
             view.clusters[url] = {"seq": 0, "cluster": c["cluster"], "cluster_size": c["size"]}
@@ -99,7 +107,7 @@ def view_of_state(store: Store) -> View:
                          "n_grams": row.get("n_grams"),
                          "n_patch_grams": row.get("n_patch_grams"),
                          "sources": row.get("sources") or [],
-                         "params": store_params(store)})
+                         "params": params})
     log.info("review: %d quilted pages read from the state", len(view.quilts))
     return view
 
