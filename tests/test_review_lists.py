@@ -3,6 +3,8 @@ first, flagged first, largest first), and the page text's pieces against the spa
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -120,3 +122,14 @@ def test_pieces_cover_the_text_and_mark_exactly_each_span(text, spans):
     want = {(s, i): set(range(max(a, 0), min(b, len(text))))
             for s, ranges in enumerate(spans) for i, (a, b) in enumerate(ranges)}
     assert marked == {k: v for k, v in want.items() if v}
+
+
+def test_the_style_sheet_colours_every_source_class():
+    """Marks take class src<i % COLOURS>: the style sheet defines each of them."""
+    from pathlib import Path
+
+    from streamdet.review import highlight
+
+    css = (Path(highlight.__file__).parent / "static" / "desk.css").read_text()
+    assert sorted(int(i) for i in re.findall(r"^\.src(\d+) \{ background", css, re.M)) == list(
+        range(highlight.COLOURS))

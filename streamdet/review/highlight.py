@@ -7,13 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-PALETTE = ("#ffd54f", "#81d4fa", "#a5d6a7", "#f48fb1", "#ce93d8", "#ffab91", "#80cbc4",
-           "#e6ee9c", "#b0bec5", "#bcaaa4", "#9fa8da", "#fff59d")
-
-
-def colour(source: int) -> str:
-    """A source's colour (the palette repeats past its 12: the legend tells them apart)."""
-    return PALETTE[source % len(PALETTE)]
+COLOURS = 12  # a source's colour is class src<i % COLOURS>, defined in static/desk.css;
+# past 12 sources colours repeat, and the legend tells them apart
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .auth import Credentials, new_csrf
 from .desk import Desk, DeskError
-from .highlight import colour, pieces
+from .highlight import COLOURS, pieces
 from .labels import VERDICTS, LabelError
 from .lists import LABEL_STATES, PAGE_SIZE, QUILT_STATES, QuiltFilter
 
@@ -64,7 +64,7 @@ def create_app(desk: Desk, credentials: Credentials, session_key: str) -> Starle
     restart does not log everyone out)."""
     templates = Jinja2Templates(env=jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True))
-    templates.env.globals.update(colour=colour, verdicts=VERDICTS, quote=quote)
+    templates.env.globals.update(colours=COLOURS, verdicts=VERDICTS)
     h = _Handlers(desk, credentials, templates)
     routes = [
         Route("/login", h.login_form, methods=["GET"]),
