@@ -322,3 +322,36 @@ def test_without_an_events_file_the_quilts_come_from_the_state(planted, tmp_path
         assert d.client.get("/api/status", headers=bearer).json()["events"] is None
     finally:
         d.close()
+
+
+def test_events_of_the_wrong_shape_change_nothing(planted, tmp_path):
+    """An events file holding lines of the wrong shape (SPEC §9): each is passed over,
+    and every list and page still answers, as from the good events alone."""
+    state, events, quilt = planted
+    feed = tmp_path / "events.jsonl"
+    bad = [quilt | {"url": "http://x.example/1", "sources": "junk"},
+           quilt | {"url": "http://x.example/2", "at": 5},
+           quilt | {"url": "http://x.example/3", "seq": "7"},
+           quilt | {"url": "http://x.example/4", "seq": True},
+           quilt | {"url": "http://x.example/5", "patch_fraction": "0.9"},
+           quilt | {"url": "http://x.example/6", "sources": [1, 2]},
+           {"event": "site", "level": "host", "site": "x.example", "seq": 1,
+            "pop_mean": "high", "monster": True},
+           {"event": "site", "level": "host", "seq": 1, "monster": True},
+           {"event": "cluster", "url": QUILT, "seq": 9, "cluster": "c", "cluster_size": []},
+           {"event": "quilt", "url": ["not", "a", "url"], "seq": 1}, [], "text", 7]
+    feed.write_text(events.read_text() + "".join(json.dumps(e) + "\n" for e in bad))
+    d = Desked((state, feed, quilt), tmp_path / "labels.sqlite")
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        listed = d.client.get("/api/quilts?state=all", headers=bearer).json()
+        assert [r["url"] for r in listed["rows"]] == [QUILT]
+        assert d.client.get("/api/sites", headers=bearer).json() == {
+            "sites": [], "neighbourhoods": []}
+        assert d.client.get("/api/clusters", headers=bearer).json() == []
+        d.login()
+        for path in ("/quilts", "/sites", "/clusters", "/page?url=" + quote(QUILT, safe="")):
+            assert d.client.get(path).status_code == 200, path
+        assert d.desk.source.feed.skipped == 3  # lines that are no JSON object
+    finally:
+        d.close()

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 QUILT_EVENTS = ("quilt", "rescore", "unquilt")
 HISTORY = 100  # events kept per page for its page view
+NUMBERS = ("patch_fraction", "cluster_size", "docs", "badness", "pop_mean", "pop_sd",
+           "patch_mean", "pages")  # figures the lists sort or format, when present
 
 
 @dataclass
@@ -34,13 +36,15 @@ def site_key(ev: dict) -> str:
 
 
 def apply(view: View, ev: dict) -> bool:
-    """Fold one event into the view; whether it changed anything."""
+    """Fold one event into the view; whether it changed anything. An event not of the
+    shapes SPEC §3 gives (a topic or file may hold anything, SPEC §9) changes nothing:
+    the lists sort and read what is folded."""
+    if not _well_formed(ev):
+        return False
     kind = ev.get("event")
     if kind == "site":
         return _newest(view.sites, site_key(ev), ev)
-    url = ev.get("url")
-    if not isinstance(url, str) or not isinstance(ev.get("seq"), int):
-        return False
+    url = ev["url"]
     changed = _remember(view.history, url, ev)
     if kind in QUILT_EVENTS:
         changed |= _newest(view.quilts, url, ev)
@@ -48,6 +52,23 @@ def apply(view: View, ev: dict) -> bool:
         changed |= _newest(view.clusters, url, {k: ev[k] for k in (
             "seq", "cluster", "cluster_size", "exact_dups") if k in ev})
     return changed
+
+
+def _well_formed(ev: dict) -> bool:
+    """The fields the desk reads have their types: seq an int; at a string (or absent);
+    a site event names its subject; others a URL, their sources a list of objects and
+    their figures numbers."""
+    if not isinstance(ev.get("seq"), int) or isinstance(ev["seq"], bool):
+        return False
+    if not isinstance(ev.get("at", ""), str) or not all(
+            isinstance(ev.get(k, 0), int | float) for k in NUMBERS):
+        return False
+    if ev.get("event") == "site":
+        return (isinstance(ev.get("level"), str)
+                and isinstance(ev.get("site") or ev.get("neighbourhood"), str))
+    sources = ev.get("sources", [])
+    return (isinstance(ev.get("url"), str) and isinstance(sources, list)
+            and all(isinstance(x, dict) for x in sources))
 
 
 def _newest(table: MutableMapping[str, dict], key: str, ev: dict) -> bool:
