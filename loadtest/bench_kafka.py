@@ -21,6 +21,14 @@ measurement) with real `streamdet worker` processes (4 shards):
    the peak of step 3 by this process, each record with `fetched_at` = its send time; an
    events consumer running here stamps each event on receipt; latency = receipt -
    fetched_at of the record that caused it (the event's `cause`). p50 / p99.
+5. With --review-desk, the latency runs have the review desk on Kafka beside them
+   (`streamdet review --broker`, started once the first half is taken, its view caught
+   up): this process asks its quilt list (`/api/quilts?state=all`, the newest 50, newest
+   first) every 0.1 s, and a quilt / rescore / unquilt event is in the desk's view when
+   its (url, seq) is first listed. Desk lag = that time - the time the events consumer
+   here received the event (how far the view a reviewer reads is behind the events
+   topic; the poll's period adds up to 0.1 s). An event superseded by the URL's next one
+   within a poll is never listed (counted). Target (issue 19): <= 2 s at half the peak.
 
 Prints the figures and writes loadtest/out/bench_kafka-*.json.
 """
@@ -32,6 +40,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -59,6 +68,9 @@ TIMING = {"STREAMDET_SESSION_MS": "3000", "STREAMDET_HEARTBEAT_MS": "300"}
 ANALYZERS = int(os.environ.get("BENCH_ANALYZERS", "0"))
 TARGET_SCALING = 1.6
 TARGET_P99 = 1.0
+TARGET_DESK_LAG_S = 2.0
+DESK_POLL_S = 0.1
+DESK_TOKEN = "bench-kafka-review-desk-token"
 
 
 def log(msg: str) -> None:
@@ -391,13 +403,15 @@ def segment_peak(broker, work: Path, warm: Path, segment: Path, n_warm: int) -> 
         pipe.stop()
 
 
-async def _latency_run(pipe: Pipeline, records: list[tuple[str, bytes]], rate: float) -> dict:
+async def _latency_run(pipe: Pipeline, records: list[tuple[str, bytes]], rate: float,
+                       desk: str | None = None) -> dict:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     from streamdet.adapters.kafka import high_watermarks
 
     t_events = f"{pipe.prefix}-events"
     got: list[tuple[str, float]] = []
+    on_topic: dict[tuple[str, int], float] = {}  # a quilt event's (url, seq) -> received
     consumer = AIOKafkaConsumer(bootstrap_servers=pipe.broker.bootstrap,
                                 enable_auto_commit=False, fetch_max_wait_ms=20)
     await consumer.start()
@@ -414,13 +428,19 @@ async def _latency_run(pipe: Pipeline, records: list[tuple[str, bytes]], rate: f
             batch = await consumer.getmany(timeout_ms=50)
             now = time.time()
             for recs in batch.values():
-                got.extend((json.loads(r.value)["cause"], now) for r in recs)
+                for ev in (json.loads(r.value) for r in recs):
+                    got.append((ev["cause"], now))
+                    if ev.get("event") in ("quilt", "rescore", "unquilt"):
+                        on_topic.setdefault((ev["url"], ev["seq"]), now)
 
     task = asyncio.create_task(consume())
+    in_view: dict[tuple[str, int], float] = {}
+    watch = asyncio.create_task(_watch_desk(desk, stop, in_view)) if desk else None
     sent = await send_records(pipe.broker.bootstrap, f"{pipe.prefix}-pages", records, rate)
     await asyncio.sleep(10)  # the last pages' events
     stop.set()
     await task
+    polls = await watch if watch else 0
     await consumer.stop()
     t_first = min(sent.values(), default=0.0)
     series = sorted((round(sent[u] - t_first, 3), round(t - sent[u], 4))
@@ -432,20 +452,58 @@ async def _latency_run(pipe: Pipeline, records: list[tuple[str, bytes]], rate: f
     def pct(q: float) -> float:
         return lat[min(len(lat) - 1, int(q * len(lat)))]
 
-    return {"events": len(lat), "all_events": len(got), "p50_s": pct(0.50),
-            "p90_s": pct(0.90), "p99_s": pct(0.99), "max_s": lat[-1], "rate": rate,
-            "pages": len(records), "latencies_s": [round(x, 4) for x in lat], "series": series}
+    out = {"events": len(lat), "all_events": len(got), "p50_s": pct(0.50),
+           "p90_s": pct(0.90), "p99_s": pct(0.99), "max_s": lat[-1], "rate": rate,
+           "pages": len(records), "latencies_s": [round(x, 4) for x in lat], "series": series}
+    if desk:
+        out["desk"] = desk_lag(on_topic, in_view, polls)
+    return out
 
 
-def latency(broker, work: Path, warm: Path, segment: Path, n_warm: int, rate: float) -> dict:
+async def _watch_desk(base: str, stop: asyncio.Event, in_view: dict) -> int:
+    """Ask the desk's newest 50 quilt rows every DESK_POLL_S until `stop`; the first time
+    each (url, seq) is listed goes into `in_view`. The polls made."""
+    import httpx
+
+    polls = 0
+    async with httpx.AsyncClient(base_url=base, timeout=30, headers={
+            "Authorization": f"Bearer {DESK_TOKEN}"}) as client:
+        while not stop.is_set():
+            rows = (await client.get("/api/quilts", params={"state": "all", "limit": 50})
+                    ).json()["rows"]
+            now = time.time()
+            polls += 1
+            for row in rows:
+                in_view.setdefault((row["url"], row["seq"]), now)
+            await asyncio.sleep(DESK_POLL_S)
+    return polls
+
+
+def desk_lag(on_topic: dict, in_view: dict, polls: int) -> dict:
+    """Seconds from an event's receipt off the events topic to its row in the desk."""
+    lag = sorted(in_view[k] - t for k, t in on_topic.items() if k in in_view)
+    if not lag:
+        return {"events": 0, "on_topic": len(on_topic), "polls": polls}
+
+    def pct(q: float) -> float:
+        return lag[min(len(lag) - 1, int(q * len(lag)))]
+    return {"events": len(lag), "on_topic": len(on_topic), "superseded": len(on_topic) - len(lag),
+            "polls": polls, "p50_s": pct(0.5), "p90_s": pct(0.9), "p99_s": pct(0.99),
+            "max_s": lag[-1], "target_s": TARGET_DESK_LAG_S,
+            "pass": pct(0.99) <= TARGET_DESK_LAG_S}
+
+
+def latency(broker, work: Path, warm: Path, segment: Path, n_warm: int, rate: float,
+            review_desk: bool = False) -> dict:
     from tests.kafka_broker import run_sync
 
     pipe = warm_pipeline(broker, work, warm, n_warm, "lat")
     try:
         records = raw_records(segment)
+        desk = start_desk(pipe) if review_desk else None
         wall, cpu_w, cpu_b, me = time.perf_counter(), pipe.cpu(), cpu_seconds(
             broker.process.pid), time.process_time()
-        res = run_sync(_latency_run(pipe, records, rate))
+        res = run_sync(_latency_run(pipe, records, rate, desk))
         wall = time.perf_counter() - wall
         # cores busy while the stream was sent and its events received (of the 2 here)
         res["cores"] = {"workers": (pipe.cpu() - cpu_w) / wall,
@@ -456,15 +514,60 @@ def latency(broker, work: Path, warm: Path, segment: Path, n_warm: int, rate: fl
             f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in res.items()
             if k not in ("latencies_s", "series", "cores")) + "; cores busy " + ", ".join(
             f"{k} {v:.2f}" for k, v in res["cores"].items()))
+        if desk:
+            log("review desk lag: " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else
+                                                f"{k} {v}" for k, v in res["desk"].items()))
         return res
     finally:
         pipe.stop()
 
 
+def start_desk(pipe: Pipeline, timeout: float = 300) -> str:
+    """`streamdet review --broker` on the pipeline (one of its processes, stopped with
+    it), once it serves and its view has taken every event so far; its base URL."""
+    import httpx
+
+    from tests.kafka_broker import unique_name
+
+    logf = pipe.work / f"{pipe.prefix}-desk.log"
+    with open(logf, "wb") as f:
+        pipe.procs.append(subprocess.Popen(
+            streamdet_cmd() + ["review", *pipe.args(), "--group", unique_name("desk"),
+                               "--desk", str(pipe.work / f"{pipe.prefix}-desk"),
+                               "--bind", "127.0.0.1:0"],
+            env={**pipe.env(), "STREAMDET_REVIEW_TOKEN": DESK_TOKEN}, stdout=f, stderr=f))
+    deadline = time.monotonic() + timeout
+    base, folded, calm = None, -1, 0
+    while time.monotonic() < deadline and calm < 10:
+        time.sleep(0.2)
+        if base is None:
+            found = re.search(r"review desk on (http://[\d.]+:\d+)/", logf.read_text())
+            base = found.group(1) if found else None
+            continue
+        now = httpx.get(base + "/api/status", headers={
+            "Authorization": f"Bearer {DESK_TOKEN}"}).json()["events"]
+        calm, folded = (calm + 1 if now == folded else 0), now
+    if base is None or calm < 10:
+        raise RuntimeError("the review desk did not catch up: " + logf.read_text()[-2000:])
+    log(f"review desk at {base}: {folded} events in its view")
+    return base
+
+
 # -- main ---------------------------------------------------------------------------------
 
 
-def latency_only(pages: int, seed: int, rate: float) -> int:
+def print_desk(lat: dict) -> None:
+    desk = lat.get("desk")
+    if desk and desk.get("events"):
+        print(f"review desk lag @ {lat['rate']:.1f}/s  p50 {desk['p50_s'] * 1000:.0f} ms  "
+              f"p99 {desk['p99_s'] * 1000:.0f} ms  max {desk['max_s'] * 1000:.0f} ms over "
+              f"{desk['events']} events ({desk['superseded']} superseded within a poll; "
+              f"target p99 <= {TARGET_DESK_LAG_S:.0f} s)")
+    elif desk:
+        print(f"review desk: no event listed ({desk})")
+
+
+def latency_only(pages: int, seed: int, rate: float, review_desk: bool = False) -> int:
     """Latency at a given rate, without the throughput runs (for tuning the workers)."""
     from tests.kafka_broker import broker_session
 
@@ -474,12 +577,13 @@ def latency_only(pages: int, seed: int, rate: float) -> int:
         info = make_stream(stream, pages, seed)
         n_warm, _ = split_stream(stream, warm, segment)
         with broker_session() as broker:
-            lat = latency(broker, work, warm, segment, n_warm, rate)
+            lat = latency(broker, work, warm, segment, n_warm, rate, review_desk)
     finally:
         _clean(work)
     print(f"latency @ {rate:.1f}/s  p50 {lat['p50_s'] * 1000:.0f} ms  p90 "
           f"{lat['p90_s'] * 1000:.0f} ms  p99 {lat['p99_s'] * 1000:.0f} ms over "
           f"{lat['events']} events")
+    print_desk(lat)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     out = OUT_DIR / (f"bench_kafka_latency-{rate:g}ps-"
                      f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json")
@@ -501,10 +605,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-runs", type=int, default=3, metavar="N",
                     help="latency measured N times at the same rate; the run with the "
                          "median p99 is the headline, all are kept (default 3)")
+    ap.add_argument("--review-desk", action="store_true",
+                    help="the latency runs with the Kafka review desk beside them: its lag "
+                    "behind the events topic (issue 19)")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     if args.latency_only:
-        return latency_only(args.pages, args.seed, args.latency_only)
+        return latency_only(args.pages, args.seed, args.latency_only, args.review_desk)
     pages = 120 if args.smoke else args.pages
     from tests.kafka_broker import broker_session
 
@@ -540,7 +647,8 @@ def main(argv: list[str] | None = None) -> int:
         runs = []
         for _ in range(1 if args.smoke else args.latency_runs):
             with broker_session() as broker:
-                runs.append(latency(broker, work, warm, segment, n_warm, rate))
+                runs.append(latency(broker, work, warm, segment, n_warm, rate,
+                                    args.review_desk))
         lat = sorted(runs, key=lambda x: x.get("p99_s", float("inf")))[len(runs) // 2]
     finally:
         _clean(work)
@@ -558,7 +666,8 @@ def main(argv: list[str] | None = None) -> int:
                          for x in runs],
         "targets": {"scaling": TARGET_SCALING, "p99_s": TARGET_P99},
         "pass": {"scaling": scaling >= TARGET_SCALING,
-                 "p99": lat.get("p99_s", float("inf")) < TARGET_P99},
+                 "p99": lat.get("p99_s", float("inf")) < TARGET_P99,
+                 **({"desk_lag": lat["desk"].get("pass", False)} if "desk" in lat else {})},
     }
     print(f"pages                  {pages:,}")
     print(f"1 worker               {one['pages_per_s']:8.1f} pages/s")
@@ -579,6 +688,7 @@ def main(argv: list[str] | None = None) -> int:
             print("  each run: " + ", ".join(
                 f"p50 {x['p50_s'] * 1000:.0f} / p99 {x['p99_s'] * 1000:.0f} ms" for x in runs
                 if x.get("events")))
+    print_desk(lat)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     out = Path(args.out) if args.out else OUT_DIR / (
         f"bench_kafka-{pages}p-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json")

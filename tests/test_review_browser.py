@@ -1,7 +1,8 @@
 """The review desk in a real browser (the distribution's Chromium, driven by Playwright)
-against `streamdet review` serving a real state: log in, open the quilt from the list,
-count each source's highlighted spans against the event, label it from the keyboard,
-reload, see the label. The desk makes its own token (mode 0600) and never logs it."""
+against `streamdet review` serving a real state, and serving a Kafka pipeline on the test
+broker: log in, open the quilt from the list, count each source's highlighted spans
+against the event, label it from the keyboard, reload, see the label. The desk makes
+its own token (mode 0600) and never logs it."""
 
 from __future__ import annotations
 
@@ -11,20 +12,37 @@ import stat
 import subprocess
 from collections import defaultdict
 
+import httpx
 import pytest
 from playwright.sync_api import sync_playwright
 
 from .cli_helpers import popen
-from .review_helpers import QUILT, planted_state
+from .kafka_broker import kafka_broker_fixture  # noqa: F401
+from .review_helpers import QUILT, KafkaReview, planted_state, wait_for
 
 CHROMIUM = "/usr/bin/chromium"  # apt-get install chromium (.ci/run)
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("browser")
+@pytest.fixture(scope="module", params=["embedded", "kafka"])
+def served(request, tmp_path_factory):
+    """The desk serving the planted quilt: embedded on a `streamdet run` state, or on
+    Kafka fed by a pipeline on the test broker. (base URL, the token it made, the quilt's
+    event, the token's file, its log so far, its process)."""
+    tmp = tmp_path_factory.mktemp(f"browser-{request.param}")
     state, events, quilt = planted_state(tmp)
+    if request.param == "kafka":
+        run = KafkaReview(request.getfixturevalue("kafka_broker"), tmp, tmp / "in.jsonl",
+                          "-k", "3")
+        base = run.start("a", token=None)
+        token_file = tmp / "desk" / "token"
+        token = token_file.read_text().strip()
+        listed = wait_for(lambda: httpx.get(base + "/api/quilts", headers={
+            "Authorization": f"Bearer {token}"}).json()["total"], timeout=120)
+        assert listed == 1
+        yield base, token, quilt, token_file, lambda: run.log("a"), run.desks["a"]
+        run.stop()
+        return
     proc = popen("review", "--state", state, "--events", events, "--desk", tmp / "desk",
                  "--bind", "127.0.0.1:0", extra_env={"STREAMDET_REVIEW_TOKEN": ""},
                  stderr=subprocess.PIPE)
@@ -37,13 +55,20 @@ def served(tmp_path_factory):
     else:
         raise AssertionError("the desk did not start:\n" + "".join(lines))
     token_file = tmp / "desk" / "token"
-    yield found.group(1), token_file.read_text().strip(), quilt, token_file, lines, proc
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=30)
+
+    def log() -> str:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            lines.append(proc.communicate(timeout=30)[1].decode())
+        return "".join(lines)
+    yield found.group(1), token_file.read_text().strip(), quilt, token_file, log, proc
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
 
 
 def test_log_in_open_a_quilt_count_its_spans_label_it_and_see_the_label(served):
-    base, token, quilt, token_file, lines, proc = served
+    base, token, quilt, token_file, log, proc = served
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
@@ -80,6 +105,4 @@ def test_log_in_open_a_quilt_count_its_spans_label_it_and_see_the_label(served):
         finally:
             browser.close()
     assert proc.poll() is None
-    proc.send_signal(signal.SIGTERM)
-    rest = proc.communicate(timeout=30)[1].decode()
-    assert token not in "".join(lines) + rest
+    assert token not in log()

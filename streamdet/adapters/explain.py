@@ -137,10 +137,16 @@ def cluster_of(txn, docno: int, url: str) -> dict:
 
 def verdict(page: Page) -> str:
     """Why the page is or is not quilted, in a sentence."""
-    if page.result.quilted:
+    return verdict_sentence(page.result.quilted, page.doc.patch_fraction < page.params.theta,
+                            page.counted < page.params.c)
+
+
+def verdict_sentence(quilted: bool, low: bool, few: bool) -> str:
+    """The sentence for a verdict: quilted, or which of the two tests failed (too `low` a
+    patch fraction, too `few` sources counted)."""
+    if quilted:
         return "QUILTED: enough of the page is shared, and it takes many foreign sources"
-    low = page.doc.patch_fraction < page.params.theta
-    if low and page.counted < page.params.c:
+    if low and few:
         return "not quilted: too little shared text and too few sources"
     if low:
         return "not quilted: too little of the page is shared text"

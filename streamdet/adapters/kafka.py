@@ -160,6 +160,30 @@ async def ensure_topics(broker: str, topics: Topics, shards: int, pages_partitio
         await admin.close()
 
 
+async def ensure_topic(broker: str, name: str, partitions: int) -> None:
+    """Create a topic of `partitions` partitions unless it exists (with any count)."""
+    admin = AIOKafkaAdminClient(**connection(broker))
+    await admin.start()
+    try:
+        try:
+            await admin.create_topics([NewTopic(name, partitions, 1)])
+        except TopicAlreadyExistsError:
+            pass
+        await _wait_leaders(admin, [name])
+    finally:
+        await admin.close()
+
+
+async def topic_names(broker: str) -> set[str]:
+    """The topics the brokers hold (asking for all of them creates none)."""
+    admin = AIOKafkaAdminClient(**connection(broker))
+    await admin.start()
+    try:
+        return set(await admin.list_topics())
+    finally:
+        await admin.close()
+
+
 async def _wait_leaders(admin: AIOKafkaAdminClient, names: list[str], timeout: float = 20.0
                         ) -> None:
     loop = asyncio.get_running_loop()
@@ -303,6 +327,12 @@ async def pipeline_shards(broker: str, topics: Topics) -> int | None:
     """The shard count of the pipeline on these topics (None: no pipeline yet)."""
     first = await _first_meta(broker, topics.meta)
     return None if first is None else int(json.loads(first)["shards"])
+
+
+async def pipeline_params(broker: str, topics: Topics) -> Params | None:
+    """The parameters of the pipeline on these topics (None: no pipeline yet)."""
+    first = await _first_meta(broker, topics.meta)
+    return None if first is None else Params(**json.loads(first)["params"])
 
 
 async def _first_meta(broker: str, topic: str) -> bytes | None:

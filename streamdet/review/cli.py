@@ -2,13 +2,16 @@
 precision, add a user. Its service modules load when a command runs, not with the parser.
 
     streamdet review --state DIR [--events PATH]      # serve on 127.0.0.1:8088
+    streamdet review --broker HOST:PORT [--prefix P]  # the Kafka desk (kafka_desk.py)
     streamdet review sample N --state DIR --events PATH
     streamdet review export | precision [--all] [--json]
     streamdet review passwd USER --users FILE
 
-The desk directory (`--desk`, default DIR-review) keeps the labels (labels.sqlite), the
-key that signs session cookies (session.key) and, when no credentials are given, the
-token it made (token, mode 0600): it never runs open."""
+The desk directory (`--desk`, default DIR-review; with --broker, ./streamdet-review)
+keeps the labels (labels.sqlite; on Kafka they are on the labels topic), the key that
+signs session cookies (session.key) and, when no credentials are given, the token it
+made (token, mode 0600): it never runs open. Instances of a Kafka desk that share
+sessions share a desk directory, or the same --token-file or --users."""
 
 from __future__ import annotations
 
@@ -47,9 +50,17 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--events", default=env("REVIEW_EVENTS"), metavar="PATH",
                    help="that run's --events file, followed as it grows (without it the "
                    "quilts are read from the state once, with no history)")
+    p.add_argument("--broker", default=env("BROKER"), metavar="HOST:PORT",
+                   help="serve the Kafka desk: the pipeline's events and pages from its "
+                   "topics, labels on its labels topic (instead of --state)")
+    p.add_argument("--prefix", default=env("PREFIX", "streamdet"),
+                   help="with --broker: the pipeline's topic name prefix (default streamdet)")
+    p.add_argument("--group", default=env("REVIEW_GROUP", "streamdet-review"),
+                   help="with --broker: the desk's consumer group, shared by its instances "
+                   "(default streamdet-review)")
     p.add_argument("--desk", default=env("REVIEW_DESK"), metavar="DIR",
                    help="where labels, the session key and a made token are kept "
-                   "(default DIR-review beside --state)")
+                   "(default DIR-review beside --state; with --broker, ./streamdet-review)")
     p.add_argument("--bind", default=env("REVIEW_BIND", "127.0.0.1:8088"), metavar="HOST:PORT",
                    help="where to listen (default 127.0.0.1:8088: this machine only)")
     who = p.add_mutually_exclusive_group()
@@ -78,8 +89,15 @@ def cmd_review(args: argparse.Namespace) -> int:
         return 0
     if args.action == "precision":
         return _precision(args, desk_dir)
+    if args.broker:
+        if args.action != "serve":
+            raise UsageError(f"review {args.action} reads a desk's labels file: with "
+                             "--broker, use the desk's API (/api/draws, /api/labels.jsonl, "
+                             "/api/precision)")
+        return _serve_kafka(args, desk_dir)
     if args.state is None:
-        raise UsageError("give --state DIR: the `streamdet run` state to review")
+        raise UsageError("give --state DIR (a `streamdet run` state) or --broker HOST:PORT "
+                         "(a Kafka pipeline) to review")
     desk = _desk(args, desk_dir)
     try:
         if args.action == "sample":
@@ -95,6 +113,8 @@ def _desk_dir(args: argparse.Namespace) -> str:
         return args.desk
     if args.state:
         return args.state.rstrip("/") + "-review"
+    if args.broker:
+        return "streamdet-review"
     raise UsageError("give --desk DIR (or --state DIR: its desk is DIR-review)")
 
 
@@ -254,6 +274,40 @@ def _serve(desk: Desk, args: argparse.Namespace, desk_dir: str) -> int:
           "pages in its view)", file=sys.stderr, flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", server_header=False))
     server.run(sockets=[sock])
+    return 0
+
+
+def _serve_kafka(args: argparse.Namespace, desk_dir: str) -> int:
+    import asyncio
+    import threading
+
+    from ..adapters.kafka import PipelineError
+    from ..adapters.outputs import utc_now
+    from .desk import Desk
+    from .kafka_desk import DeskUnavailable, KafkaDesk, KafkaSettings, run
+    from .web import create_app
+
+    host, port = bind_address(args.bind)
+    os.makedirs(desk_dir, exist_ok=True)
+    lock = threading.RLock()
+    try:
+        source = KafkaDesk(KafkaSettings(args.broker, args.prefix, args.group,
+                                         os.path.join(desk_dir, "faust")), lock)
+        asyncio.run(source.prepare())
+    except (DeskUnavailable, PipelineError) as exc:
+        raise UsageError(str(exc)) from None
+    desk = Desk(source, source.labels, utc_now, lock)
+    app = create_app(desk, credentials(args, desk_dir), session_key(desk_dir))
+    if not _loopback(host):
+        print(f"streamdet: review: listening on {host}, beyond this machine (--bind)",
+              file=sys.stderr)
+    sock = _listening(host, port)
+
+    def announce() -> None:
+        print(f"streamdet: review desk on http://{host}:{sock.getsockname()[1]}/ (Kafka "
+              f"{args.broker}, prefix {args.prefix}, group {args.group}; "
+              f"{len(source.view.quilts)} pages in its view)", file=sys.stderr, flush=True)
+    run(source, app, sock, announce)
     return 0
 
 

@@ -1,12 +1,16 @@
 """The review desk's service, whatever serves it (web.py) and wherever its data come from
-(embedded.EmbeddedSource; the Kafka desk's tables): lists, a page with its evidence and
-history, judgements, draws, the export and the precision report.
+(embedded.EmbeddedSource and label_store.LabelStore; kafka_desk.KafkaDesk and its
+KafkaLabels): lists, a page with its evidence and history, judgements, draws, the export
+and the precision report.
 
-A judgement is recorded before the desk answers (label_store commits it durably), and
-the newest label of every URL is kept in memory, so that a list filtered by label state
-reads no file. The web app calls the desk from several threads: each call holds the
-desk's lock (the view must not change under a list being read, and the label store is
-one SQLite connection); every call is short (tens of ms)."""
+A judgement is recorded durably before the desk answers, and the newest label of every
+URL is kept in memory (by the label store), so that a list filtered by label state reads
+no file. The web app calls the desk from several threads: a call holds the desk's lock
+while it reads the view and the labels (the view must not change under a list being
+read; the Kafka desk's copies change on its event loop under the same lock), and every
+such call is short (tens of ms). What waits on I/O (a page's records, a label's write)
+is done outside the lock: on Kafka it waits for the event loop, which may be waiting for
+the lock."""
 
 from __future__ import annotations
 
@@ -38,6 +42,8 @@ class Labels(Protocol):
     """Where judgements and draws are kept (label_store.LabelStore when embedded)."""
 
     def add(self, label: Label) -> Label: ...
+    def newest(self) -> dict[str, Label]: ...
+    def fold(self, label: Label) -> None: ...
     def current(self) -> Iterator[Label]: ...
     def all(self) -> Iterator[Label]: ...
     def history(self, url: str) -> list[Label]: ...
@@ -59,12 +65,13 @@ def _locked(method: Callable) -> Callable:
 
 
 class Desk:
-    def __init__(self, source: Source, labels: Labels, clock: Callable[[], str]) -> None:
+    def __init__(self, source: Source, labels: Labels, clock: Callable[[], str],
+                 lock: threading.RLock | None = None) -> None:
         self.source = source
         self.labels = labels
         self.clock = clock
-        self.lock = threading.RLock()
-        self.latest: dict[str, Label] = {lab.url: lab for lab in labels.current()}
+        self.lock = lock or threading.RLock()
+        self.latest = labels.newest()  # URL -> its newest judgement, kept by the store
 
     @_locked
     def quilts(self, keep: QuiltFilter, offset: int = 0, limit: int = 50) -> dict:
@@ -83,36 +90,39 @@ class Desk:
         self.source.refresh()
         return cluster_rows(self.source.view.clusters, limit)
 
-    @_locked
     def page(self, url: str) -> dict | None:
         """A page as the state holds it (page_view), with its newest event, its event
         history, its cluster as the events told it, and its judgements (None: neither
         the state nor the events know the URL)."""
-        self.source.refresh()
-        view = self.source.view
-        page = self.source.page(url)
-        event = view.quilts.get(url)
-        if page is None and event is None:
-            return None
-        return {"url": url, "page": page, "event": event,
-                "history": list(view.history.get(url) or ()),
-                "cluster": view.clusters.get(url),
-                "labels": [_label_json(lab) for lab in self.labels.history(url)]}
+        page = self.source.page(url)  # I/O: outside the lock
+        with self.lock:
+            self.source.refresh()
+            view = self.source.view
+            event = view.quilts.get(url)
+            if page is None and event is None:
+                return None
+            return {"url": url, "page": page, "event": event,
+                    "history": list(view.history.get(url) or ()),
+                    "cluster": view.clusters.get(url),
+                    "labels": [_label_json(lab) for lab in self.labels.history(url)]}
 
-    @_locked
     def judge(self, url: str, verdict: str, who: str, note: str = "", sample: str = ""
               ) -> Label:
         """Record a judgement of `url` (from draw `sample`, if given: the URL must be in
-        it), with the parameters of the verdict it judged and the kind of page."""
-        if sample:
-            drawn = self.labels.draw(sample)
-            if drawn is None:
-                raise DeskError(f"no draw {sample!r}")
-            if url not in drawn["urls"]:
-                raise DeskError(f"{url} is not in draw {sample}")
-        label = self.labels.add(Label(url, verdict, who, self.clock(), note,
-                                      self._params(url), page_kind(url), sample))
-        self.latest[url] = label
+        it), with the parameters of the verdict it judged and the kind of page. The
+        write (durable before this returns) is made outside the lock."""
+        with self.lock:
+            if sample:
+                drawn = self.labels.draw(sample)
+                if drawn is None:
+                    raise DeskError(f"no draw {sample!r}")
+                if url not in drawn["urls"]:
+                    raise DeskError(f"{url} is not in draw {sample}")
+            label = Label(url, verdict, who, self.clock(), note, self._params(url),
+                          page_kind(url), sample)
+        label = self.labels.add(label)
+        with self.lock:
+            self.labels.fold(label)
         return label
 
     def _params(self, url: str) -> dict:
@@ -139,17 +149,19 @@ class Desk:
     def precision(self, sampled: bool = True) -> dict:
         return precision_report(self.latest.values(), sampled)
 
-    @_locked
     def sample(self, n: int, seed: int) -> dict:
         """Draw n of the pages quilted now, uniformly (sampling.draw), and keep the draw."""
-        self.source.refresh()
-        quilted = [url for url, ev in self.source.view.quilts.items()
-                   if ev.get("event") != "unquilt"]
-        if not quilted:
-            raise DeskError("no quilted page to draw from yet")
-        urls = draw(quilted, n, seed)
-        name = self.labels.add_draw(urls, seed, self.source.params, self.clock())
-        return self.labels.draw(name) or {}
+        with self.lock:
+            self.source.refresh()
+            quilted = [url for url, ev in self.source.view.quilts.items()
+                       if ev.get("event") != "unquilt"]
+            if not quilted:
+                raise DeskError("no quilted page to draw from yet")
+            urls = draw(quilted, n, seed)
+            params = self.source.params
+        name = self.labels.add_draw(urls, seed, params, self.clock())
+        with self.lock:
+            return self.labels.draw(name) or {}
 
     @_locked
     def draw_rows(self, name: str) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
@@ -23,10 +24,13 @@ class LabelStoreError(RuntimeError):
 
 
 class LabelStore:
-    """Labels in a SQLite file; one writer process at a time (SQLite's own lock)."""
+    """Labels in a SQLite file; one writer process at a time (SQLite's own lock). The
+    desk writes outside its lock: `_write` keeps a write and the id it reads together."""
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self._write = threading.Lock()
+        self._newest: dict[str, Label] | None = None
         try:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -58,11 +62,12 @@ class LabelStore:
 
     def add(self, label: Label) -> Label:
         """Record a judgement durably; the label with its id."""
-        cur = self.db.execute(
-            f"INSERT INTO labels ({_COLUMNS}) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (label.url, label.verdict, label.note, label.who, label.at,
-             json.dumps(label.params, sort_keys=True), label.kind, label.sample))
-        return replace(label, id=cur.lastrowid)
+        with self._write:
+            cur = self.db.execute(
+                f"INSERT INTO labels ({_COLUMNS}) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (label.url, label.verdict, label.note, label.who, label.at,
+                 json.dumps(label.params, sort_keys=True), label.kind, label.sample))
+            return replace(label, id=cur.lastrowid)
 
     def latest(self, urls: Iterable[str]) -> dict[str, Label]:
         """Each URL's newest judgement (URLs never judged are left out)."""
@@ -76,6 +81,19 @@ class LabelStore:
                 f"WHERE url IN ({marks}) GROUP BY url)", chunk)
             out.update((lab.url, lab) for lab in map(_label, rows))
         return out
+
+    def newest(self) -> dict[str, Label]:
+        """Each judged URL's newest judgement, kept up to date by `fold` (the desk filters
+        lists by label state without reading the file)."""
+        if self._newest is None:
+            self._newest = {lab.url: lab for lab in self.current()}
+        return self._newest
+
+    def fold(self, label: Label) -> None:
+        """Make a recorded judgement its URL's newest (the desk calls it under its lock)."""
+        newest = self.newest()
+        if label.url not in newest or newest[label.url].id < label.id:
+            newest[label.url] = label
 
     def history(self, url: str) -> list[Label]:
         """Every judgement of a URL, oldest first."""
@@ -96,10 +114,11 @@ class LabelStore:
     def add_draw(self, urls: list[str], seed: int, params: dict, at: str) -> str:
         """Keep a uniform draw (sampling.draw) of quilts to judge; its name (`s<id>`),
         which the labels judged from it carry."""
-        cur = self.db.execute("INSERT INTO draws VALUES (NULL, ?, ?, ?, ?)",
-                              (at, seed, json.dumps(params, sort_keys=True),
-                               json.dumps(urls)))
-        return f"s{cur.lastrowid}"
+        with self._write:
+            cur = self.db.execute("INSERT INTO draws VALUES (NULL, ?, ?, ?, ?)",
+                                  (at, seed, json.dumps(params, sort_keys=True),
+                                   json.dumps(urls)))
+            return f"s{cur.lastrowid}"
 
     def draw(self, name: str) -> dict | None:
         """A kept draw: {"name", "at", "seed", "params", "urls"} (None: no such draw)."""
