@@ -29,6 +29,8 @@ measurement) with real `streamdet worker` processes (4 shards):
    here received the event (how far the view a reviewer reads is behind the events
    topic; the poll's period adds up to 0.1 s). An event superseded by the URL's next one
    within a poll is never listed (counted). Target (issue 19): <= 2 s at half the peak.
+   Then the desk's page view (`/api/page`) of 50 quilts, asked twice: the first ask
+   reads the page's and its sources' records from the docs topic.
 
 Prints the figures and writes loadtest/out/bench_kafka-*.json.
 """
@@ -43,6 +45,7 @@ import random
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -515,11 +518,31 @@ def latency(broker, work: Path, warm: Path, segment: Path, n_warm: int, rate: fl
             if k not in ("latencies_s", "series", "cores")) + "; cores busy " + ", ".join(
             f"{k} {v:.2f}" for k, v in res["cores"].items()))
         if desk:
+            res["desk"]["page_views"] = desk_page_views(desk)
             log("review desk lag: " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else
                                                 f"{k} {v}" for k, v in res["desk"].items()))
         return res
     finally:
         pipe.stop()
+
+
+def desk_page_views(base: str, n: int = 50) -> dict:
+    """Milliseconds of the desk's page view (`/api/page`) of up to n quilts, each asked
+    once (its records read from the docs topic) and again (from the desk's cache)."""
+    import httpx
+
+    with httpx.Client(base_url=base, timeout=60, headers={
+            "Authorization": f"Bearer {DESK_TOKEN}"}) as client:
+        rows = client.get("/api/quilts", params={"limit": n}).json()["rows"]
+        timed: dict[str, list[float]] = {"first": [], "again": []}
+        for ask in timed:
+            for row in rows:
+                t = time.perf_counter()
+                client.get("/api/page", params={"url": row["url"]}).raise_for_status()
+                timed[ask].append((time.perf_counter() - t) * 1000)
+    return {ask: {"n": len(ms), "median_ms": statistics.median(ms),
+                  "p95_ms": sorted(ms)[int(0.95 * (len(ms) - 1))], "max_ms": max(ms)}
+            for ask, ms in timed.items() if ms}
 
 
 def start_desk(pipe: Pipeline, timeout: float = 300) -> str:
@@ -563,6 +586,9 @@ def print_desk(lat: dict) -> None:
               f"p99 {desk['p99_s'] * 1000:.0f} ms  max {desk['max_s'] * 1000:.0f} ms over "
               f"{desk['events']} events ({desk['superseded']} superseded within a poll; "
               f"target p99 <= {TARGET_DESK_LAG_S:.0f} s)")
+        for ask, v in desk.get("page_views", {}).items():
+            print(f"review desk page view ({ask})  median {v['median_ms']:.0f} ms  p95 "
+                  f"{v['p95_ms']:.0f} ms  max {v['max_ms']:.0f} ms over {v['n']} quilts")
     elif desk:
         print(f"review desk: no event listed ({desk})")
 

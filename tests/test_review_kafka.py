@@ -122,6 +122,25 @@ def test_two_instances_share_the_view_the_labels_and_the_draws(review):
     assert export[0] == export[1] and len(export[0].splitlines()) >= 2
 
 
+def test_the_commands_read_and_write_the_labels_topic(review):
+    """`review export | precision | sample N --broker` without a desk's help: the same
+    labels as the desks export, and a draw every desk then shows."""
+    run, embedded = review
+    args = [*run.args]
+    exported = streamdet("review", "export", *args).stdout.decode()
+    assert exported == httpx.get(run.base + "/api/labels.jsonl", headers=AUTH).text
+    assert len(exported.splitlines()) >= 2
+    report = json.loads(streamdet("review", "precision", *args, "--all", "--json").stdout)
+    assert report == _get(run.base, "/api/precision", all="1")
+    out = streamdet("review", "sample", "2", *args, "--seed", "3")
+    name = out.stderr.decode().split("draw ")[1].split(":")[0]
+    urls = out.stdout.decode().split()
+    assert len(urls) == 2 and set(urls) <= set(_quilted(run.base))
+    assert wait_for(lambda: httpx.get(run.base + f"/api/draws/{name}", headers=AUTH
+                                      ).status_code == 200, timeout=30)
+    assert _get(run.base, f"/api/draws/{name}")["urls"] == urls
+
+
 def test_an_acknowledged_label_survives_a_kill_9(review):
     run, embedded = review
     url = sorted(_quilted(run.base))[-1]

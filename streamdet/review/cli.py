@@ -3,8 +3,8 @@ precision, add a user. Its service modules load when a command runs, not with th
 
     streamdet review --state DIR [--events PATH]      # serve on 127.0.0.1:8088
     streamdet review --broker HOST:PORT [--prefix P]  # the Kafka desk (kafka_desk.py)
-    streamdet review sample N --state DIR --events PATH
-    streamdet review export | precision [--all] [--json]
+    streamdet review sample N --state DIR --events PATH    (or --broker HOST:PORT)
+    streamdet review export | precision [--all] [--json]   (--desk DIR, or --broker)
     streamdet review passwd USER --users FILE
 
 The desk directory (`--desk`, default DIR-review; with --broker, ./streamdet-review)
@@ -81,20 +81,16 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def cmd_review(args: argparse.Namespace) -> int:
     if args.action == "passwd":
         return _passwd(args)
+    if args.broker:
+        return _on_kafka(args)
     desk_dir = _desk_dir(args)
     if args.action == "export":
         with _labels(desk_dir) as labels:
-            for lab in labels.all():
-                sys.stdout.write(lab.to_json() + "\n")
+            _print_export(labels.all())
         return 0
     if args.action == "precision":
-        return _precision(args, desk_dir)
-    if args.broker:
-        if args.action != "serve":
-            raise UsageError(f"review {args.action} reads a desk's labels file: with "
-                             "--broker, use the desk's API (/api/draws, /api/labels.jsonl, "
-                             "/api/precision)")
-        return _serve_kafka(args, desk_dir)
+        with _labels(desk_dir) as labels:
+            return _print_precision(precision_of(labels.current(), args), args.json)
     if args.state is None:
         raise UsageError("give --state DIR (a `streamdet run` state) or --broker HOST:PORT "
                          "(a Kafka pipeline) to review")
@@ -106,6 +102,34 @@ def cmd_review(args: argparse.Namespace) -> int:
     finally:
         desk.source.close()
         desk.labels.close()
+
+
+def _on_kafka(args: argparse.Namespace) -> int:
+    """The desk's actions on a Kafka pipeline (kafka_desk, kafka_reads)."""
+    import asyncio
+
+    from ..adapters.kafka import PipelineError, Topics, pipeline_params
+    from ..adapters.outputs import utc_now
+    from .kafka_desk import DeskUnavailable
+    from .kafka_reads import read_labels, sample
+
+    if args.action == "serve":
+        return _serve_kafka(args, _desk_dir(args))
+    labels_topic = f"{args.prefix}-review-labels"
+    try:
+        if args.action == "export":
+            _print_export(asyncio.run(read_labels(args.broker, labels_topic)).all())
+            return 0
+        if args.action == "precision":
+            labels = asyncio.run(read_labels(args.broker, labels_topic))
+            return _print_precision(precision_of(labels.current(), args), args.json)
+        topics = Topics.named(args.prefix)
+        params = asyncio.run(pipeline_params(args.broker, topics))
+        drawn = asyncio.run(sample(args.broker, topics, labels_topic, _draw_size(args),
+                                   args.seed, params.to_dict() if params else {}, utc_now()))
+    except (DeskUnavailable, PipelineError) as exc:
+        raise UsageError(str(exc)) from None
+    return _print_draw(drawn, args.seed)
 
 
 def _desk_dir(args: argparse.Namespace) -> str:
@@ -153,25 +177,43 @@ def _sample(desk: Desk, args: argparse.Namespace) -> int:
     from .desk import DeskError
 
     try:
-        n = int(args.arg or "")
-        drawn = desk.sample(n, args.seed)
-    except ValueError:
-        raise UsageError("review sample N: N pages, a number >= 1") from None
+        drawn = desk.sample(_draw_size(args), args.seed)
     except DeskError as exc:
         raise UsageError(str(exc)) from None
-    print(f"streamdet: draw {drawn['name']}: {len(drawn['urls'])} pages (seed {args.seed}); "
+    return _print_draw(drawn, args.seed)
+
+
+def _draw_size(args: argparse.Namespace) -> int:
+    try:
+        n = int(args.arg or "")
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise UsageError("review sample N: N pages, a number >= 1")
+    return n
+
+
+def _print_draw(drawn: dict, seed: int) -> int:
+    print(f"streamdet: draw {drawn['name']}: {len(drawn['urls'])} pages (seed {seed}); "
           f"judge them at /draws/{drawn['name']}", file=sys.stderr)
     for url in drawn["urls"]:
         print(url)
     return 0
 
 
-def _precision(args: argparse.Namespace, desk_dir: str) -> int:
+def _print_export(labels) -> None:
+    for lab in labels:
+        sys.stdout.write(lab.to_json() + "\n")
+
+
+def precision_of(current, args: argparse.Namespace) -> dict:
     from .precision import precision_report
 
-    with _labels(desk_dir) as labels:
-        report = precision_report(labels.current(), sampled=not args.all)
-    if args.json:
+    return precision_report(current, sampled=not args.all)
+
+
+def _print_precision(report: dict, as_json: bool) -> int:
+    if as_json:
         print(json.dumps(report, sort_keys=True))
         return 0
     print("judged\tspam\tnot_spam\tunsure\tshare\tinterval95\tkind\tparams")
