@@ -162,9 +162,11 @@ def test_records_that_are_not_events_or_labels_change_nothing(review, kafka_brok
     url = sorted(before)[0]
     junk = [b"not json", b"[1, 2]", b'{"event": "quilt", "url": "x", "seq": "1"}',
             json.dumps({"event": "quilt", "url": url, "seq": 10**15, "at": 5}).encode(),
-            json.dumps({"event": "quilt", "url": url, "seq": 10**15, "sources": "s"}).encode()]
+            json.dumps({"event": "quilt", "url": url, "seq": 10**15, "sources": "s"}).encode(),
+            json.dumps({"event": 5, "url": url, "seq": 10**15}).encode(),
+            None, b"[" * 100_000 + b"]" * 100_000]  # a tombstone; JSON nested too deep
     labels = [b"\xff\xfe", b'{"record": "label", "label": {"url": "x", "verdict": "maybe"}}',
-              b'{"record": "draw", "draw": {"urls": "x"}}']
+              b'{"record": "draw", "draw": {"urls": "x"}}', None, b"[" * 100_000]
 
     async def send() -> None:
         p = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap)
@@ -173,14 +175,15 @@ def test_records_that_are_not_events_or_labels_change_nothing(review, kafka_brok
             for value in junk:
                 await p.send_and_wait(f"{run.prefix}-events", value, key=url.encode())
             for value in labels:
-                await p.send_and_wait(f"{run.prefix}-review-labels", value, partition=0)
+                await p.send_and_wait(f"{run.prefix}-review-labels", value, key=b"junk",
+                                      partition=0)
         finally:
             await p.stop()
     def skipped() -> int:  # by the instances of the group, whichever reads each partition
         return sum(_get(base, "/api/status")["skipped"] for base in run.bases.values())
     before_skipped = skipped()
     run_sync(send())
-    assert wait_for(lambda: skipped() >= before_skipped + 8, timeout=60)
+    assert wait_for(lambda: skipped() >= before_skipped + len(junk) + len(labels), timeout=60)
     assert _quilted(run.base) == before
     assert _get(run.base, "/api/page", url=url)["page"]["url"] == url
     assert all(x["verdict"] != "maybe" for x in map(json.loads, httpx.get(

@@ -339,8 +339,11 @@ def test_events_of_the_wrong_shape_change_nothing(planted, tmp_path):
             "pop_mean": "high", "monster": True},
            {"event": "site", "level": "host", "seq": 1, "monster": True},
            {"event": "cluster", "url": QUILT, "seq": 9, "cluster": "c", "cluster_size": []},
-           {"event": "quilt", "url": ["not", "a", "url"], "seq": 1}, [], "text", 7]
-    feed.write_text(events.read_text() + "".join(json.dumps(e) + "\n" for e in bad))
+           {"event": "quilt", "url": ["not", "a", "url"], "seq": 1},
+           quilt | {"url": "http://x.example/7", "event": 5}, [], "text", 7]
+    deep = "[" * 100_000 + "]" * 100_000  # JSON too deeply nested to read
+    feed.write_text(events.read_text() + "".join(json.dumps(e) + "\n" for e in bad)
+                    + deep + "\n")
     d = Desked((state, feed, quilt), tmp_path / "labels.sqlite")
     bearer = {"Authorization": f"Bearer {TOKEN}"}
     try:
@@ -352,6 +355,6 @@ def test_events_of_the_wrong_shape_change_nothing(planted, tmp_path):
         d.login()
         for path in ("/quilts", "/sites", "/clusters", "/page?url=" + quote(QUILT, safe="")):
             assert d.client.get(path).status_code == 200, path
-        assert d.desk.source.feed.skipped == 3  # lines that are no JSON object
+        assert d.desk.source.feed.skipped == 4  # lines that are no JSON object
     finally:
         d.close()

@@ -7,10 +7,9 @@ replaced: the view is built again from its start."""
 
 from __future__ import annotations
 
-import json
 import os
 
-from .projection import View, apply
+from .projection import View, apply, event_of
 
 READ_CHUNK = 1 << 20  # bytes read at a time
 LINE_LIMIT = 64 << 20  # a longer line is no event (they are KBs): passed over, unread
@@ -63,12 +62,8 @@ class EventFeed:
     def _fold(self, lines: bytes) -> int:
         n = 0
         for line in lines.splitlines():
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                self.skipped += 1
-                continue
-            if not isinstance(ev, dict):
+            ev = event_of(line)
+            if ev is None:
                 self.skipped += 1
                 continue
             apply(self.view, ev)

@@ -22,7 +22,6 @@ desk's lock into plain dicts (the view's, the labels'), which the desk reads."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import socket
 import struct
@@ -41,7 +40,7 @@ from .doc_reader import DocReader
 from .faust_app import ReviewApp, credentials
 from .kafka_labels import KafkaLabels, parse_record
 from .page_view import page_of_records
-from .projection import View, apply
+from .projection import View, apply, event_of
 
 log = logging.getLogger(__name__)
 
@@ -106,16 +105,12 @@ class KafkaDesk:
         events = app.topic(s.topics.events, **raw)
         docs = app.topic(s.topics.docs, **raw)
         labels = app.topic(s.labels_topic, **raw)
-        self._labels_topic = labels
         view = View(*(tables[name] for name in VIEW_TABLES))
 
         async def fold_events(stream) -> None:
             async for value in stream:
-                try:
-                    ev = json.loads(value)
-                except ValueError:
-                    ev = None
-                if isinstance(ev, dict) and apply(view, ev):
+                ev = event_of(value)
+                if ev is not None and apply(view, ev):
                     self.folded += 1
                 else:
                     self.skipped += 1

@@ -47,7 +47,7 @@ def parse_record(raw: bytes | None, offset: int) -> tuple[str, object] | None:
             return "draw", {"name": f"s{offset + 1}", "at": str(d.get("at", "")),
                             "seed": d["seed"], "params": d.get("params") or {},
                             "urls": [str(u) for u in d["urls"]]}
-    except (ValueError, TypeError, KeyError, AttributeError, LabelError):
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError, LabelError):
         return None
     return None
 

@@ -6,7 +6,6 @@ labels topic as the desk writes one, so every desk of the pipeline shows it."""
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import AsyncIterator
 
@@ -15,7 +14,7 @@ from aiokafka import TopicPartition
 from ..adapters.kafka import Topics, high_watermarks, producer, read_all, topic_names
 from .kafka_desk import DeskUnavailable
 from .kafka_labels import KafkaLabels, draw_record, parse_record
-from .projection import View, apply
+from .projection import View, apply, event_of
 from .sampling import draw
 
 
@@ -59,11 +58,8 @@ async def read_view(broker: str, topics: Topics) -> View:
         raise DeskUnavailable(f"no events topic {topics.events} on {broker}")
     view = View()
     async for rec in _records(broker, topics.events):
-        try:
-            ev = json.loads(rec.value)
-        except (TypeError, ValueError):
-            continue
-        if isinstance(ev, dict):
+        ev = event_of(rec.value)
+        if ev is not None:
             apply(view, ev)
     return view
 

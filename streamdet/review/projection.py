@@ -13,6 +13,7 @@ repeat, or an older event met after a newer one, changes nothing (seq decides)."
 
 from __future__ import annotations
 
+import json
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 
@@ -28,6 +29,18 @@ class View:
     history: MutableMapping[str, list] = field(default_factory=dict)
     clusters: MutableMapping[str, dict] = field(default_factory=dict)
     sites: MutableMapping[str, dict] = field(default_factory=dict)
+
+
+def event_of(raw: bytes | str | None) -> dict | None:
+    """The event a line or a record holds (None: it holds none: a tombstone, not JSON, JSON
+    nested too deep to read, or not an object)."""
+    if raw is None:
+        return None
+    try:
+        ev = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return ev if isinstance(ev, dict) else None
 
 
 def site_key(ev: dict) -> str:
@@ -55,10 +68,13 @@ def apply(view: View, ev: dict) -> bool:
 
 
 def _well_formed(ev: dict) -> bool:
-    """The fields the desk reads have their types: seq an int; at a string (or absent);
+    """The fields the desk reads have their types: seq an int; event and at strings (at
+    may be absent);
     a site event names its subject; others a URL, their sources a list of objects and
     their figures numbers."""
     if not isinstance(ev.get("seq"), int) or isinstance(ev["seq"], bool):
+        return False
+    if not isinstance(ev.get("event"), str):
         return False
     if not isinstance(ev.get("at", ""), str) or not all(
             isinstance(ev.get(k, 0), int | float) for k in NUMBERS):
