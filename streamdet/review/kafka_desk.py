@@ -233,8 +233,9 @@ class KafkaDesk:
                 "patch_fraction": None, "n_grams": None, "n_patch_grams": None}
 
     async def _records(self, places: list[list | None]) -> list[bytes | None]:
-        return [None if p is None else await self.reader.read(int(p[0]), int(p[1]))
-                for p in places]
+        known = [(int(p[0]), int(p[1])) for p in places if p is not None]
+        found = await self.reader.read(known)
+        return [None if p is None else found[(int(p[0]), int(p[1]))] for p in places]
 
     def refresh(self) -> None:
         """Nothing to do: the agents keep the view."""
