@@ -22,6 +22,8 @@ desk's lock into plain dicts (the view's, the labels'), which the desk reads."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import logging
 import socket
 import struct
@@ -32,11 +34,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import faust
+import numpy as np
 from faust.contrib.asgi import AsgiService
 
 from ..adapters.kafka import Topics, ensure_topic, pipeline_params, topic_names
 from ..engine.messages import PageMsg
-from .doc_reader import DocReader
+from .doc_reader import KEEP, DocReader
 from .faust_app import ReviewApp, credentials
 from .kafka_labels import KafkaLabels, parse_record
 from .page_view import page_of_records
@@ -284,11 +287,15 @@ def run(desk: KafkaDesk, asgi_app, sock: socket.socket, announce: Callable[[], N
     worker.execute_from_commandline()
 
 
+@functools.lru_cache(maxsize=KEEP)
 def _decoded(raw: bytes | None) -> PageMsg | None:
-    """A docs record as a page (None: none, or not one: a topic may hold anything)."""
+    """A docs record as a page, its grams sorted and unique as page_of_records wants them
+    (None: none, or not one: a topic may hold anything). Kept for the records the reader
+    keeps: a quilt's sources are decoded once for all its views and their other quilts'."""
     if not raw:
         return None
     try:
-        return PageMsg.decode(raw)
+        msg = PageMsg.decode(raw)
     except (ValueError, KeyError, TypeError, IndexError, struct.error, zlib.error):
         return None
+    return dataclasses.replace(msg, grams=np.unique(msg.grams))

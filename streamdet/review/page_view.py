@@ -49,7 +49,7 @@ def page_of_records(event: dict, page: PageMsg, sources: Sequence[PageMsg | None
                     cluster: dict | None) -> dict:
     """A page view made of the pipeline's records alone: the newest verdict event (its
     figures, sources and spans, exact), the page's record (its text) and each source's
-    record (its text and grams), in the shape of `page_view`'s.
+    record (its text), every record's grams sorted and unique; in `page_view`'s shape.
 
     A source's passages are the occurrences in its text of the grams it shares with the
     page and no earlier source does: the greedy's Cᵢ with "shared" for "patch" (a gram
@@ -58,15 +58,15 @@ def page_of_records(event: dict, page: PageMsg, sources: Sequence[PageMsg | None
     a page no verdict event names (its patch fraction and grams), are None."""
     params = event.get("params") or {}
     k = int(params.get("k") or 0)
-    page_grams = np.unique(page.grams)
+    page_grams = page.grams
     taken = np.empty(0, dtype=page_grams.dtype)
     shown = []
     for src, rec in zip(event.get("sources") or [], sources, strict=True):
         entry = dict(src)
         entry["passages"] = None
         if rec is not None and k:
-            shared = np.setdiff1d(np.intersect1d(page_grams, rec.grams), taken,
-                                  assume_unique=True)
+            shared = np.setdiff1d(np.intersect1d(page_grams, rec.grams, assume_unique=True),
+                                  taken, assume_unique=True)
             taken = np.union1d(taken, shared)
             entry["passages"] = _passages(rec.text, k, shared)
         shown.append(entry)
