@@ -22,16 +22,14 @@ desk's lock into plain dicts (the view's, the labels'), which the desk reads."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
-import logging
 import socket
 import struct
 import sys
 import threading
 import zlib
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import faust
 import numpy as np
@@ -44,8 +42,6 @@ from .faust_app import ReviewApp, credentials
 from .kafka_labels import KafkaLabels, parse_record
 from .page_view import page_of_records
 from .projection import View, apply, event_of
-
-log = logging.getLogger(__name__)
 
 VIEW_TABLES = ("quilts", "history", "clusters", "sites")
 SEND_TIMEOUT_S = 30.0  # a label's write, acknowledged
@@ -298,4 +294,4 @@ def _decoded(raw: bytes | None) -> PageMsg | None:
         msg = PageMsg.decode(raw)
     except (ValueError, KeyError, TypeError, IndexError, struct.error, zlib.error):
         return None
-    return dataclasses.replace(msg, grams=np.unique(msg.grams))
+    return replace(msg, grams=np.unique(msg.grams))
