@@ -318,6 +318,16 @@ def test_two_workers_equal_streamdet_run(pipeline, crawl):
         ran["sites"], ran["neighbourhoods"], ran["contains"])
     assert explained["sites"] and explained["neighbourhoods"]
     assert streamdet("sites", *states, "--json", "--min-pages", 1).stdout == REFERENCE["sites"]
+    for select in (("--top", 5), ("--top", 3, "--level", "neighbourhood"), ("--monsters",)):
+        top = streamdet("sites", *states, "--json", *select).stdout
+        assert top == streamdet("sites", "--state", path.parent / "ref", "--json",
+                                *select).stdout
+    whole = [json.loads(x) for x in REFERENCE["sites"].splitlines()]
+    top = [json.loads(x) for x in streamdet("sites", *states, "--json", "--top", 5,
+                                            "--min-pages", 1).stdout.splitlines()]
+    assert top == ([r for r in whole if "site" in r][:5]
+                   + [r for r in whole if "neighbourhood" in r][:5])
+    assert len(top) == 10
     listed = [json.loads(x) for x in REFERENCE["sites"].splitlines()]
     assert sum("neighbourhood" in r for r in listed) >= 100
     assert not check_site_events(without_repeats(events), [r for r in listed if "site" in r],

@@ -34,7 +34,7 @@ def _both(records: dict[bytes, bytes]) -> Iterator[tuple[KV, KV]]:
 
 @settings(max_examples=60, **SETTINGS)
 @given(keys=keys_st, start=bound_st, end=bound_st)
-def test_items_forwards_and_backwards_equal_the_sorted_records(keys, start, end):
+def test_items_forwards_backwards_and_between_equal_the_sorted_records(keys, start, end):
     records = {k: b"v" + k for k in keys if k}  # the tables never write an empty key
     with _both(records) as kvs:
         for kv in kvs:
@@ -43,6 +43,9 @@ def test_items_forwards_and_backwards_equal_the_sorted_records(keys, start, end)
                     (k, v) for k, v in records.items() if k >= bound)
                 assert list(kv.items_back("sites", bound)) == sorted(
                     ((k, v) for k, v in records.items() if k < bound), reverse=True)
+                for upper in (start, end, *records):
+                    assert list(kv.items_between("sites", bound, upper)) == sorted(
+                        (k, v) for k, v in records.items() if bound <= k < upper)
 
 
 @settings(max_examples=60, **SETTINGS)

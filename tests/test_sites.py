@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamdet.engine.params import Params
-from streamdet.engine.sites import FIXED_ONE, Contribution, Totals
+from streamdet.engine.sites import FIXED_ONE, LEVELS, Contribution, Totals
 
 from .cli_helpers import streamdet, write_jsonl
 from .harness import run_embedded
@@ -183,9 +183,10 @@ def test_a_reader_opens_only_the_tables_it_reads(tmp_path):
 
 
 totals_st = st.dictionaries(
-    st.tuples(st.sampled_from([b"h", b"d", b"H", b"D"]), st.sampled_from(["a.x", "b.x", "c.y"])),
-    st.tuples(st.integers(1, 4), st.lists(st.integers(0, 3), min_size=1, max_size=4)),
-    max_size=12)
+    st.tuples(st.sampled_from([b"h", b"d", b"H", b"D"]),
+              st.sampled_from(["a.x", "b.x", "c.y", "a.x.y", "é.x", "z"])),
+    st.tuples(st.integers(0, 4), st.lists(st.integers(-2, 3), min_size=1, max_size=4)),
+    max_size=14)
 
 
 @settings(max_examples=200, **SETTINGS)
@@ -207,6 +208,12 @@ def test_sites_selected_before_their_rows_are_built_equal_the_filtered_list(
             t.add(Contribution(pop, 0, False, name, name), 1)
         items.append((prefix + name.encode(), t.encode()))
     every = site_rows(items, params, min_pages)
+    # the order written out: monsters first, mean pop (most first), name, level
+    reference = sorted(((not t.monster(params), -t.pop / t.pages, k[1:], LEVELS[k[:1]]), k, t)
+                       for k, t in ((k, Totals.decode(raw)) for k, raw in items)
+                       if t.pages >= max(min_pages, 1))
+    assert every == [{"site": k[1:].decode(), "level": LEVELS[k[:1]], **t.figures(params)}
+                     for _, k, t in reference]
     want = [r for r in every if (levels is None or r["level"] in levels)
             and (r["monster"] or not monsters)][:top]
     assert site_rows(items, params, min_pages, levels=levels, monsters=monsters,

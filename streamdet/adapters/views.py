@@ -16,7 +16,7 @@ from ..engine.params import Params
 from ..engine.partials import PartialRole, decode_partners
 from ..engine.routing import docno_shard
 from ..engine.sites import LEVELS, SHARED, Totals, site_rows
-from ..state.schema import decode_url_entry, key_u64
+from ..state.schema import decode_url_entry, key_u64, prefix_end
 from ..state.txn import Store
 
 
@@ -90,10 +90,7 @@ def contains_figure(counts: tuple[int, int] | None) -> float | None:
 
 
 def _prefixed(store: Store, table: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-    for key, raw in store.kv.items(table, prefix):
-        if not key.startswith(prefix):
-            break
-        yield key, raw
+    return store.kv.items_between(table, prefix, prefix_end(prefix))
 
 
 def _totals(store: Store, min_pages: int = 1) -> Iterator[tuple[bytes, bytes]]:

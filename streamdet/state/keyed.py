@@ -92,10 +92,7 @@ class KeyedTable:
                     return
                 yield key, raw
         else:
-            for key, raw in self.kv.items(self.table, start):
-                if key >= end:
-                    return
-                yield key, raw
+            yield from self.kv.items_between(self.table, start, end)
 
     def prefix_scan(self, prefix: bytes, end: bytes) -> list[tuple[bytes, bytes]]:
         """`scan(prefix, end)` for a prefix of the `group` length (`end`: the least key

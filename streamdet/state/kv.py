@@ -41,6 +41,15 @@ class KV(ABC):
     def items(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         """All (key, value) pairs of a table with key >= start, in key order."""
 
+    def items_between(self, table: str, start: bytes, end: bytes
+                      ) -> Iterator[tuple[bytes, bytes]]:
+        """The (key, value) pairs of a table with start <= key < end, in key order (a
+        backend may stop its iterator at `end` itself)."""
+        for key, raw in self.items(table, start):
+            if key >= end:
+                return
+            yield key, raw
+
     @abstractmethod
     def items_back(self, table: str, end: bytes) -> Iterator[tuple[bytes, bytes]]:
         """All (key, value) pairs of a table with key < end, greatest key first: a ranking
