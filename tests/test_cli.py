@@ -102,6 +102,9 @@ def test_dump_and_explain_without_state(tmp_path):
         assert "no streamdet state" in msg
         msg = _error("explain", "http://example.com/", "--state", where)
         assert "no streamdet state" in msg
+        msg = _error("review", "--state", where, "--desk", tmp_path / "desk",
+                     "--bind", "127.0.0.1:0")
+        assert "no streamdet state" in msg
 
 
 def test_bad_arguments(tmp_path, small):

@@ -167,9 +167,9 @@ def _desk(args: argparse.Namespace, desk_dir: str) -> Desk:
     from .desk import Desk
     from .embedded import EmbeddedSource
 
-    open_store(args.state, must_exist=True, read_only=True).close()  # a clear error now
     source = EmbeddedSource(lambda: open_store(args.state, must_exist=True, read_only=True),
                             args.events)
+    source.open()
     return Desk(source, _labels(desk_dir).store, utc_now)
 
 

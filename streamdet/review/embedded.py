@@ -71,6 +71,12 @@ class EmbeddedSource:
             return {"mode": "embedded", "events": None}
         return {"mode": "embedded", "events": self.feed.events, "skipped": self.feed.skipped}
 
+    def open(self) -> None:
+        """Open the state now, so that a missing or foreign one is a clear error at start
+        rather than at the first request."""
+        with self._lock:
+            self._state()
+
     def _state(self) -> Store:
         """The read-only state, reopened when it may be stale (called under the lock)."""
         events = self.feed.events if self.feed is not None else 0

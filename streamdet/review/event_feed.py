@@ -24,7 +24,7 @@ class EventFeed:
         self.offset = 0  # bytes read and folded: always at a line start
         self.view = View()
         self.events = 0
-        self.skipped = 0  # lines that were not events
+        self.skipped = 0  # lines that were not events (of SPEC §3's shapes)
 
     def poll(self) -> int:
         """Fold what was appended since the last poll; the events folded (0 while the

@@ -109,10 +109,11 @@ class KafkaDesk:
         async def fold_events(stream) -> None:
             async for value in stream:
                 ev = event_of(value)
-                if ev is not None and apply(view, ev):
-                    self.folded += 1
-                else:
+                if ev is None:
                     self.skipped += 1
+                else:  # a repeat or an older seq is read, and changes nothing
+                    apply(view, ev)
+                    self.folded += 1
 
         async def index_docs(stream) -> None:
             async for event in stream.events():

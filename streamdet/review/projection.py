@@ -33,14 +33,14 @@ class View:
 
 def event_of(raw: bytes | str | None) -> dict | None:
     """The event a line or a record holds (None: it holds none: a tombstone, not JSON, JSON
-    nested too deep to read, or not an object)."""
+    nested too deep to read, not an object, or an object not of an event's shape)."""
     if raw is None:
         return None
     try:
         ev = json.loads(raw)
     except (ValueError, RecursionError):
         return None
-    return ev if isinstance(ev, dict) else None
+    return ev if isinstance(ev, dict) and _well_formed(ev) else None
 
 
 def site_key(ev: dict) -> str:
