@@ -29,7 +29,8 @@ measurement) with real `streamdet worker` processes (4 shards):
    here received the event (how far the view a reviewer reads is behind the events
    topic; the poll's period adds up to 0.1 s). An event superseded by the URL's next one
    within a poll is never listed (counted). Target (issue 19): <= 2 s at half the peak.
-   Then, the workers idle, the desk's page view (`/api/page`) of 50 quilts, asked twice:
+   Then, the workers and the desk idle (its events and pages unchanged for 2 s), the
+   desk's page view (`/api/page`) of 50 quilts, asked twice:
    the first ask reads the page's and its sources' records from the docs topic.
 
 Prints the figures and writes loadtest/out/bench_kafka-*.json.
@@ -517,8 +518,10 @@ def latency(broker, work: Path, warm: Path, segment: Path, n_warm: int, rate: fl
             f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in res.items()
             if k not in ("latencies_s", "series", "cores")) + "; cores busy " + ", ".join(
             f"{k} {v:.2f}" for k, v in res["cores"].items()))
-        if desk:  # page views once the workers are idle: the desk's cost, not theirs
+        if desk:  # page views once the workers and the desk are idle: its cost alone
             run_sync(wait_done(pipe, n_warm + len(records)))
+            if desk_idle(desk, time.monotonic() + 600) is None:
+                raise RuntimeError("the review desk did not go idle after the stream")
             res["desk"]["page_views"] = desk_page_views(desk)
             log("review desk lag: " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else
                                                 f"{k} {v}" for k, v in res["desk"].items()))
@@ -549,7 +552,6 @@ def desk_page_views(base: str, n: int = 50) -> dict:
 def start_desk(pipe: Pipeline, timeout: float = 300) -> str:
     """`streamdet review --broker` on the pipeline (one of its processes, stopped with
     it), once it serves and its view has taken every event so far; its base URL."""
-    import httpx
 
     from tests.kafka_broker import unique_name
 
@@ -561,20 +563,35 @@ def start_desk(pipe: Pipeline, timeout: float = 300) -> str:
                                "--bind", "127.0.0.1:0"],
             env={**pipe.env(), "STREAMDET_REVIEW_TOKEN": DESK_TOKEN}, stdout=f, stderr=f))
     deadline = time.monotonic() + timeout
-    base, folded, calm = None, -1, 0
-    while time.monotonic() < deadline and calm < 10:
+    base = None
+    while base is None and time.monotonic() < deadline:
         time.sleep(0.2)
-        if base is None:
-            found = re.search(r"review desk on (http://[\d.]+:\d+)/", logf.read_text())
-            base = found.group(1) if found else None
-            continue
-        now = httpx.get(base + "/api/status", headers={
-            "Authorization": f"Bearer {DESK_TOKEN}"}).json()["events"]
-        calm, folded = (calm + 1 if now == folded else 0), now
-    if base is None or calm < 10:
+        found = re.search(r"review desk on (http://[\d.]+:\d+)/", logf.read_text())
+        base = found.group(1) if found else None
+    status = desk_idle(base, deadline) if base else None
+    if status is None:
         raise RuntimeError("the review desk did not catch up: " + logf.read_text()[-2000:])
-    log(f"review desk at {base}: {folded} events in its view")
+    log(f"review desk at {base}: {status['events']} events in its view")
     return base
+
+
+def desk_idle(base: str, deadline: float, calm_s: float = 2.0) -> dict | None:
+    """The desk's status once the events it has read and the pages it can show stayed
+    the same for `calm_s` (None: not before `deadline`): page views are timed on a desk
+    that is not still folding the topics."""
+    import httpx
+
+    last, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        status = httpx.get(base + "/api/status", headers={
+            "Authorization": f"Bearer {DESK_TOKEN}"}).json()
+        now = (status["events"], status["pages"])
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= calm_s:
+            return status
+    return None
 
 
 # -- main ---------------------------------------------------------------------------------
