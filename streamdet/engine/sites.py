@@ -38,7 +38,6 @@ SHARED = {b"h": b"H", b"d": b"D"}  # the prefix of a site of two pages or more
 # may take it below (its figures are marked short, views.pop_counts)
 _CONTRIBUTION = struct.Struct("<qQB")  # pop, patch fraction (fixed), quilted
 _TOTALS = struct.Struct("<QqQQQB")  # pages, Σpop, Σfraction, quilted, seq, monster shown
-_PAGES = struct.Struct("<Q")  # the first field of _TOTALS
 
 
 @dataclass(frozen=True)
@@ -329,8 +328,8 @@ def _monsters(table: np.ndarray, rows: np.ndarray, raws: list[bytes], params: Pa
 
 def _name_ranks(keys: list[bytes], rows: np.ndarray) -> np.ndarray:
     """Each row's site name's rank in byte order, equal names (a host that is also a
-    domain) ranked equal. The keys come sorted within each of the two prefixes read, so
-    the sort merges runs."""
+    domain) ranked equal. The keys come sorted within each prefix read, so the sort
+    merges a few runs."""
     names = [keys[i][1:] for i in rows.tolist()]
     ranks = np.empty(len(names), dtype=np.int64)
     rank, last = -1, None
