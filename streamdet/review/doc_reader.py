@@ -19,7 +19,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from ..adapters.kafka import connection
 
-KEEP = 256  # records kept (a page's record is tens of KB)
+KEEP = 2048  # records kept (a page's record is tens of KB: some 50 MB). A reviewer's
+# round of 50 quilts reads their pages and sources, 300 records and more; with fewer
+# kept, going through the same quilts again found none of them (least recently used)
 WAIT_S = 10.0  # for a record the index names: longer is a broker in trouble
 FETCH_WAIT_MS = 20  # the broker answers a fetch after about half this when it has nothing
 PARTITION_FETCH_BYTES = 64 << 10  # a fetch still returns the whole batch holding a record
