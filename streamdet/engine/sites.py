@@ -296,14 +296,14 @@ def site_rows(items: Iterable[tuple[bytes, bytes]], params: Params, min_pages: i
     level = np.frombuffer(b"".join(k[:1] for k in keys), dtype=np.uint8)
     kept = table["pages"] >= max(min_pages, 1)
     if levels is not None:
-        kept &= np.isin(level, [ord(p) for p, name in LEVELS.items() if name in levels])
+        kept &= np.isin(level, _prefixes_of(levels))
     rows = np.flatnonzero(kept)
     monster = _monsters(table, rows, raws, params)
     if monsters:
         rows, monster = rows[monster], monster[monster]
     # -Σpop / pages as Python divides them (both are exact in a double below 2^53)
     mean = -table["pop"][rows].astype(np.float64) / table["pages"][rows].astype(np.float64)
-    is_host = (level[rows] == ord("h")) | (level[rows] == ord("H"))  # "domain" < "host"
+    is_host = np.isin(level[rows], _prefixes_of({"host"}))  # "domain" < "host"
     order = np.lexsort((is_host, _name_ranks(keys, rows), mean + 0.0, ~monster))  # -0.0: 0.0
     chosen = rows[order[:top]]
     return [{"site": keys[i][1:].decode("utf-8"), "level": LEVELS[keys[i][:1]],
@@ -314,6 +314,11 @@ _TOTALS_ROW = np.dtype([("pages", "<u8"), ("pop", "<i8"), ("fraction", "<u8"),
                         ("quilted", "<u8"), ("seq", "<u8"), ("shown", "u1"),
                         ("pop2", "V16")])  # a totals record, as Totals.encode writes it
 assert _TOTALS_ROW.itemsize == _TOTALS.size + 16
+
+
+def _prefixes_of(levels: Collection[str]) -> list[int]:
+    """The key prefixes (as bytes' values) of the totals records of these levels."""
+    return [p[0] for p, name in LEVELS.items() if name in levels]
 
 
 def _monsters(table: np.ndarray, rows: np.ndarray, raws: list[bytes], params: Params
