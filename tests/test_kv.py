@@ -4,6 +4,7 @@ backend, with keys that end, repeat and straddle the bounds)."""
 
 from __future__ import annotations
 
+import struct
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -66,3 +67,20 @@ def test_a_walk_equals_the_scan_with_or_without_the_transactions_writes(
                 table.put(key, value)
             want = table.scan(start, end)
             assert list(table.walk(start, end, back)) == (want[::-1] if back else want)
+
+
+def test_a_range_read_of_rocksdb_goes_to_its_end_whatever_is_allocated_meanwhile(tmp_path):
+    """The upper bound lives in read options the iterator does not keep: a range read
+    must keep them itself (it stopped after the first pair when they were freed)."""
+    kv = RocksKV(str(tmp_path / "db"))
+    try:
+        key = struct.Struct(">IcI")
+        kv.write([("segs", key.pack(1, b"c", i), b"v%d" % i) for i in range(300)])
+        kv.write([("segs", key.pack(2, b"c", 0), b"after")])
+        it = kv.items_between("segs", key.pack(1, b"c", 0), key.pack(1, b"d", 0))
+        churn = [bytes([i % 256]) * 9 for i in range(10_000)]  # reuse of freed memory
+        got = list(it)
+        assert len(churn) == 10_000
+        assert got == [(key.pack(1, b"c", i), b"v%d" % i) for i in range(300)]
+    finally:
+        kv.close()
