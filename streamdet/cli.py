@@ -10,7 +10,6 @@ import time
 
 from .adapters.collector import tune_collector
 from .adapters.inputs import (
-    BATCH_BYTES,
     BATCH_WAIT_S,
     DEFAULT_BATCH,
     InputError,
@@ -109,7 +108,7 @@ def _stop_chunks(path: str | None) -> tuple[int, ...]:
 
 
 def open_store(path: str, must_exist: bool = False, read_only: bool = False,
-               tables: tuple[str, ...] | None = None):
+               tables: tuple[str, ...] | None = None, budget=None):
     from .state.rocks import RocksKV
     from .state.txn import Store
 
@@ -131,7 +130,7 @@ def open_store(path: str, must_exist: bool = False, read_only: bool = False,
     from .state.rocks import StateDirError
 
     try:
-        store = Store(RocksKV(path, read_only=read_only, tables=tables))
+        store = Store(RocksKV(path, read_only=read_only, tables=tables, budget=budget))
     except StateDirError as exc:
         if "lock" in str(exc).lower():
             raise UsageError(f"state {path} is in use by another streamdet process") from None
@@ -184,6 +183,16 @@ def run_metrics(port: int | None):
     return metrics()
 
 
+def memory_budget(args: argparse.Namespace):
+    """--memory (STREAMDET_MEMORY) as a MemoryBudget; a bad figure is a usage error."""
+    from .state.budget import MemoryBudget
+
+    try:
+        return MemoryBudget.parse(args.memory)
+    except ValueError as exc:
+        raise UsageError(f"--memory: {exc}") from None
+
+
 def check_page_timeout(args: argparse.Namespace) -> None:
     if not args.page_timeout > 0:
         raise UsageError(f"--page-timeout must be a positive number of seconds, got "
@@ -191,12 +200,15 @@ def check_page_timeout(args: argparse.Namespace) -> None:
 
 
 def add_analysis_options(p: argparse.ArgumentParser) -> None:
-    """--analyzers and --page-timeout (run and worker)."""
+    """--analyzers, --memory and --page-timeout (run and worker)."""
     from .adapters.watchdog import DEFAULT_PAGE_TIMEOUT
 
     p.add_argument("--analyzers", type=int, default=int_env("ANALYZERS"), metavar="N",
                    help="processes that parse pages beside the engine, under a watchdog "
                    "(default 1; 0: parse in this process, with no watchdog)")
+    p.add_argument("--memory", default=env("MEMORY", "1GiB"), metavar="SIZE",
+                   help="memory for caches, memtables and batches in flight, e.g. 512MiB or "
+                   "4GiB (default 1GiB; interpreters come on top, ~100 MB a process)")
     p.add_argument("--page-timeout", type=float, default=float(
         env("PAGE_TIMEOUT") or DEFAULT_PAGE_TIMEOUT), metavar="S",
         help="a page still being analysed after S seconds is dead-lettered too_slow "
@@ -211,6 +223,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.max_body < 1:
         raise UsageError(f"--max-body must be at least 1 byte, got {args.max_body}")
     check_page_timeout(args)
+    budget = memory_budget(args)
     params = params_of(args)
     sources = [open_source(p) for p in args.input] if args.input else [sample_source()]
     seen: dict[str, str] = {}
@@ -238,7 +251,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if any(src.key == "stdin" for src in sources) and sys.stdin.isatty():
         print("streamdet: reading JSONL records from the terminal; end with Ctrl-D",
               file=sys.stderr)
-    store = open_store(args.state)
+    store = open_store(args.state, budget=budget)
     progress = Progress(sys.stderr.isatty())
     try:
         try:
@@ -254,7 +267,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 runner = EmbeddedRunner(store, params, events, dead, batch_size=args.batch,
                                         max_body=args.max_body, on_batch=progress,
                                         spill_dir=spill_dir, analyzers=analyzers,
-                                        page_timeout=args.page_timeout,
+                                        page_timeout=args.page_timeout, budget=budget,
                                         metrics=run_metrics(args.metrics_port))
                 s = runner.run(sources)
             finally:
@@ -754,6 +767,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         raise UsageError(f"--analyzers must be 0 or more, got {args.analyzers}")
     analyzers = default_processes() if args.analyzers is None else args.analyzers
     check_page_timeout(args)
+    budget = memory_budget(args)
     log_to_stderr()
 
     async def main() -> None:
@@ -770,7 +784,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         worker = Worker(args.broker, args.state, params, args.shards,
                         topics=Topics.named(args.prefix), group=args.group or args.prefix,
                         max_body=args.max_body, analyzers=analyzers,
-                        page_timeout=args.page_timeout)
+                        page_timeout=args.page_timeout, budget=budget)
         await worker.run(stop)
 
     asyncio.run(main())
@@ -852,7 +866,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="dead-letter JSONL (default DIR/dead-letter.jsonl)")
     run.add_argument("--batch", type=int, default=DEFAULT_BATCH,
                      help=f"records per atomic batch (default {DEFAULT_BATCH}; a batch also "
-                     f"closes at {BATCH_BYTES >> 20} MB of records, and on a stream "
+                     "closes at a share of --memory's records in flight, and on a stream "
                      f"{BATCH_WAIT_S:g} s after its first record)")
     add_analysis_options(run)
     run.add_argument("--metrics-port", type=port_number, metavar="P",

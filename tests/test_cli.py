@@ -115,6 +115,10 @@ def test_bad_arguments(tmp_path, small):
                              "--theta", "1.5")
     msg = _error("run", "--input", path, "--input", str(path), "--state", tmp_path / "s")
     assert "twice" in msg
+    msg = _error("run", "--input", path, "--state", tmp_path / "s", "--memory", "lots")
+    assert "--memory: not a size: 'lots'" in msg
+    assert "too small" in _error("run", "--input", path, "--state", tmp_path / "s",
+                                 "--memory", "100MB")
 
 
 # -- dump and explain --------------------------------------------------------------------

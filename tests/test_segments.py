@@ -9,12 +9,13 @@ from hypothesis import strategies as st
 
 from streamdet.state import recent as recent_mod
 from streamdet.state import segments as seg_mod
-from streamdet.state import txn as txn_mod
 from streamdet.state.bloom import BlockedBloom, Probe, SplitBlockBloom
+from streamdet.state.budget import MemoryBudget
 from streamdet.state.cache import Generations
 from streamdet.state.kv import MemoryKV
 from streamdet.state.rocks import RocksKV
 from streamdet.state.schema import encode_posting, u64key
+from streamdet.state.segment_files import SegmentFiles
 from streamdet.state.segments import SegmentIndex
 
 from .harness import assert_same_rows, memory_pipeline, rocks_reopen_pipeline
@@ -59,11 +60,20 @@ def test_a_split_bloom_filled_slice_by_slice_is_the_one_built_at_once():
     assert np.array_equal(sliced.words, SplitBlockBloom.build(keys).words)
 
 
-@pytest.fixture(params=["memory", "rocks"])
-def kv(request, tmp_path):
+@pytest.fixture(params=["memory", "rocks", "files"])
+def kv(request, tmp_path, monkeypatch):
+    """A KV, and for "files" segment files beside it that every segment uses (_index)."""
     store = MemoryKV() if request.param == "memory" else RocksKV(str(tmp_path / "db"))
+    if request.param == "files":
+        monkeypatch.setattr(seg_mod, "MAPPED_PAIRS", 1)
+        monkeypatch.setattr(seg_mod, "WINDOW_BYTES", 4096)  # lookups cross many windows
+        store.test_files = SegmentFiles(str(tmp_path / "db" / "segments"), writable=True)
     yield store
     store.close()
+
+
+def _index(kv) -> SegmentIndex:
+    return SegmentIndex(kv, getattr(kv, "test_files", None))
 
 
 def _add(index: SegmentIndex, kv, grams: np.ndarray, docnos: np.ndarray) -> None:
@@ -74,7 +84,7 @@ def _add(index: SegmentIndex, kv, grams: np.ndarray, docnos: np.ndarray) -> None
 
 def test_find_returns_exactly_the_pairs_written(kv):
     rng = np.random.default_rng(1)
-    index = SegmentIndex(kv)
+    index = _index(kv)
     truth: dict[int, int] = {}
     for _batch in range(6):
         g = _grams(rng, 3000)
@@ -98,7 +108,7 @@ def test_find_returns_exactly_the_pairs_written(kv):
     assert 0 < counts.vain_reads < 2_000 * 6 * 0.002
 
     # a new index over the same KV (a restart) sees the same segments
-    assert SegmentIndex(kv).find(np.unique(probe)) == truth
+    assert _index(kv).find(np.unique(probe)) == truth
 
 
 @pytest.mark.parametrize("ingest_pairs", [1 << 18, 1])  # merged by writes; by ingested files
@@ -110,7 +120,7 @@ def test_compaction_merges_tiers_drops_withdrawn_pairs_but_keeps_overlay_grams(k
     monkeypatch.setattr(seg_mod, "MERGE_SLICE", merge_slice)
     monkeypatch.setattr(seg_mod, "INGEST_PAIRS", ingest_pairs)
     rng = np.random.default_rng(2)
-    index = SegmentIndex(kv)
+    index = _index(kv)
     batches = []
     for docno in (11, 12, 13, 14):
         g = _grams(rng, 2000)
@@ -126,7 +136,7 @@ def test_compaction_merges_tiers_drops_withdrawn_pairs_but_keeps_overlay_grams(k
     found = index.find(everything)
     assert set(found) == set(everything.tolist()) - set(batches[1].tolist()) | {kept}
     assert found[kept] == 12
-    assert SegmentIndex(kv).find(everything) == found
+    assert _index(kv).find(everything) == found
     assert {seg_mod._KEY.unpack(k)[0] for k, _ in kv.items("segs")} == {
         s.id for s in index.segments}  # nothing of the merged-away segments is left
     # written slice by slice, the merged segment is still one sorted run in full chunks
@@ -159,7 +169,7 @@ def test_a_packing_round_trips_any_docno_range_in_as_few_bytes_as_it_needs(lo, s
 
 def test_packed_pairs_take_11_bytes_for_a_range_of_100000_docnos(kv):
     rng = np.random.default_rng(4)
-    index = SegmentIndex(kv)
+    index = _index(kv)
     g = _grams(rng, 5000)
     _add(index, kv, g, rng.integers(400_000, 500_000, len(g)).astype(np.uint64))
     values = [v for k, v in kv.items("segs") if k[4:5] == b"c"]
@@ -188,7 +198,7 @@ def test_legacy_segments_are_read_and_merged_with_packed_ones(kv, monkeypatch):
     old = _grams(rng, 3000)
     old_docnos = rng.integers(1, 50, len(old)).astype(np.uint64)
     _write_legacy_segment(kv, 1, old, old_docnos)
-    index = SegmentIndex(kv)
+    index = _index(kv)
     assert index.segments[0].packing.legacy
     assert isinstance(index.segments[0].bloom, BlockedBloom)  # format 4's one-word filter
     truth = dict(zip(old.tolist(), old_docnos.tolist(), strict=True))
@@ -203,12 +213,12 @@ def test_legacy_segments_are_read_and_merged_with_packed_ones(kv, monkeypatch):
     assert isinstance(merged.bloom, SplitBlockBloom)
     everything = np.unique(np.concatenate((old, new)))
     assert index.find(everything) == truth
-    assert SegmentIndex(kv).find(everything) == truth
+    assert _index(kv).find(everything) == truth
 
 
 def test_orphan_segment_from_an_interrupted_merge_is_deleted_on_open(kv):
     rng = np.random.default_rng(3)
-    index = SegmentIndex(kv)
+    index = _index(kv)
     g = _grams(rng, 1000)
     _add(index, kv, g, np.ones(len(g), dtype=np.uint64))
     # a merge (or a batch) that ingested its segment but died before the manifest named it
@@ -217,7 +227,7 @@ def test_orphan_segment_from_an_interrupted_merge_is_deleted_on_open(kv):
     kv.ingest(ops)
     orphan_keys = {k for k, _ in kv.items("segs")} - {k for k, _ in _segment_keys(kv, 1)}
     assert orphan_keys
-    reopened = SegmentIndex(kv)
+    reopened = _index(kv)
     left = {k for k, _ in kv.items("segs")}
     assert not left & orphan_keys
     assert reopened.find(g) == dict.fromkeys(g.tolist(), 1)
@@ -232,7 +242,7 @@ def test_orphan_segment_from_an_interrupted_merge_is_deleted_on_open(kv):
     kv.ingest(keys)
     kv.write([manifest])
     reopened.installed(seg)
-    assert SegmentIndex(kv).find(again) == dict.fromkeys(again.tolist(), 3)
+    assert _index(kv).find(again) == dict.fromkeys(again.tolist(), 3)
 
 
 def _segment_keys_id(keys: set[bytes]) -> int:
@@ -266,8 +276,8 @@ def test_tiny_store_caches_change_nothing(corpus, monkeypatch_module):
     """Documents and overlay postings forgotten between batches are read back from the
     KV (and the overlay is read again once the postings cache forgot something)."""
     records, params, batches = corpus
-    monkeypatch_module.setattr(txn_mod, "POSTING_CACHE_GRAMS", 4)
-    monkeypatch_module.setattr(txn_mod, "DOC_CACHE_SLOTS", 4)
+    monkeypatch_module.setattr(MemoryBudget, "postings", property(lambda self: 4))
+    monkeypatch_module.setattr(MemoryBudget, "doc_slots", property(lambda self: 4))
     monkeypatch_module.setattr(recent_mod, "CAPACITY", 4)
     assert_same_rows(reference(records, params), memory_pipeline(records, params, batches))
 
@@ -296,6 +306,23 @@ def test_segments_ingested_as_files_change_nothing(corpus, monkeypatch_module):
     reference's."""
     records, params, batches = corpus
     monkeypatch_module.setattr(seg_mod, "INGEST_PAIRS", 1)
+    monkeypatch_module.setattr(seg_mod, "MERGE_FANIN", 2)
+    monkeypatch_module.setattr(seg_mod, "TIER_FLOOR", 8)
+    monkeypatch_module.setattr(recent_mod, "CAPACITY", 2)
+    assert_same_rows(reference(records, params),
+                     rocks_reopen_pipeline(records, params, batches))
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(corpus=any_corpus_st())
+def test_segments_with_mapped_files_change_nothing(corpus, monkeypatch_module):
+    """Every segment's filter and fences in its file (state.segment_files), read in
+    windows of two filter blocks, merged, with a reopen after every batch: the rows still
+    equal the reference's."""
+    records, params, batches = corpus
+    monkeypatch_module.setattr(seg_mod, "MAPPED_PAIRS", 1)
+    monkeypatch_module.setattr(seg_mod, "WINDOW_BYTES", 64)
     monkeypatch_module.setattr(seg_mod, "MERGE_FANIN", 2)
     monkeypatch_module.setattr(seg_mod, "TIER_FLOOR", 8)
     monkeypatch_module.setattr(recent_mod, "CAPACITY", 2)

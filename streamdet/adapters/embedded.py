@@ -28,9 +28,11 @@ from typing import TYPE_CHECKING
 from ..engine.badness import bad_count
 from ..engine.params import Params
 from ..engine.records import DEFAULT_MAX_BODY, BadRecord
+from ..state.budget import MemoryBudget
 from ..state.txn import Store
+from .allocator import release_free_memory
 from .analyzers import Analyzers
-from .inputs import BATCH_BYTES, BATCH_WAIT_S, DEFAULT_BATCH, RawRecord, ReadOptions, Source
+from .inputs import BATCH_WAIT_S, DEFAULT_BATCH, RawRecord, ReadOptions, Source
 from .metrics import Metrics
 from .outputs import JsonlSink, dead_letter, utc_now
 from .state_format import EMBEDDED, check_state
@@ -70,7 +72,8 @@ class EmbeddedRunner:
                  on_batch: Callable[[RunSummary], None] | None = None,
                  spill_dir: str | None = None, analyzers: int = 0,
                  metrics: Metrics | None = None,
-                 page_timeout: float = DEFAULT_PAGE_TIMEOUT) -> None:
+                 page_timeout: float = DEFAULT_PAGE_TIMEOUT,
+                 budget: MemoryBudget | None = None) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         check_state(store, EMBEDDED, params, "this state directory")
@@ -91,6 +94,9 @@ class EmbeddedRunner:
         self.events = events
         self.dead = dead
         self.batch_size = batch_size
+        # batches in flight: the one applied, the one queued and those in the analysers
+        self.budget = budget or store.budget
+        self.batch_bytes = self.budget.batch_bytes(analyzers + 2)
         self.max_body = max_body
         self.on_batch = on_batch
         self.read_opts = ReadOptions(max_body=max_body, spill_dir=spill_dir)
@@ -106,6 +112,8 @@ class EmbeddedRunner:
         try:
             for batch, results in analyzers.run(self._batches(sources, positions, summary)):
                 self._apply(batch, results, positions, summary)
+                del batch, results
+                release_free_memory(self.budget.total)  # over budget: freed memory goes back
                 if self.metrics is not None and analyzers.replaced > summary.replaced:
                     self.metrics.analysis_restarts.inc(analyzers.replaced - summary.replaced)
                     summary.replaced = analyzers.replaced
@@ -128,7 +136,7 @@ class EmbeddedRunner:
     # -- reading --------------------------------------------------------------------------
     def _batches(self, sources: list[Source], positions: dict, summary: RunSummary
                  ) -> Iterator[list[RawRecord]]:
-        """Batches of records, closed at batch_size records or BATCH_BYTES; on a stream
+        """Batches of records, closed at batch_size records or batch_bytes; on a stream
         (stdin, a pipe) also BATCH_WAIT_S after their first record, and an empty batch
         when the stream is quiet (the analysers then hand back what they hold), so a
         record that trickles in is processed within a second (SPEC §9)."""
@@ -144,7 +152,7 @@ class EmbeddedRunner:
                         opened = time.monotonic()
                     batch.append(rec)
                     size += _payload_bytes(rec.payload)
-                if batch and (len(batch) >= self.batch_size or size >= BATCH_BYTES or (
+                if batch and (len(batch) >= self.batch_size or size >= self.batch_bytes or (
                         not source.rereadable and time.monotonic() - opened >= BATCH_WAIT_S)):
                     yield batch
                     batch, size = [], 0

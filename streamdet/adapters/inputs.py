@@ -51,9 +51,9 @@ class InputError(RuntimeError):
 
 
 DEFAULT_BATCH = 512  # records per atomic batch; earlier documents are re-scored once per batch
-BATCH_BYTES = 256 << 20  # a batch also closes once its records hold this many bytes: room
-# for 512 records of ~260 KB html, since every batch re-scores the earlier documents it
-# touches and smaller batches re-score them more often
+# A batch also closes once its records hold a share of the memory budget (state.budget:
+# MemoryBudget.batch_bytes): fewer records per batch mean more re-scoring of the earlier
+# documents the batch touches, so the share is as large as the batches in flight allow.
 BATCH_WAIT_S = 0.25  # a batch of a stream closes this long after its first record
 
 

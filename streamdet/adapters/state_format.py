@@ -32,14 +32,17 @@ class StateFormat:
 # 10 popular phrases' counts and pop(d) (table popular; a state from before does not count
 # them: meta `popular` says "partial" once it is upgraded, views.pop_counts), 11 paragraph
 # chunks, the labelled set and neighbourhoods (table chunks, records v/n/B/g of table
-# sites; documents from before have no chunks: meta `chunks` says "partial")
+# sites; documents from before have no chunks: meta `chunks` says "partial"), 12 keeps big
+# segments' filters and fences in segment files (state.segment_files; a state from before
+# has them moved there when it is first opened for writing)
 _OLD = ("3", "4", "5", "6", "7", "8", "9")
-EMBEDDED = StateFormat("11", (*_OLD, "10"), "a `streamdet run` state", _OLD, (*_OLD, "10"))
-# shards-3 to shards-10: the same eight steps; shards-1 gram shards had no URL tables
+EMBEDDED = StateFormat("12", (*_OLD, "10", "11"), "a `streamdet run` state", _OLD,
+                       (*_OLD, "10"))
+# shards-3 to shards-11: the same nine steps; shards-1 gram shards had no URL tables
 _OLD_SHARDS = ("shards-2", "shards-3", "shards-4", "shards-5", "shards-6", "shards-7",
                "shards-8")
-SHARD = StateFormat("shards-10", (*_OLD_SHARDS, "shards-9"), "a worker shard", _OLD_SHARDS,
-                    (*_OLD_SHARDS, "shards-9"))
+SHARD = StateFormat("shards-11", (*_OLD_SHARDS, "shards-9", "shards-10"), "a worker shard",
+                    _OLD_SHARDS, (*_OLD_SHARDS, "shards-9"))
 
 
 def check_state(store: Store, fmt: StateFormat, params: Params, where: str,

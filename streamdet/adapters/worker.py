@@ -53,9 +53,11 @@ from ..engine.shard_step import (
 )
 from ..engine.shards import DocShard, GramShard, page_adds
 from ..engine.site_shard import SITE_SHARD
+from ..state.budget import MemoryBudget
 from ..state.rocks import RocksKV, dir_bytes
 from ..state.txn import Store
 from . import failpoints
+from .allocator import release_free_memory
 from .kafka import (
     Timing,
     Topics,
@@ -83,15 +85,17 @@ MAX_INFLIGHT = 3  # rounds waiting for acknowledgements while the next one is pr
 # of the broker requests of a stream of small rounds. Committing later is always safe: a new
 # owner replays up to the committed offsets and processes (and sends) again after them.
 COMMIT_INTERVAL_S = 0.25
+RELEASE_INTERVAL_S = 1.0  # freed memory goes back to the system at most this often
 
 
 class Shard(ShardState):
     """One shard's state directory, opened and checked: its offsets, outboxes and step
     are engine.shard_step's."""
 
-    def __init__(self, kind: str, index: int, path: str, params: Params, shards: int) -> None:
+    def __init__(self, kind: str, index: int, path: str, params: Params, shards: int,
+                 budget: MemoryBudget | None = None) -> None:
         self.kind, self.index, self.path = kind, index, path
-        store = Store(RocksKV(path))
+        store = Store(RocksKV(path, budget=budget))
         try:
             check_state(store, SHARD, params, f"state {path}", shards)
         except Exception:
@@ -113,13 +117,20 @@ class Worker:
                  pages_partitions: int = 4, max_body: int = DEFAULT_MAX_BODY,
                  max_records: int = 500, timing: Timing | None = None,
                  on_batch: Callable[[Worker], None] | None = None, analyzers: int = 0,
-                 page_timeout: float = DEFAULT_PAGE_TIMEOUT) -> None:
+                 page_timeout: float = DEFAULT_PAGE_TIMEOUT,
+                 budget: MemoryBudget | None = None) -> None:
         self.broker, self.state_dir, self.params, self.shards = broker, state_dir, params, shards
         self.topics = topics or Topics()
         self.group, self.pages_partitions = group, pages_partitions
         self.max_body, self.max_records = max_body, max_records
         self.timing = timing or Timing()
         self.on_batch = on_batch
+        # a worker may come to own every doc and gram shard and the site shard: each state
+        # gets an equal part of the budget but for the records in flight (fetches, rounds)
+        self.budget = budget or MemoryBudget()
+        self._shard_budget = MemoryBudget(self.budget.total * 3 // 4).part(2 * shards + 1)
+        self._fetch_bytes = min(64 << 20, self.budget.records // 4)
+        self._released = 0.0
         self.doc_shards: dict[int, Shard] = {}
         self.gram_shards: dict[int, Shard] = {}
         self.metrics = metrics()
@@ -158,7 +169,7 @@ class Worker:
         self.consumer = AIOKafkaConsumer(
             **connection(self.broker), group_id=self.group, enable_auto_commit=False,
             auto_offset_reset="earliest", partition_assignment_strategy=(RangePartitionAssignor,),
-            max_partition_fetch_bytes=64 << 20, fetch_max_bytes=64 << 20,
+            max_partition_fetch_bytes=self._fetch_bytes, fetch_max_bytes=self._fetch_bytes,
             fetch_max_wait_ms=FETCH_WAIT_MS,
             **self.timing.group_settings())
         self.consumer.subscribe([t.pages, t.docs, t.deltas, t.grams], listener=_Rebalance(self))
@@ -268,6 +279,10 @@ class Worker:
         self.applied.update(r.offsets)
         previous = self.inflight[-1] if self.inflight else None
         self.inflight.append(asyncio.create_task(self._finish(r, previous)))
+        if time.monotonic() - self._released >= RELEASE_INTERVAL_S:
+            self._released = time.monotonic()
+            # over budget: what rounds freed goes back (adapters.allocator)
+            await self._cpu(release_free_memory, self.budget.total)
 
     async def _finish(self, r: _Round, previous: asyncio.Task | None) -> None:
         """Acknowledgements, outboxes cleared, then the group offsets - after every earlier
@@ -546,7 +561,8 @@ class Worker:
         written under an older epoch than the newest is from a history another worker
         has since replaced: it is wiped, outboxes included, and rebuilt by replay."""
         path = os.path.join(self.state_dir, f"{kind}-{index}")
-        shard = await self._cpu(Shard, kind, index, path, self.params, self.shards)
+        shard = await self._cpu(Shard, kind, index, path, self.params, self.shards,
+                                self._shard_budget)
         newest, mine = await claim_shard(self.broker, self.topics.meta, self.producer, kind,
                                          index)
         taken_over = shard.epoch != newest  # someone else (or no one) owned it last
@@ -556,7 +572,8 @@ class Worker:
                         newest)
             await self._cpu(shard.close)
             await self._cpu(shutil.rmtree, path)
-            shard = await self._cpu(Shard, kind, index, path, self.params, self.shards)
+            shard = await self._cpu(Shard, kind, index, path, self.params, self.shards,
+                                    self._shard_budget)
         await self._cpu(shard.set_epoch, mine)
         shard.taken_over = taken_over and newest > 0
         return shard

@@ -148,9 +148,7 @@ class SplitBlockBloom(_Words):
     @classmethod
     def sized(cls, n_keys: int) -> SplitBlockBloom:
         """An empty filter sized for n_keys."""
-        per_block = 64 * BLOCK_WORDS
-        n_blocks = min(MAX_BLOCKS, max(1, -(-n_keys * BITS_PER_KEY // per_block)))
-        return cls(np.zeros(n_blocks * BLOCK_WORDS, dtype=np.uint64))
+        return cls(np.zeros(cls.words_for(n_keys), dtype=np.uint64))
 
     def add_sorted(self, grams: np.ndarray) -> None:
         """Add grams sorted ascending (so a merge can fill a filter slice by slice)."""
@@ -162,10 +160,23 @@ class SplitBlockBloom(_Words):
         for w, m in enumerate(split_masks(grams)):
             self.words[at + w] |= np.bitwise_or.reduceat(m, starts)
 
+    @classmethod
+    def words_for(cls, n_keys: int) -> int:
+        """Words of a filter sized for n_keys."""
+        per_block = 64 * BLOCK_WORDS
+        return min(MAX_BLOCKS, max(1, -(-n_keys * BITS_PER_KEY // per_block))) * BLOCK_WORDS
+
+    def first_words(self, probe: Probe) -> np.ndarray:
+        """Each probed gram's block's first word: non-decreasing when the grams are sorted,
+        which lets a mapped filter be read a window at a time (state.segments)."""
+        return self._first_word(probe.top)
+
     def may_contain(self, probe: Probe) -> np.ndarray:
         """False where a gram is certainly absent."""
-        first = self._first_word(probe.top)
-        masks = probe.split
+        return self.test(self.first_words(probe), probe.split)
+
+    def test(self, first: np.ndarray, masks: list[np.ndarray]) -> np.ndarray:
+        """may_contain for grams given by their blocks' first words and split masks."""
         w0, m0 = self.words[first], masks[0]
         passed = np.flatnonzero((w0 & m0) == m0)
         at = first[passed]
@@ -173,7 +184,7 @@ class SplitBlockBloom(_Words):
         for w in range(1, BLOCK_WORDS):
             m = masks[w][passed]
             ok &= (self.words[at + w] & m) == m
-        out = np.zeros(len(probe.grams), dtype=bool)
+        out = np.zeros(len(first), dtype=bool)
         out[passed[ok]] = True
         return out
 

@@ -9,6 +9,11 @@ One column family per table, so each gets options for its own access pattern:
   can be iterated in key order (`dump` walks `urls` sorted by URL).
 rocksdict silently ignores table options on reopening unless they are passed per column
 family, so they always are (see shared/notes/performance-here.md).
+
+Memory is one budget (state.budget): the block cache holds data blocks, and also the index
+and filter blocks (partitioned, under a two-level index whose top level stays pinned), so
+that what SST files' readers keep does not grow with the state; the memtables are charged
+to the same cache by a write buffer manager.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections.abc import Iterable, Iterator
 
 from rocksdict import (
     AccessType,
+    BlockBasedIndexType,
     BlockBasedOptions,
     Cache,
     DBCompressionType,
@@ -33,13 +39,15 @@ from rocksdict import (
     WriteOptions,
 )
 
+from .budget import MemoryBudget
 from .kv import KV, TABLES, DeleteRange, Op
 
-BLOCK_CACHE_BYTES = 128 << 20  # data blocks, and the memtables charged to it (below)
-MEMTABLES_BYTES = 64 << 20  # all column families' memtables together
-GRAMS_MEMTABLE_BYTES = 32 << 20
-TABLE_MEMTABLE_BYTES = 8 << 20
+# of the memtables' share of the budget (budget.memtables): one memtable of `grams`, and
+# of each other table (most see few writes; a full one is flushed, not grown)
+GRAMS_MEMTABLE_SHARE = 1 / 2
+TABLE_MEMTABLE_SHARE = 1 / 8
 MEMTABLES_PER_TABLE = 2
+METADATA_BLOCK_BYTES = 4096  # a partition of an index or a filter
 
 
 class StateDirError(RuntimeError):
@@ -51,13 +59,22 @@ class StateWriteError(OSError):
     before stays, and the next run continues from it."""
 
 
-def _table_options(cache: Cache, memtables: WriteBufferManager, point_lookup: bool) -> Options:
+def _table_options(cache: Cache, memtables: WriteBufferManager, budget: MemoryBudget,
+                   point_lookup: bool) -> Options:
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)
     opts.create_missing_column_families(True)
     table = BlockBasedOptions()
     table.set_bloom_filter(10, False)
     table.set_block_cache(cache)
+    # index and filter blocks in the cache, partitioned, the top level pinned: what the
+    # readers of the state's files hold stays within the cache, whatever their number
+    table.set_cache_index_and_filter_blocks(True)
+    table.set_pin_l0_filter_and_index_blocks_in_cache(True)
+    table.set_index_type(BlockBasedIndexType.two_level_index_search())
+    table.set_partition_filters(True)
+    table.set_metadata_block_size(METADATA_BLOCK_BYTES)
+    table.set_pin_top_level_index_and_filter(True)
     opts.set_block_based_table_factory(table)
     opts.set_compression_type(DBCompressionType.lz4())
     opts.increase_parallelism(os.cpu_count() or 2)
@@ -66,12 +83,12 @@ def _table_options(cache: Cache, memtables: WriteBufferManager, point_lookup: bo
     opts.set_write_buffer_manager(memtables)  # one memory budget for every memtable
     opts.set_max_write_buffer_number(MEMTABLES_PER_TABLE)
     if point_lookup:
-        opts.set_write_buffer_size(GRAMS_MEMTABLE_BYTES)
+        opts.set_write_buffer_size(int(budget.memtables * GRAMS_MEMTABLE_SHARE))
         opts.set_prefix_extractor(SliceTransform.create_fixed_prefix(8))
         opts.set_memtable_factory(MemtableFactory.hash_link_list(1 << 20))
         opts.set_memtable_prefix_bloom_ratio(0.1)
     else:
-        opts.set_write_buffer_size(TABLE_MEMTABLE_BYTES)
+        opts.set_write_buffer_size(int(budget.memtables * TABLE_MEMTABLE_SHARE))
         # a Bloom filter over the memtable's whole keys: most reads of these tables look
         # for keys that are not there (a paragraph's first sight, engine.labelled)
         opts.set_memtable_whole_key_filtering(True)
@@ -106,9 +123,11 @@ class RocksKV(KV):
     read-only disk or copied from a backup can be read."""
 
     def __init__(self, path: str, read_only: bool = False,
-                 tables: tuple[str, ...] | None = None) -> None:
+                 tables: tuple[str, ...] | None = None,
+                 budget: MemoryBudget | None = None) -> None:
         self.path = path
         self.read_only = read_only
+        self.budget = budget = budget or MemoryBudget()
         if not read_only:
             try:
                 os.makedirs(path, exist_ok=True)
@@ -117,9 +136,9 @@ class RocksKV(KV):
                                     f"{exc.strerror}") from None
             if not os.access(path, os.W_OK | os.X_OK):
                 raise StateDirError(f"state directory {path} is not writable")
-        cache = Cache(BLOCK_CACHE_BYTES)
+        self.cache = cache = Cache(budget.block_cache)
         memtables = WriteBufferManager.new_write_buffer_manager_with_cache(
-            MEMTABLES_BYTES, False, cache)
+            budget.memtables, False, cache)
         if tables is not None and not read_only:
             raise ValueError("only a read-only state opens some of its tables")
         wanted = TABLES if tables is None else tables
@@ -131,10 +150,10 @@ class RocksKV(KV):
                 tables = tuple(t for t in wanted if t in set(Rdict.list_cf(path)))
             except Exception as exc:  # noqa: BLE001 - rocksdict raises plain Exception
                 raise StateDirError(f"cannot open state in {path}: {exc}") from None
-        families = {t: _table_options(cache, memtables, t == "grams") for t in tables}
+        families = {t: _table_options(cache, memtables, budget, t == "grams") for t in tables}
         self._options = families
         try:
-            self._db = Rdict(path, _table_options(cache, memtables, False),
+            self._db = Rdict(path, _table_options(cache, memtables, budget, False),
                              column_families=families,
                              access_type=AccessType.read_only() if read_only else
                              AccessType.read_write())

@@ -33,6 +33,7 @@ import numpy as np
 from .bloom import BlockedBloom, Filter, Probe, SplitBlockBloom
 from .kv import KV, DeleteRange, Op
 from .schema import u64keys
+from .segment_files import WINDOW_BYTES, FileWriter, MappedParts, SegmentFiles
 
 # Pairs per chunk value (1 KB). A lookup reads a whole chunk to find one pair, and most
 # lookups (grams seen once before) fall on distinct chunks, so the bytes read and decoded
@@ -60,6 +61,10 @@ RECLAIM_PAIRS = 1 << 20
 # of its inputs, and may lose up to 3/4 of them to withdrawn versions without leaving
 # dead files behind). Smaller segments, a Kafka worker's, keep the write path.
 INGEST_PAIRS = 1 << 18
+# Segments of at least this many pairs keep their filter and fences in a file of their own
+# (state.segment_files), mapped only while a lookup reads them; smaller ones (a Kafka
+# worker's small tiers: a few MB together) keep them in the KV and in memory.
+MAPPED_PAIRS = 1 << 16
 
 _KEY = struct.Struct(">IcI")
 # key kinds of a segment's filter (the other kinds: b"c" chunks, b"f" fences)
@@ -147,6 +152,19 @@ class Segment:
     fences: np.ndarray  # first gram of every chunk
     bloom: Filter
     packing: Packing
+    parts: MappedParts | None = None  # the file mapped, when fences and bloom live there
+
+    def may_contain(self, probe: Probe) -> np.ndarray:
+        """The filter's answer; a mapped filter is read a window at a time and each
+        window's pages are dropped from the process after it."""
+        if self.parts is None or not isinstance(self.bloom, SplitBlockBloom):
+            return self.bloom.may_contain(probe)
+        return _windowed(self.bloom, self.parts, probe)
+
+    def release(self) -> None:
+        """Drop the pages of a mapped segment that a lookup touched (fences included)."""
+        if self.parts is not None:
+            self.parts.release()
 
     @property
     def tier(self) -> int:
@@ -157,9 +175,46 @@ class Segment:
         return t
 
 
-def segment_ops(seg_id: int, grams: np.ndarray, docnos: np.ndarray) -> tuple[list[Op], Segment]:
-    """Ops writing a segment (grams sorted and distinct) and its in-memory handle."""
-    writer = SegmentWriter(seg_id, len(grams), Packing.of(docnos))
+def _windowed(bloom: SplitBlockBloom, parts: MappedParts, probe: Probe) -> np.ndarray:
+    """may_contain over a mapped filter, WINDOW_BYTES of it at a time in word order."""
+    first, masks = bloom.first_words(probe), probe.split
+    order = None
+    if len(first) > 1 and bool((first[1:] < first[:-1]).any()):
+        order = np.argsort(first, kind="stable")
+        first, masks = first[order], [m[order] for m in masks]
+    step = WINDOW_BYTES // 8
+    cuts = np.searchsorted(first, np.arange(step, len(bloom.words), step)).tolist()
+    out = np.zeros(len(first), dtype=bool)
+    for lo, hi in zip([0, *cuts], [*cuts, len(first)], strict=True):
+        if hi > lo:
+            out[lo:hi] = bloom.test(first[lo:hi], [m[lo:hi] for m in masks])
+            start = parts.words_at + int(first[lo]) * 8
+            parts.release(start, parts.words_at + int(first[hi - 1]) * 8 + 32 - start)
+    if order is None:
+        return out
+    unsorted = np.empty_like(out)
+    unsorted[order] = out
+    return unsorted
+
+
+def _add_chunks(raws: list[bytes], packing: Packing, bloom: SplitBlockBloom,
+                file: FileWriter | None) -> np.ndarray:
+    """Some chunks' grams into a filter being rebuilt; their fences (each chunk's first
+    gram), also written to the file when there is one."""
+    g, _d = packing.decode(raws)
+    sizes = np.fromiter((len(r) // packing.pair_bytes for r in raws), dtype=np.intp)
+    first = g[np.cumsum(sizes) - sizes]
+    bloom.add_sorted(g)
+    if file is not None:
+        file.add_fences(first)
+    return first
+
+
+def segment_ops(seg_id: int, grams: np.ndarray, docnos: np.ndarray,
+                files: SegmentFiles | None = None) -> tuple[list[Op], Segment]:
+    """Ops writing a segment (grams sorted and distinct) and its handle; with `files`, a
+    segment of MAPPED_PAIRS or more has its filter and fences written to its file."""
+    writer = SegmentWriter(seg_id, len(grams), Packing.of(docnos), files)
     ops = writer.add(grams, docnos)
     rest, seg = writer.finish()
     return ops + rest, seg
@@ -171,10 +226,17 @@ class SegmentWriter:
     rather than every pair of its inputs: merging four segments of 30 M pairs at once
     took ~9 GB at 500,000 documents."""
 
-    def __init__(self, seg_id: int, capacity: int, packing: Packing) -> None:
+    def __init__(self, seg_id: int, capacity: int, packing: Packing,
+                 files: SegmentFiles | None = None) -> None:
         self.id, self.n, self.packing = seg_id, 0, packing
-        self.capacity = capacity
-        self.bloom = SplitBlockBloom.sized(capacity)  # capacity: an upper bound on the pairs
+        self.capacity = capacity  # an upper bound on the pairs
+        self.files = files if files is not None and capacity >= MAPPED_PAIRS else None
+        self._file: FileWriter | None = None
+        if self.files is not None:
+            self._file = self.files.writer(seg_id, SplitBlockBloom.words_for(capacity))
+            self.bloom = SplitBlockBloom(self._file.words)
+        else:
+            self.bloom = SplitBlockBloom.sized(capacity)
         self._fences: list[np.ndarray] = []
         self._chunks = 0
         self._rest = (np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64))
@@ -188,8 +250,17 @@ class SegmentWriter:
         return self._chunk_ops(g[:full], d[:full])
 
     def finish(self) -> tuple[list[Op], Segment]:
-        """Ops for the last chunk, the fences and the filter; the segment's handle."""
+        """Ops for the last chunk, the fences and the filter (or the file, written and
+        synced now: before the manifest that makes the segment live); its handle."""
         ops = self._chunk_ops(*self._rest)
+        if self._file is not None:
+            del self.bloom  # a view of the mapping being closed
+            self._file.finish(self.n)
+            parts = self.files.open(self.id)
+            if parts is None:
+                raise OSError(f"segment file {self._file.path} unreadable after writing")
+            return ops, Segment(self.id, self.n, parts.fences, SplitBlockBloom(parts.words),
+                                self.packing, parts)
         fences = np.concatenate(self._fences) if self._fences else np.zeros(0, dtype=np.uint64)
         ops.append(("segs", seg_key(self.id, b"f", 0), fences.astype("<u8").tobytes()))
         ops.append(("segs", seg_key(self.id, SPLIT_FILTER, 0), self.bloom.to_bytes()))
@@ -199,13 +270,22 @@ class SegmentWriter:
         if not len(g):
             return []
         self.bloom.add_sorted(g)
-        self._fences.append(g[::CHUNK].copy())
         self.n += len(g)
+        if self._file is not None:
+            self._file.add_fences(g[::CHUNK])
+            self._file.release_below(int(self.bloom.first_words(Probe(g[-1:]))[0]))
+        else:
+            self._fences.append(g[::CHUNK].copy())
         ops = [("segs", seg_key(self.id, b"c", self._chunks + i), value)
                for i, value in enumerate(self._chunk_values(g, d))]
         self._chunks += len(ops)
         return ops
 
+
+    def abandon(self) -> None:
+        """Drop an unfinished file (a failed write)."""
+        if self._file is not None:
+            self._file.abandon()
 
     def _chunk_values(self, grams: np.ndarray, docnos: np.ndarray) -> list[bytes]:
         """Chunk values of CHUNK pairs (the last may be short), encoded in one piece."""
@@ -252,32 +332,89 @@ class LookupCounts:
 class SegmentIndex:
     """The live segments of a state (loaded from its manifest) and lookups over them."""
 
-    def __init__(self, kv: KV) -> None:
+    def __init__(self, kv: KV, files: SegmentFiles | None = None) -> None:
         self.kv = kv
+        self.files = files
+        self.writable = not getattr(kv, "read_only", False)
         self.counts = LookupCounts()
         meta = kv.get("meta", b"segments")
         manifest = json.loads(meta) if meta else {"next": 1, "live": []}
         self.next_id: int = manifest["next"]
         self.segments: list[Segment] = [self._load(e) for e in manifest["live"]]
-        if not getattr(kv, "read_only", False):
+        if self.writable:
             self._drop_orphans()
 
     def _load(self, entry: list[int]) -> Segment:
+        """A live segment's handle: its file mapped; else fences and filter from the KV
+        (moved to a file when the segment is big and the state writable); else, neither
+        being there, both rebuilt from the chunks."""
         seg_id, n = entry[:2]
-        fences = np.frombuffer(self.kv.get("segs", seg_key(seg_id, b"f", 0)), dtype="<u8")
-        return Segment(seg_id, n, fences.astype(np.uint64), self._load_filter(seg_id),
-                       Packing.from_manifest(entry))
+        packing = Packing.from_manifest(entry)
+        parts = self.files.open(seg_id) if self.files is not None else None
+        if parts is not None:
+            return Segment(seg_id, n, parts.fences, SplitBlockBloom(parts.words), packing, parts)
+        raw_fences = self.kv.get("segs", seg_key(seg_id, b"f", 0))
+        bloom = self._load_filter(seg_id) if raw_fences is not None else None
+        if raw_fences is None or bloom is None:
+            return self._rebuilt(seg_id, n, packing)
+        fences = np.frombuffer(raw_fences, dtype="<u8").astype(np.uint64)
+        seg = Segment(seg_id, n, fences, bloom, packing)
+        if (self.files is not None and self.writable and n >= MAPPED_PAIRS
+                and isinstance(bloom, SplitBlockBloom)):
+            self._move_to_file(seg)
+            return self._load(entry)
+        return seg
 
-    def _load_filter(self, seg_id: int) -> Filter:
+    def _load_filter(self, seg_id: int) -> Filter | None:
         """The segment's split-block filter, or the one-word filter of formats up to 5."""
         raw = self.kv.get("segs", seg_key(seg_id, SPLIT_FILTER, 0))
         if raw is not None:
             return SplitBlockBloom.from_bytes(raw)
-        return BlockedBloom.from_bytes(self.kv.get("segs", seg_key(seg_id, WORD_FILTER, 0)))
+        raw = self.kv.get("segs", seg_key(seg_id, WORD_FILTER, 0))
+        return None if raw is None else BlockedBloom.from_bytes(raw)
+
+    def _move_to_file(self, seg: Segment) -> None:
+        """A big segment's filter and fences written to its file, then deleted from the
+        KV (a state written before segment files: its memory stays bounded too)."""
+        writer = self.files.writer(seg.id, len(seg.bloom.words))
+        writer.words[:] = seg.bloom.words
+        writer.add_fences(seg.fences)
+        writer.finish(seg.n)
+        self.kv.write([("segs", seg_key(seg.id, kind, 0), None)
+                       for kind in (b"f", SPLIT_FILTER, WORD_FILTER)])
+
+    def _rebuilt(self, seg_id: int, n: int, packing: Packing) -> Segment:
+        """Fences and filter made again from the segment's chunks (its file was lost),
+        MERGE_SLICE pairs at a time; written to its file when the state is writable."""
+        files = self.files if self.writable and n >= MAPPED_PAIRS else None
+        file = files.writer(seg_id, SplitBlockBloom.words_for(n)) if files else None
+        bloom = SplitBlockBloom(file.words) if file else SplitBlockBloom.sized(n)
+        fences: list[np.ndarray] = []
+        raws: list[bytes] = []
+        chunks = self.kv.items_between("segs", seg_key(seg_id, b"c", 0), seg_key(seg_id, b"d", 0))
+        for _key, raw in chunks:
+            raws.append(raw)
+            if len(raws) * CHUNK >= MERGE_SLICE:
+                fences.append(_add_chunks(raws, packing, bloom, file))
+                raws = []
+        if raws:
+            fences.append(_add_chunks(raws, packing, bloom, file))
+        if file is None:
+            all_fences = np.concatenate(fences) if fences else np.zeros(0, dtype=np.uint64)
+            return Segment(seg_id, n, all_fences, bloom, packing)
+        del bloom  # a view of the mapping being closed
+        file.finish(n)
+        parts = files.open(seg_id)
+        if parts is None:
+            raise OSError(f"segment file {file.path} unreadable after writing")
+        return Segment(seg_id, n, parts.fences, SplitBlockBloom(parts.words), packing, parts)
 
     def _drop_orphans(self) -> None:
-        """Delete segments a crash left outside the manifest (a merge never switched in)."""
+        """Delete segments a crash left outside the manifest (a merge never switched in),
+        and their files."""
         live = {s.id for s in self.segments}
+        if self.files is not None:
+            self.files.remove_orphans(live)
         seg_id = 0
         while (first := next(self.kv.items("segs", seg_key(seg_id, b"\x00", 0)), None)):
             seg_id = _KEY.unpack(first[0])[0]
@@ -295,7 +432,7 @@ class SegmentIndex:
         """False where no segment can hold the gram."""
         hit = np.zeros(len(probe.grams), dtype=bool)
         for s in self.segments:
-            hit |= s.bloom.may_contain(probe)
+            hit |= s.may_contain(probe)
         return hit
 
     def find(self, grams: np.ndarray) -> dict[int, int]:
@@ -307,8 +444,9 @@ class SegmentIndex:
         probe = Probe(grams)
         self.counts.grams += len(grams)
         for s in self.segments:
-            cand = grams[s.bloom.may_contain(probe)]
+            cand = grams[s.may_contain(probe)]
             chunk_of = np.searchsorted(s.fences, cand, side="right") - 1
+            s.release()
             cand, chunk_of = cand[chunk_of >= 0], chunk_of[chunk_of >= 0]
             if not len(cand):
                 continue
@@ -332,7 +470,7 @@ class SegmentIndex:
         # grams are distinct; a batch's are sorted runs (one per page), which timsort merges
         order = np.argsort(grams, kind="stable")
         seg_id = self.next_id
-        keys, seg = segment_ops(seg_id, grams[order], docnos[order])
+        keys, seg = segment_ops(seg_id, grams[order], docnos[order], self.files)
         return keys, self.manifest_op(self.segments + [seg], seg_id + 1), seg
 
     def installed(self, seg: Segment) -> None:
@@ -356,13 +494,17 @@ class SegmentIndex:
         seg_id = self.next_id
         self.next_id += 1
         writer = SegmentWriter(seg_id, sum(s.n for s in group),
-                               Packing.spanning([s.packing for s in group]))
+                               Packing.spanning([s.packing for s in group]), self.files)
         put = self.kv.ingest if ingested(writer.capacity) else self.kv.write
-        for g, d in self._slices(group):
-            if withdrawn:
-                g, d = self._without_withdrawn(g, d, withdrawn)
-            put(writer.add(g, d))  # not live yet: an orphan if we crash first
-        ops, merged = writer.finish()
+        try:
+            for g, d in self._slices(group):
+                if withdrawn:
+                    g, d = self._without_withdrawn(g, d, withdrawn)
+                put(writer.add(g, d))  # not live yet: an orphan if we crash first
+            ops, merged = writer.finish()
+        except BaseException:
+            writer.abandon()
+            raise
         put(ops)
         gone = {s.id for s in group}
         survivors = [s for s in self.segments if s.id not in gone] + [merged]
@@ -370,6 +512,8 @@ class SegmentIndex:
         switch.extend(_drop_op(s.id) for s in group)
         self.kv.write(switch)
         self.segments = survivors
+        if self.files is not None:
+            self.files.remove(gone)
         if (sum(s.n for s in group) >= RECLAIM_PAIRS
                 or any(s.n >= INGEST_PAIRS // 4 for s in group)):
             for s in group:
@@ -434,4 +578,10 @@ class SegmentIndex:
 
     @property
     def ram_bytes(self) -> int:
-        return sum(s.bloom.nbytes + s.fences.nbytes for s in self.segments)
+        """Bytes of filters and fences held in memory (mapped ones are not)."""
+        return sum(s.bloom.nbytes + s.fences.nbytes for s in self.segments if s.parts is None)
+
+    @property
+    def mapped_bytes(self) -> int:
+        """Bytes of filters and fences in segment files (in the page cache when used)."""
+        return sum(s.bloom.nbytes + s.fences.nbytes for s in self.segments if s.parts)

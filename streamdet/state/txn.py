@@ -10,6 +10,7 @@ of the previous commit, and the batch is replayed from the stored position.
 from __future__ import annotations
 
 import json
+import os
 from collections import OrderedDict
 from collections.abc import Iterator
 from functools import cached_property
@@ -17,6 +18,7 @@ from functools import cached_property
 import numpy as np
 
 from .bloom import Probe
+from .budget import MemoryBudget
 from .cache import Generations
 from .keyed import KeyedTable
 from .kv import KV, Op
@@ -39,12 +41,11 @@ from .schema import (
     u64key,
     u64keys,
 )
+from .segment_files import SegmentFiles
 from .segments import SegmentIndex, ingested
 
 _MISSING = object()
-DOC_CACHE_SLOTS = 1 << 24  # patch-gram slots of decoded documents kept between batches (~90 B each)
-POSTING_CACHE_GRAMS = 1 << 22  # decoded overlay postings kept between batches (~150 B each)
-NAME_CACHE = 1 << 18  # (server, URL) of document versions kept between batches (~250 B each)
+SEGMENT_FILES = "segments"  # directory of a RocksDB state's segment files (state.segment_files)
 
 
 class StateError(RuntimeError):
@@ -54,8 +55,10 @@ class StateError(RuntimeError):
 class Store:
     """A state on a KV backend: meta data and the withdrawn set, plus new transactions."""
 
-    def __init__(self, kv: KV) -> None:
+    def __init__(self, kv: KV, budget: MemoryBudget | None = None) -> None:
         self.kv = kv
+        # the KV's own budget when it has one (RocksKV): one figure sizes both
+        self.budget = budget = budget or getattr(kv, "budget", None) or MemoryBudget()
         self.withdrawn: set[int] = {key_u64(k) for k, _ in kv.items("dead")}
         # Decoded documents as of the last commit. A transaction takes (pops) what it reads
         # and gives everything back on commit, so an abandoned transaction can never leave
@@ -65,12 +68,12 @@ class Store:
         # Overlay postings as of the last commit. The grams pages share (menus, boilerplate,
         # replicated passages) come back batch after batch, and their postings only change
         # through commits, which update this cache with the same values they write.
-        self.postings = Generations(POSTING_CACHE_GRAMS)
+        self.postings = Generations(budget.postings)
         # Names of document versions as of the last commit. A docno's name never changes
         # (a re-fetch gets a new docno) and goes only when the version is withdrawn, so
         # the cache needs no invalidation but that; every greedy cover reads the URL of
         # each source (SPEC's tie-break), ~45 reads a page that hit RocksDB each batch.
-        self.names = Generations(NAME_CACHE)
+        self.names = Generations(budget.names)
         # A reader never trusts the cache (nothing writes through it); finding the first
         # gram would open every file of the gram table
         self._overlay_was_empty = (not getattr(kv, "read_only", False)
@@ -81,7 +84,10 @@ class Store:
         """The gram index's segments, loaded on first use: their filters and fences take
         seconds to load at 500 k documents, which a reader of the other tables (`sites`,
         `text`, `explain`) need not wait for."""
-        return SegmentIndex(self.kv)
+        path = getattr(self.kv, "path", None)  # a RocksDB state's directory
+        files = None if path is None else SegmentFiles(
+            os.path.join(path, SEGMENT_FILES), writable=not getattr(self.kv, "read_only", False))
+        return SegmentIndex(self.kv, files)
 
     @cached_property
     def recent(self) -> RecentPairs:
@@ -121,7 +127,7 @@ class Store:
                 cache[docno] = d
                 cache.move_to_end(docno)
                 self._cached_slots += len(d.slots)
-        while self._cached_slots > DOC_CACHE_SLOTS and cache:
+        while self._cached_slots > self.budget.doc_slots and cache:
             _, old = cache.popitem(last=False)
             self._cached_slots -= len(old.slots)
 

@@ -1,0 +1,114 @@
+"""One memory budget for a run or a worker (`--memory`, environment STREAMDET_MEMORY),
+shared out among everything in it that is sized rather than fixed.
+
+An operator runs streamdet for months beside a crawler and chooses its memory as one
+number. What grows with the state is kept out of the process (the gram index's filters
+and fences are mapped from segment files, state.segment_files; RocksDB's index and filter
+blocks are read through its block cache), so what remains are caches and batches, each
+sized from this budget:
+
+| share | of the budget | what it holds |
+|---|---|---|
+| RocksDB block cache | 3/16 | data, index and filter blocks, and the memtables (charged to it) |
+| of which memtables | 1/16 | writes not yet flushed, all column families together |
+| documents | 3/16 | decoded documents kept between batches (~125 B a patch-gram slot) |
+| postings | 2/16 | decoded overlay postings kept between batches (~150 B a gram) |
+| names | 1/64 | (server, URL) of document versions (~250 B each) |
+| records | 4/16 | records of the batches in flight and their analysis (bytes read) |
+
+The rest (about 1/4) is working memory of the batch in hand: the engine's arrays and
+transaction, the pickled results coming back from the analysis process. Interpreters,
+libraries and code (~100 MB a process) are outside the budget. The benchmarks measure
+peak RSS of all of a run's processes against budget + 200 MB (loadtest/bench_embedded.py,
+loadtest/bench_growth.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+DEFAULT_MEMORY = 1 << 30
+MIN_MEMORY = 256 << 20  # below this the caches are too small to be worth having
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 1 << 10, "m": 10**6, "mb": 10**6,
+          "mib": 1 << 20, "g": 10**9, "gb": 10**9, "gib": 1 << 30, "t": 10**12, "tb": 10**12,
+          "tib": 1 << 40}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+# a decoded document's Python objects per patch-gram slot (slots, gram -> slot dict, masks):
+# 112 B traced by tracemalloc over 6,000 documents of a 20,000-page state, plus malloc's own
+DOC_SLOT_BYTES = 125
+POSTING_BYTES = 150  # a decoded overlay posting in the cache (key, tuple, dict slot)
+NAME_BYTES = 250  # a cached (server, URL) pair
+
+
+def parse_bytes(text: str) -> int:
+    """'1GiB', '512MB', '1.5G', '800000000' -> bytes (K/M/G/T are powers of 1000, KiB/MiB/
+    GiB/TiB of 1024). Raises ValueError with the reason."""
+    m = _SIZE.match(text or "")
+    unit = m.group(2).lower() if m else None
+    if m is None or unit not in _UNITS:
+        raise ValueError(f"not a size: {text!r} (say e.g. 1GiB, 512MB or 800000000)")
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """`total` bytes, and what each sized part of a run gets of them."""
+
+    total: int = DEFAULT_MEMORY
+
+    @classmethod
+    def parse(cls, text: str) -> MemoryBudget:
+        """A budget of an operator's figure; ValueError when it is no size or too small."""
+        total = parse_bytes(text)
+        if total < MIN_MEMORY:
+            raise ValueError(f"a memory budget below {MIN_MEMORY >> 20} MiB is too small "
+                             f"(got {text})")
+        return cls(total)
+
+    def part(self, n: int) -> MemoryBudget:
+        """One of n equal parts (a worker's shard states share its budget)."""
+        return MemoryBudget(self.total // max(1, n))
+
+    @property
+    def block_cache(self) -> int:
+        """RocksDB's block cache, memtables included."""
+        return self.total * 3 // 16
+
+    @property
+    def memtables(self) -> int:
+        """All column families' memtables together (charged to the block cache)."""
+        return self.total // 16
+
+    @property
+    def doc_slots(self) -> int:
+        """Patch-gram slots of decoded documents kept between batches."""
+        return self.total * 3 // 16 // DOC_SLOT_BYTES
+
+    @property
+    def postings(self) -> int:
+        """Decoded overlay postings kept between batches."""
+        return self.total * 2 // 16 // POSTING_BYTES
+
+    @property
+    def names(self) -> int:
+        """(server, URL) pairs of document versions kept between batches."""
+        return self.total // 64 // NAME_BYTES
+
+    @property
+    def records(self) -> int:
+        """Bytes of records read and not yet applied, over all batches in flight."""
+        return self.total * 4 // 16
+
+    def batch_bytes(self, batches_in_flight: int) -> int:
+        """Bytes at which a batch closes, when `batches_in_flight` are held at once."""
+        return max(1 << 20, self.records // max(1, batches_in_flight))
+
+    def describe(self) -> str:
+        mib = 1 << 20
+        return (f"memory budget {self.total / mib:,.0f} MiB: block cache "
+                f"{self.block_cache / mib:,.0f} MiB (memtables {self.memtables / mib:,.0f}), "
+                f"documents {self.doc_slots:,} slots, postings {self.postings:,}, names "
+                f"{self.names:,}, records in flight {self.records / mib:,.0f} MiB")

@@ -1,0 +1,73 @@
+"""The memory budget (state.budget, `--memory`): sizes read as operators write them, the
+shares it gives out, and runs under the smallest budget and the default one that agree."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from streamdet.state.budget import MemoryBudget, parse_bytes
+from streamdet.state.rocks import RocksKV
+from streamdet.state.txn import Store
+
+from .cli_helpers import build_crawl, streamdet, write_jsonl
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("1GiB", 1 << 30), ("1gib", 1 << 30), ("512MiB", 512 << 20), ("512MB", 512 * 10**6),
+    ("1.5G", 1_500_000_000), ("800000000", 800_000_000), (" 2 TiB ", 2 << 40), ("64k", 64000)])
+def test_sizes_are_read_in_both_kinds_of_units(text, expected):
+    assert parse_bytes(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "lots", "1 GiBs", "-1GB", "1e9", "GiB"])
+def test_what_is_no_size_is_refused_with_the_reason(text):
+    with pytest.raises(ValueError, match="not a size"):
+        parse_bytes(text)
+
+
+def test_a_budget_below_the_minimum_is_refused():
+    with pytest.raises(ValueError, match="too small"):
+        MemoryBudget.parse("200MiB")
+    assert MemoryBudget.parse("256MiB").total == 256 << 20
+
+
+def test_shares_scale_with_the_budget_and_stay_inside_it():
+    small, big = MemoryBudget(256 << 20), MemoryBudget(4 << 30)
+    for b in (small, big):
+        sized = (b.block_cache + b.doc_slots * 125 + b.postings * 150 + b.names * 250
+                 + b.records)
+        assert sized <= b.total * 13 // 16  # the rest is the batch in hand's working memory
+        assert b.memtables < b.block_cache  # memtables are charged to the cache
+    for share in ("doc_slots", "postings", "names", "block_cache", "records"):
+        assert abs(getattr(big, share) - 16 * getattr(small, share)) <= 16, share
+    assert big.part(8).total == big.total // 8
+    assert MemoryBudget().batch_bytes(3) == (1 << 30) // 4 // 3
+
+
+def test_a_state_takes_its_caches_from_the_budget(tmp_path):
+    budget = MemoryBudget(512 << 20)
+    kv = RocksKV(str(tmp_path / "s"), budget=budget)
+    try:
+        store = Store(kv)
+        assert store.budget is budget
+        assert store.postings.half == budget.postings // 2
+        assert store.names.half == budget.names // 2
+        assert kv.cache.get_usage() <= budget.block_cache
+    finally:
+        kv.close()
+
+
+def test_runs_under_the_smallest_budget_and_the_default_one_agree(tmp_path):
+    crawl = build_crawl(seed=11, n_pages=60, n_quilts=15)
+    path = write_jsonl(tmp_path / "crawl.jsonl", crawl)
+    dumps = []
+    for memory in ("256MiB", "1GiB"):
+        state = tmp_path / f"state-{memory}"
+        streamdet("run", "--input", path, "--state", state, "--events",
+                  tmp_path / f"ev-{memory}.jsonl", "--memory", memory, "--batch", "7")
+        dumps.append(streamdet("dump", "--state", state).stdout)
+    assert dumps[0] == dumps[1]
+    rows = [json.loads(line) for line in dumps[0].splitlines()]
+    assert len(rows) >= 60 and any(r["quilted"] for r in rows)

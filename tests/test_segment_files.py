@@ -1,0 +1,137 @@
+"""Segment files (state.segment_files): a big segment's filter and fences live in a file
+mapped only while a lookup reads it; the file is rebuilt when lost, moved out of the KV
+for states written before, removed with its segment, and a lookup leaves at most one
+window of it resident."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from streamdet.state import segments as seg_mod
+from streamdet.state.rocks import RocksKV
+from streamdet.state.segment_files import SegmentFiles
+from streamdet.state.segments import SPLIT_FILTER, SegmentIndex, seg_key
+
+
+def _grams(rng: np.random.Generator, n: int) -> np.ndarray:
+    return np.unique(rng.integers(0, 2**64 - 1, n, dtype=np.uint64))
+
+
+@pytest.fixture
+def state(tmp_path):
+    kv = RocksKV(str(tmp_path / "db"))
+    yield kv, SegmentFiles(str(tmp_path / "db" / "segments"), writable=True)
+    kv.close()
+
+
+def _add(index: SegmentIndex, kv, grams: np.ndarray, docno: int) -> None:
+    keys, manifest, seg = index.new_segment_ops(grams, np.full(len(grams), docno,
+                                                               dtype=np.uint64))
+    kv.write([*keys, manifest])
+    index.installed(seg)
+
+
+def _filled(kv, files, rng, sizes=(5000, 7000, 3000)):
+    index = SegmentIndex(kv, files)
+    truth: dict[int, int] = {}
+    for docno, n in enumerate(sizes, start=1):
+        g = _grams(rng, n)
+        g = g[~np.isin(g, np.fromiter(truth, dtype=np.uint64, count=len(truth)))]
+        truth.update(dict.fromkeys(g.tolist(), docno))
+        _add(index, kv, g, docno)
+    return index, truth
+
+
+def test_big_segments_live_in_files_not_in_the_kv(state, monkeypatch):
+    kv, files = state
+    monkeypatch.setattr(seg_mod, "MAPPED_PAIRS", 4000)
+    index, truth = _filled(kv, files, np.random.default_rng(1))
+    mapped = {s.id for s in index.segments if s.parts is not None}
+    assert mapped == {1, 2}  # 5,000 and 7,000 pairs; the 3,000-pair one stays in the KV
+    assert sorted(os.listdir(files.directory)) == [os.path.basename(files.path(i))
+                                                   for i in (1, 2)]
+    for seg_id in (1, 2):
+        assert kv.get("segs", seg_key(seg_id, SPLIT_FILTER, 0)) is None
+        assert kv.get("segs", seg_key(seg_id, b"f", 0)) is None
+    assert kv.get("segs", seg_key(3, SPLIT_FILTER, 0)) is not None
+    assert index.ram_bytes < index.mapped_bytes
+    everything = np.fromiter(truth, dtype=np.uint64)
+    assert index.find(np.sort(everything)) == truth
+    assert SegmentIndex(kv, files).find(everything[::-1].copy()) == truth  # unsorted too
+
+
+def test_a_lost_file_is_rebuilt_from_the_chunks(state, monkeypatch):
+    kv, files = state
+    monkeypatch.setattr(seg_mod, "MAPPED_PAIRS", 1)
+    index, truth = _filled(kv, files, np.random.default_rng(2))
+    before = open(files.path(2), "rb").read()
+    os.unlink(files.path(2))
+    with open(files.path(3), "r+b") as f:  # a damaged one (cut short) too
+        f.truncate(os.path.getsize(files.path(3)) - 8)
+    again = SegmentIndex(kv, files)
+    assert again.find(np.fromiter(truth, dtype=np.uint64)) == truth
+    assert open(files.path(2), "rb").read() == before  # the same bytes, fences and all
+
+
+def test_filters_of_a_state_from_before_move_to_files_on_a_writable_open(state, monkeypatch):
+    kv, files = state
+    monkeypatch.setattr(seg_mod, "MAPPED_PAIRS", 1)
+    index, truth = _filled(kv, None, np.random.default_rng(3))  # no files: all in the KV
+    assert all(s.parts is None for s in index.segments)
+    assert not os.path.exists(files.directory) or not os.listdir(files.directory)
+    moved = SegmentIndex(kv, files)
+    assert all(s.parts is not None for s in moved.segments)
+    assert [k for k, _ in kv.items("segs") if k[4:5] != b"c"] == []  # chunks alone stay
+    assert moved.find(np.fromiter(truth, dtype=np.uint64)) == truth
+
+
+def test_merges_remove_the_files_of_merged_segments_and_orphans_go_on_open(state, monkeypatch):
+    kv, files = state
+    monkeypatch.setattr(seg_mod, "MAPPED_PAIRS", 1)
+    monkeypatch.setattr(seg_mod, "MERGE_FANIN", 2)
+    monkeypatch.setattr(seg_mod, "TIER_FLOOR", 8)
+    index, truth = _filled(kv, files, np.random.default_rng(4), sizes=(3000, 3000, 3000, 3000))
+    assert index.compact(withdrawn=set()) >= 1
+    live = {s.id for s in index.segments}
+    assert {int(n.split(".")[0]) for n in os.listdir(files.directory)} == live
+    # a crash between a file's writing and its manifest: an orphan, and a .tmp half-written
+    open(files.path(99), "wb").write(b"x" * 100)
+    open(files.path(98) + ".tmp", "wb").write(b"y")
+    reopened = SegmentIndex(kv, files)
+    assert {int(n.split(".")[0]) for n in os.listdir(files.directory)} == live
+    assert reopened.find(np.fromiter(truth, dtype=np.uint64)) == truth
+
+
+def _resident_bytes(path: str) -> int:
+    """Rss of this process's mappings of `path` (/proc/self/smaps)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps", encoding="utf-8") as f:
+        for line in f:
+            head = line.split()
+            if len(head) >= 5 and "-" in head[0] and not line.startswith(("Rss", "Size")):
+                inside = line.rstrip().endswith(path)
+            elif inside and line.startswith("Rss:"):
+                total += int(head[1]) * 1024
+    return total
+
+
+def test_a_lookup_leaves_at_most_one_window_of_a_filter_resident(state, monkeypatch):
+    kv, files = state
+    monkeypatch.setattr(seg_mod, "MAPPED_PAIRS", 1)
+    monkeypatch.setattr(seg_mod, "WINDOW_BYTES", 1 << 20)
+    rng = np.random.default_rng(5)
+    index = SegmentIndex(kv, files)
+    g = _grams(rng, 2_000_000)  # a 6 MB filter, 250 KB of fences
+    _add(index, kv, g, 7)
+    seg = index.segments[0]
+    assert seg.bloom.nbytes >= 5 << 20
+    probe = np.sort(np.concatenate([g[::3], _grams(rng, 500_000)]))
+    hit = index.maybe(seg_mod.Probe(probe))
+    assert hit[np.isin(probe, g)].all()
+    assert _resident_bytes(files.path(seg.id)) <= (1 << 20) + 8192
+    found = index.find(g[::1000])
+    assert found == dict.fromkeys(g[::1000].tolist(), 7)
+    assert _resident_bytes(files.path(seg.id)) == 0  # find releases fences and filter
