@@ -52,12 +52,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from loadtest.host import machine  # noqa: E402
+from loadtest.host import TreeRss, machine  # noqa: E402
 from loadtest.report import plot_embedded  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"
 SMOKE_PAGES = 200
-TARGET_RATIO = 0.5
+TARGET_RATIO = 0.8  # streamdet's pages/s over the floor's, by wall time
+TARGET_RATIO_CPU = 0.5  # the floor's CPU seconds over streamdet's
+MEMORY_SLACK = 200 << 20  # peak RSS of all of a run's processes <= its budget + this
+DEFAULT_MEMORY = 1 << 30  # streamdet's own default budget (--memory)
 TARGET_BYTES_PER_GRAM = 30.0
 
 
@@ -86,13 +89,14 @@ def generate(path: Path, pages: int, seed: int, vary: float) -> dict:
 
 
 def streamdet_command(mode: str, stream: Path, state: Path, events: Path, dead: Path,
-                      batch: int | None) -> list[str]:
+                      batch: int | None, memory: str | None = None) -> list[str]:
     if mode == "cli":
         exe = Path(sys.executable).parent / "streamdet"
         base = [str(exe)] if exe.exists() else [sys.executable, "-m", "streamdet"]
         return base + ["run", "--input", str(stream), "--state", str(state),
                        "--events", str(events), "--dead-letter", str(dead)] + (
-                           [] if batch is None else ["--batch", str(batch)])
+                           [] if batch is None else ["--batch", str(batch)]) + (
+                           [] if memory is None else ["--memory", memory])
     return [sys.executable, str(Path(__file__).resolve()), "--_child-api", str(stream),
             str(state), str(events), str(dead)] + (
                 [] if batch is None else ["--batch", str(batch)])
@@ -128,6 +132,7 @@ def run_child(cmd: list[str], workdir: Path, name: str, heartbeat=None) -> dict:
     t = time.perf_counter()
     with open(out_p, "w") as out, open(err_p, "w") as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        tree = TreeRss(proc.pid)
         last = t
         while True:
             pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
@@ -138,6 +143,7 @@ def run_child(cmd: list[str], workdir: Path, name: str, heartbeat=None) -> dict:
                 last = time.perf_counter()
                 heartbeat(last - t)
     wall = time.perf_counter() - t
+    rss = tree.stop()
     proc.returncode = os.waitstatus_to_exitcode(status)
     stdout, stderr = out_p.read_text(), err_p.read_text()
     out_p.unlink()
@@ -146,7 +152,8 @@ def run_child(cmd: list[str], workdir: Path, name: str, heartbeat=None) -> dict:
         raise SystemExit(f"{name} failed (exit {proc.returncode}): {' '.join(cmd)}\n"
                          f"{stderr[-4000:]}{stdout[-2000:]}")
     return {"wall_seconds": wall, "cpu_seconds": ru.ru_utime + ru.ru_stime,
-            "peak_rss_bytes": ru.ru_maxrss * 1024,  # Linux: KiB
+            "peak_rss_bytes": ru.ru_maxrss * 1024,  # Linux: KiB; this process alone
+            "rss_tree": rss,  # every process of the run together (analysis pool included)
             "stdout": stdout, "stderr": stderr}
 
 
@@ -328,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="records per batch (default: streamdet's own default)")
     ap.add_argument("--floor-runs", type=int, choices=(1, 2), default=1,
                     help="2: measure the floor before and after streamdet, keep the faster")
+    ap.add_argument("--memory", help="streamdet's --memory (default: its own, 1GiB)")
+    ap.add_argument("--stream", help="replay this JSONL stream (one an earlier run kept with "
+                    "--keep) instead of generating one; --pages is then its length")
     ap.add_argument("--workdir", help="where the stream and state go (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the stream and state")
     ap.add_argument("--no-count-keys", action="store_true",
@@ -350,18 +360,30 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     stream, state = work / "stream.jsonl", work / "state"
     events, dead = work / "events.jsonl", work / "dead-letter.jsonl"
-    for p in (stream, events, dead):
+    given = Path(args.stream).resolve() if args.stream else None
+    if given is not None:
+        stream = given
+    for p in (events, dead) if given else (stream, events, dead):
         p.unlink(missing_ok=True)
     shutil.rmtree(state, ignore_errors=True)
     load_start = os.getloadavg()
     me = [sys.executable, str(Path(__file__).resolve())]
     try:
-        log(f"generating {pages:,} replayed pages (seed {args.seed}, vary {args.vary}) -> {stream}")
-        g = run_child(me + ["--_child-generate", str(stream), str(pages), str(args.seed),
-                            str(args.vary)], work, "generate")
-        gen = json.loads(g["stdout"].strip().splitlines()[-1])
-        log(f"generated {gen['records']:,} records, {gen['bytes'] / 1e6:,.0f} MB "
-            f"in {gen['seconds']:.0f} s (not timed)")
+        if given is not None:
+            with open(stream, "rb") as f:
+                records = sum(1 for _ in f)
+            pages = records
+            gen = {"records": records, "bytes": stream.stat().st_size, "seconds": None,
+                   "given": str(stream)}
+            log(f"replaying {records:,} records of {stream} (not generated)")
+        else:
+            log(f"generating {pages:,} replayed pages (seed {args.seed}, vary {args.vary})"
+                f" -> {stream}")
+            g = run_child(me + ["--_child-generate", str(stream), str(pages), str(args.seed),
+                                str(args.vary)], work, "generate")
+            gen = json.loads(g["stdout"].strip().splitlines()[-1])
+            log(f"generated {gen['records']:,} records, {gen['bytes'] / 1e6:,.0f} MB "
+                f"in {gen['seconds']:.0f} s (not timed)")
 
         floor_runs = []
 
@@ -377,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.floor_runs > 1:
             run_floor(False)  # before streamdet (brackets changes in machine load)
-        cmd = streamdet_command(args.mode, stream, state, events, dead, args.batch)
+        cmd = streamdet_command(args.mode, stream, state, events, dead, args.batch, args.memory)
         log(f"streamdet ({args.mode}): {' '.join(cmd)}")
         sd = run_streamdet(cmd, state, work)
         disk = state_breakdown(state)
@@ -395,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep and not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
         elif not args.keep:
-            for p in (stream, events, dead):
+            for p in (events, dead) if given else (stream, events, dead):
                 p.unlink(missing_ok=True)
             shutil.rmtree(state, ignore_errors=True)
 
@@ -405,6 +427,8 @@ def main(argv: list[str] | None = None) -> int:
     ratio = sd_pps / floor_pps
     ratio_cpu = fl["cpu_seconds"] / sd["cpu_seconds"] if sd["cpu_seconds"] else float("nan")
     bpg = disk["total"] / gcount["distinct_grams"] if gcount["distinct_grams"] else float("nan")
+    budget = parse_memory(args.memory) if args.memory else DEFAULT_MEMORY
+    peak_all = sd["rss_tree"]["peak_total_bytes"]
     result = {
         "benchmark": "bench_embedded",
         "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -427,7 +451,9 @@ def main(argv: list[str] | None = None) -> int:
             "floor_pages_per_s": floor_pps,
             "ratio": ratio,
             "ratio_cpu": ratio_cpu,  # same, by CPU seconds (less sensitive to other load)
-            "peak_rss_mb": sd["peak_rss_bytes"] / 2**20,
+            "peak_rss_mb": sd["peak_rss_bytes"] / 2**20,  # the main process alone
+            "peak_rss_all_mb": peak_all / 2**20,  # all its processes together
+            "memory_budget_mb": budget / 2**20,
             "state_mb": disk["total"] / 1e6,
             "distinct_grams": gcount["distinct_grams"],
             "bytes_per_distinct_gram": bpg,
@@ -438,11 +464,16 @@ def main(argv: list[str] | None = None) -> int:
             "partial_bytes_per_page": partials["bytes"] / texts["documents"]
             if partials and texts and texts["documents"] else None,
         },
-        "targets": {"ratio": TARGET_RATIO, "bytes_per_distinct_gram": TARGET_BYTES_PER_GRAM},
+        "targets": {"ratio": TARGET_RATIO, "ratio_cpu": TARGET_RATIO_CPU,
+                    "bytes_per_distinct_gram": TARGET_BYTES_PER_GRAM,
+                    "peak_rss_all_mb": (budget + MEMORY_SLACK) / 2**20},
     }
     ok_ratio = ratio >= TARGET_RATIO
+    ok_cpu = ratio_cpu >= TARGET_RATIO_CPU
     ok_bytes = bpg <= TARGET_BYTES_PER_GRAM
-    result["pass"] = {"ratio": ok_ratio, "bytes_per_distinct_gram": ok_bytes}
+    ok_memory = peak_all <= budget + MEMORY_SLACK
+    result["pass"] = {"ratio": ok_ratio, "ratio_cpu": ok_cpu, "bytes_per_distinct_gram": ok_bytes,
+                      "peak_rss_all": ok_memory}
 
     out = Path(args.out) if args.out else OUT_DIR / (
         f"bench_embedded-{pages}p-{result['at'].replace(':', '').replace('-', '')}.json")
@@ -461,8 +492,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"floor (parse+tok+hash)     {floor_pps:8.1f} pages/s  ({fl['wall_seconds']:.1f} s, "
           f"{fl['cpu_seconds']:.1f} s CPU)")
     print(f"ratio                      {ratio:8.3f}   target >= {TARGET_RATIO}  {mark(ok_ratio)}"
-          f"  (by CPU seconds: {ratio_cpu:.3f})")
-    print(f"peak RSS (streamdet)       {sd['peak_rss_bytes'] / 2**20:8.1f} MB")
+          f"  (by CPU seconds: {ratio_cpu:.3f}, target >= {TARGET_RATIO_CPU} {mark(ok_cpu)})")
+    print(f"peak RSS, all processes    {peak_all / 2**20:8.1f} MB   target <= budget "
+          f"{budget / 2**20:,.0f} + {MEMORY_SLACK >> 20} MB  {mark(ok_memory)}  (main process "
+          f"alone {sd['peak_rss_bytes'] / 2**20:,.1f} MB; {sd['rss_tree']['processes']} "
+          "processes)")
     print(f"state on disk              {disk['total'] / 1e6:8.1f} MB  (sst {disk['sst'] / 1e6:.1f},"
           f" wal {disk['wal'] / 1e6:.1f}, other {disk['other'] / 1e6:.1f})")
     gk = f"; grams overlay CF keys {keys['grams_cf_keys']:,}" if keys else ""
@@ -486,9 +520,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average start/end     {load_start[0]:.2f} / {os.getloadavg()[0]:.2f} "
           f"on {os.cpu_count()} CPUs")
     print(f"wrote {out}")
-    if args.enforce and not (ok_ratio and ok_bytes):
+    if args.enforce and not (ok_ratio and ok_cpu and ok_bytes and ok_memory):
         return 1
     return 0
+
+
+def parse_memory(text: str) -> int:
+    """A --memory figure in bytes, as streamdet reads it."""
+    from streamdet.state.budget import parse_bytes
+
+    return parse_bytes(text)
 
 
 def count_lines_by(path: Path, field: str) -> dict:

@@ -131,9 +131,12 @@ from streamdet.engine.records import Page  # noqa: E402
 from streamdet.engine.servers import server_of  # noqa: E402
 from streamdet.engine.text import visible_text  # noqa: E402
 from streamdet.engine.tokens import tokenize  # noqa: E402
+from streamdet.state.budget import parse_bytes  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"
 SPEED_EVERY = 16  # batches between two samples of the VM's speed (~0.2 s each, untimed)
+DEFAULT_MEMORY = "1GiB"  # streamdet's own default --memory
+MEMORY_SLACK = 200 << 20  # peak RSS <= budget + this (interpreter, libraries, the models)
 SMOKE = {"docs": 3000, "checkpoint": 1000, "pool": 300, "gram_sample": 1, "fidelity": 20}
 MARK = "zqxjmark"  # marker words around content nodes (a token of their own)
 _MARK_RE = re.compile(rf"{MARK}([be])(\d+){MARK}")
@@ -456,6 +459,7 @@ def window_row(w: Window, store, grams: dict | None, docs: int, arrivals: int) -
         "segments": len(store.segments.segments), "segment_pairs": store.segments.pairs,
         "recent_pairs": store.recent.n,
         "segment_ram_bytes": store.segments.ram_bytes,
+        "segment_mapped_bytes": store.segments.mapped_bytes,  # in segment files
         "overlay_cache_grams": len(store.postings), "doc_cache_docs": len(store.doc_cache),
         "dead_versions": len(store.withdrawn), "loadavg_1m": os.getloadavg()[0],
         "vm_speed_s": float(np.mean(w.speeds)) if w.speeds else vm_speed(),
@@ -577,18 +581,23 @@ def continue_stream(store, stream: GrowthStream) -> None:
 
 
 def run(stream: GrowthStream, state: Path, docs: int, checkpoint: int, batch: int,
-        counter: GramCounter | None, on_row=None, resume: bool = False) -> list[dict]:
+        counter: GramCounter | None, on_row=None, resume: bool = False,
+        memory: str = DEFAULT_MEMORY) -> list[dict]:
     """Feed `docs` new documents through the engine on a fresh RocksDB state (or, to
-    resume, on a kept one, continuing its stream); one row per checkpoint."""
+    resume, on a kept one, continuing its stream) under a memory budget (`--memory`);
+    one row per checkpoint."""
+    from streamdet.adapters.allocator import release_free_memory
     from streamdet.adapters.collector import tune_collector
     from streamdet.adapters.state_format import EMBEDDED, check_state
     from streamdet.engine.core import Engine
+    from streamdet.state.budget import MemoryBudget
     from streamdet.state.rocks import RocksKV
     from streamdet.state.txn import Store
 
     collector = gc.get_threshold()
     tune_collector()  # as `streamdet run` does
-    store = Store(RocksKV(str(state)))
+    budget = MemoryBudget.parse(memory)
+    store = Store(RocksKV(str(state), budget=budget))
     rows: list[dict] = []
     try:
         check_state(store, EMBEDDED, stream.params, "this state directory")
@@ -608,6 +617,8 @@ def run(stream: GrowthStream, state: Path, docs: int, checkpoint: int, batch: in
                     counter.add(p.grams)
             w.grams += sum(len(p.grams) for p in pages)
             apply_batch(engine, store, pages, w, stream.arrivals)
+            del pages
+            release_free_memory(budget.total)  # as `streamdet run` does after each batch
             if w.batches % SPEED_EVERY == 0:
                 w.speeds.append(vm_speed())
             if stream.new_docs == cp:
@@ -784,7 +795,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     "gains a mirror every round, replay_stream's structure)")
     ap.add_argument("--pool", type=int, default=None,
                     help="real pages replayed (default all; a seeded sample otherwise)")
-    ap.add_argument("--gram-sample", type=int, default=16,
+    ap.add_argument("--memory", default=DEFAULT_MEMORY,
+                    help=f"the state's memory budget, as streamdet's --memory (default "
+                    f"{DEFAULT_MEMORY})")
+    ap.add_argument("--gram-sample", type=int, default=256,
                     help="count distinct grams over hashes 0 mod N (1: exact; 0: skip)")
     ap.add_argument("--fidelity", type=int, default=200,
                     help="pages to compare the model with replay_stream on (0: skip)")
@@ -811,6 +825,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ap.error("--docs, --checkpoint and --batch must be >= 1")
     if not 0.0 <= args.vary <= 1.0 or not 0.0 <= args.refetch < 1.0 or args.mirrors < 0:
         ap.error("--vary must be within [0, 1], --refetch within [0, 1), --mirrors >= 0")
+    from streamdet.state.budget import MemoryBudget
+
+    try:
+        MemoryBudget.parse(args.memory)
+    except ValueError as exc:
+        ap.error(f"--memory: {exc}")
     return args
 
 
@@ -897,7 +917,12 @@ def result_doc(args, params, prep, rows, load_start, setup_s, run_s,
                "stationary": stationary_growth(rows, warmup),
                "disk_bytes": rows[-1]["disk_bytes"],
                "sites_seconds": rows[-1].get("sites_seconds"),
-               "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+               "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+               "memory_budget_bytes": parse_bytes(args.memory),
+               # what the benchmark itself holds beside streamdet: the page models and the
+               # distinct-gram sample (both in this one process)
+               "bench_bytes": prep["model"]["model_bytes"] + (
+                   rows[-1].get("distinct_grams") or 0) // max(1, args.gram_sample) * 8}
     return {
         "benchmark": "bench_growth",
         "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -916,8 +941,11 @@ def result_doc(args, params, prep, rows, load_start, setup_s, run_s,
         "checkpoints": rows,
         "figures": figures,
         "projection": project_seconds(rows, args.project, warmup),
-        "target": {"growth": TARGET_GROWTH},
-        "pass": judge(figures),
+        "target": {"growth": TARGET_GROWTH,
+                   "peak_rss_bytes": figures["memory_budget_bytes"] + MEMORY_SLACK},
+        "pass": judge(figures) | {
+            "peak_rss": figures["peak_rss_bytes"] <= figures["memory_budget_bytes"]
+            + MEMORY_SLACK},
     }
 
 
@@ -962,6 +990,12 @@ def report(result: dict) -> None:
         c = f["sites_command"]
         print(f"`{c['command']}`: {c['median_seconds']:.2f} s (median of "
               f"{len(c['runs'])}; the first {c['first_seconds']:.2f} s)")
+    budget = f.get("memory_budget_bytes")
+    if budget:
+        print(f"peak RSS {f['peak_rss_bytes'] / 2**20:,.0f} MB under --memory "
+              f"{budget / 2**20:,.0f} MiB (target <= budget + {MEMORY_SLACK >> 20} MB: "
+              f"{'ok' if result['pass'].get('peak_rss') else 'MISSED'}; the benchmark's own "
+              f"models and gram sample {f.get('bench_bytes', 0) / 2**20:,.0f} MB of it)")
     print(f"peak RSS {f['peak_rss_bytes'] / 2**20:,.0f} MB; load average start/end "
           f"{h['loadavg_start'][0]:.2f} / {h['loadavg_end'][0]:.2f} on {h['cpus']} CPUs "
           f"({h['cpu_model']})")
@@ -996,7 +1030,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         rows = run(stream, state, args.docs, args.checkpoint, args.batch, counter, checkpoint,
-                   resume=args.resume)
+                   resume=args.resume, memory=args.memory)
         run_s = time.perf_counter() - t
         command = sites_command(state)
     finally:

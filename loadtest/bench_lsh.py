@@ -208,6 +208,9 @@ def measure(pages: int, seed: int, work: Path) -> dict:
         "truth": truth.summary(),
         "streamdet": {"pages": n, "wall_seconds": sd["wall_seconds"],
                       "cpu_seconds": sd["cpu_seconds"], "peak_rss_bytes": sd["peak_rss_bytes"],
+                      # all of the run's processes together (the analysis process too)
+                      "peak_rss_all_bytes": sd["rss_tree"]["peak_total_bytes"],
+                      "memory_budget_bytes": 1 << 30,  # streamdet's default --memory
                       "pages_per_s": n / sd["wall_seconds"],
                       "quality": sd_quality},
         "lsh": {**inner, "process_wall_seconds": ls["wall_seconds"],
@@ -290,6 +293,8 @@ def print_table(r: dict) -> None:
     print(f"pages                        {f['pages']:,}  ({r['truth']})")
     print(f"streamdet                    {sd['pages_per_s']:8.1f} pages/s  "
           f"({sd['wall_seconds']:.1f} s wall, {sd['cpu_seconds']:.1f} s CPU, peak RSS "
+          f"{sd['peak_rss_all_bytes'] / 2**20:,.0f} MB of all processes under --memory "
+          f"{sd['memory_budget_bytes'] >> 20} MiB; the main one "
           f"{sd['peak_rss_bytes'] / 2**20:,.0f} MB)")
     print(f"MinHash LSH (t={THRESHOLD})          {ls['pages_per_s']:8.1f} pages/s  "
           f"({ls['process_wall_seconds']:.1f} s wall, {ls['process_cpu_seconds']:.1f} s CPU, "

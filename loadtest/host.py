@@ -59,3 +59,73 @@ def write_result(result: dict, out_dir: Path, size: str, out: str | None = None)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return path
+
+
+class TreeRss:
+    """Peak resident memory of a process and all its descendants (an analysis pool, a
+    broker's children), sampled from /proc every `interval` seconds by a thread: the sum
+    over the tree at each sample, its peak, and each process's own peak. ru_maxrss of a
+    waited-for child is that one process's peak only, not its children's too."""
+
+    def __init__(self, pid: int, interval: float = 0.2) -> None:
+        import threading
+
+        self.pid, self.interval = pid, interval
+        self.peak_total = 0
+        self.peaks: dict[int, int] = {}
+        self.names: dict[int, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._page = os.sysconf("SC_PAGE_SIZE")
+        self._thread.start()
+
+    def _tree(self) -> list[int]:
+        pids, todo = [], [self.pid]
+        while todo:
+            pid = todo.pop()
+            pids.append(pid)
+            try:
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
+                        todo.extend(int(c) for c in f.read().split())
+            except OSError:
+                pass
+        return pids
+
+    def _rss(self, pid: int) -> int:
+        try:
+            with open(f"/proc/{pid}/statm", encoding="ascii") as f:
+                return int(f.read().split()[1]) * self._page
+        except (OSError, IndexError, ValueError):
+            return 0
+
+    def sample(self) -> int:
+        total = 0
+        for pid in self._tree():
+            rss = self._rss(pid)
+            total += rss
+            if rss > self.peaks.get(pid, 0):
+                self.peaks[pid] = rss
+                if pid not in self.names:
+                    try:
+                        with open(f"/proc/{pid}/comm", encoding="utf-8") as f:
+                            self.names[pid] = f.read().strip()
+                    except OSError:
+                        self.names[pid] = "?"
+        self.peak_total = max(self.peak_total, total)
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval)
+
+    def stop(self) -> dict:
+        """Stop sampling; the peaks in bytes (`processes`: each one's own peak, largest
+        first, with its name)."""
+        self._stop.set()
+        self._thread.join()
+        procs = sorted(self.peaks.items(), key=lambda kv: -kv[1])
+        return {"peak_total_bytes": self.peak_total, "processes": len(procs),
+                "peaks": [{"pid": p, "name": self.names.get(p, "?"), "peak_rss_bytes": r}
+                          for p, r in procs[:8]]}

@@ -1,0 +1,133 @@
+"""Where the CPU seconds of `streamdet run` go: py-spy samples every process of a run
+(the analysis process included) and this groups the samples into a table.
+
+    python loadtest/profile_run.py --stream STREAM.jsonl            # profile a run
+    python loadtest/profile_run.py --raw PROFILE.txt                # table of a profile taken
+
+A stream comes from `loadtest/bench_embedded.py --workdir DIR --keep` (DIR/stream.jsonl).
+py-spy (`pip install -e .[bench]`) samples 50 times a second; idle samples are not taken,
+so samples / rate are CPU seconds. Each sample is charged to a *part*: the innermost frame
+of streamdet's own code names it (its module), except that time in a library called from
+there goes to that library's part (RocksDB reads, html parsing, JSON, pickling) where the
+library is one the part list below names. The table (markdown) goes to stdout and, with
+--out, to a file; docs/benchmarks/profile.md holds the published ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+RATE = 50  # samples a second
+
+# (part, pattern on a frame "function (file:line)"), tried from the leaf up; first match
+# wins. Library parts come first so that e.g. RocksDB reads inside engine code count as
+# RocksDB, not as the engine module that asked.
+LIBRARY_PARTS = [
+    ("rocksdb (rocksdict calls)", re.compile(r"rocksdict|state/rocks\.py")),
+    ("json decode / encode", re.compile(r"json/(decoder|encoder|__init__)\.py")),
+    ("pickle / pipes (analysis IPC)", re.compile(r"multiprocessing/(connection|reduction|"
+                                                  r"queues)\.py|pickle")),
+    ("html parse (selectolax)", re.compile(r"selectolax")),
+    ("gc", re.compile(r"<gc>|gc collect")),
+]
+OWN = re.compile(r"\((?:.*/)?(streamdet/[\w/]+)\.py:\d+\)")
+PROCESS = re.compile(r"^process (\d+):\"?(.*?)\"?$")
+
+
+def part_of(frames: list[str]) -> str:
+    """The part a sample's stack (root first) is charged to."""
+    for frame in reversed(frames):
+        for name, pat in LIBRARY_PARTS:
+            if pat.search(frame):
+                return name
+        m = OWN.search(frame)
+        if m:
+            return m.group(1).replace("/", ".")
+    return "other (interpreter, libraries)"
+
+
+def read_raw(path: str) -> tuple[Counter, Counter]:
+    """(samples by (process role, part), samples by process role) of a py-spy raw file."""
+    by_part: Counter = Counter()
+    by_role: Counter = Counter()
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            stack, _, count = line.rstrip("\n").rpartition(" ")
+            if not count.isdigit():
+                continue
+            frames = stack.split(";")
+            procs = [f for f in frames[:3] if f.startswith("process ")]
+            role = "analysis process" if any("spawn_main" in p for p in procs) else "main process"
+            n = int(count)
+            by_part[(role, part_of(frames[len(procs):]))] += n
+            by_role[role] += n
+    return by_part, by_role
+
+
+def table(by_part: Counter, by_role: Counter, rate: int, title: str, top: int = 25) -> str:
+    total = sum(by_role.values())
+    roles = ", ".join(f"{r} {n / rate:,.1f} s" for r, n in by_role.most_common())
+    lines = [f"### {title}", "", f"{total / rate:,.1f} CPU s sampled ({roles})",
+             "", "| process | part | CPU s | share |", "|---|---|---:|---:|"]
+    for (role, part), n in by_part.most_common(top):
+        lines.append(f"| {role} | {part} | {n / rate:,.1f} | {100 * n / total:.1f}% |")
+    rest = sum(by_part.values()) - sum(n for _, n in by_part.most_common(top))
+    if rest:
+        lines.append(f"| | the rest | {rest / rate:,.1f} | {100 * rest / total:.1f}% |")
+    return "\n".join(lines) + "\n"
+
+
+def record(stream: str, out_raw: str, memory: str | None) -> float:
+    """py-spy over `streamdet run` on the stream, in a fresh state; returns the wall time."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    work = tempfile.mkdtemp(prefix="streamdet-profile-")
+    cmd = [spy, "record", "--subprocesses", "--rate", str(RATE), "--format", "raw",
+           "-o", out_raw, "--", sys.executable, "-m", "streamdet", "run", "--input", stream,
+           "--state", os.path.join(work, "state"), "--events", os.path.join(work, "events"),
+           "--dead-letter", os.path.join(work, "dead")] + (
+               ["--memory", memory] if memory else [])
+    t = time.perf_counter()
+    try:
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return time.perf_counter() - t
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    what = ap.add_mutually_exclusive_group(required=True)
+    what.add_argument("--stream", help="JSONL stream to run streamdet on under py-spy")
+    what.add_argument("--raw", help="a py-spy raw profile already taken")
+    ap.add_argument("--memory", help="streamdet's --memory")
+    ap.add_argument("--title", default="streamdet run")
+    ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--out", help="append the table to this file")
+    ap.add_argument("--keep-raw", help="where the raw profile goes (with --stream)")
+    args = ap.parse_args(argv)
+    raw = args.raw
+    title = args.title
+    if args.stream:
+        raw = args.keep_raw or tempfile.mktemp(suffix=".txt", prefix="streamdet-profile-")
+        wall = record(args.stream, raw, args.memory)
+        title += f" ({wall:,.0f} s wall under py-spy)"
+    by_part, by_role = read_raw(raw)
+    text = table(by_part, by_role, RATE, title, args.top)
+    print(text)
+    if args.out:
+        with open(args.out, "a", encoding="utf-8") as f:
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
