@@ -197,6 +197,14 @@ def _windowed(bloom: SplitBlockBloom, parts: MappedParts, probe: Probe) -> np.nd
     return unsorted
 
 
+def _mapped(files: SegmentFiles, seg_id: int, n: int, packing: Packing) -> Segment:
+    """The handle of a segment whose file was just written (finished, synced)."""
+    parts = files.open(seg_id)
+    if parts is None:
+        raise OSError(f"segment file {files.path(seg_id)} unreadable after writing")
+    return Segment(seg_id, n, parts.fences, SplitBlockBloom(parts.words), packing, parts)
+
+
 def _add_chunks(raws: list[bytes], packing: Packing, bloom: SplitBlockBloom,
                 file: FileWriter | None) -> np.ndarray:
     """Some chunks' grams into a filter being rebuilt; their fences (each chunk's first
@@ -256,11 +264,7 @@ class SegmentWriter:
         if self._file is not None:
             del self.bloom  # a view of the mapping being closed
             self._file.finish(self.n)
-            parts = self.files.open(self.id)
-            if parts is None:
-                raise OSError(f"segment file {self._file.path} unreadable after writing")
-            return ops, Segment(self.id, self.n, parts.fences, SplitBlockBloom(parts.words),
-                                self.packing, parts)
+            return ops, _mapped(self.files, self.id, self.n, self.packing)
         fences = np.concatenate(self._fences) if self._fences else np.zeros(0, dtype=np.uint64)
         ops.append(("segs", seg_key(self.id, b"f", 0), fences.astype("<u8").tobytes()))
         ops.append(("segs", seg_key(self.id, SPLIT_FILTER, 0), self.bloom.to_bytes()))
@@ -404,10 +408,7 @@ class SegmentIndex:
             return Segment(seg_id, n, all_fences, bloom, packing)
         del bloom  # a view of the mapping being closed
         file.finish(n)
-        parts = files.open(seg_id)
-        if parts is None:
-            raise OSError(f"segment file {file.path} unreadable after writing")
-        return Segment(seg_id, n, parts.fences, SplitBlockBloom(parts.words), packing, parts)
+        return _mapped(files, seg_id, n, packing)
 
     def _drop_orphans(self) -> None:
         """Delete segments a crash left outside the manifest (a merge never switched in),
