@@ -105,10 +105,3 @@ class MemoryBudget:
     def batch_bytes(self, batches_in_flight: int) -> int:
         """Bytes at which a batch closes, when `batches_in_flight` are held at once."""
         return max(1 << 20, self.records // max(1, batches_in_flight))
-
-    def describe(self) -> str:
-        mib = 1 << 20
-        return (f"memory budget {self.total / mib:,.0f} MiB: block cache "
-                f"{self.block_cache / mib:,.0f} MiB (memtables {self.memtables / mib:,.0f}), "
-                f"documents {self.doc_slots:,} slots, postings {self.postings:,}, names "
-                f"{self.names:,}, records in flight {self.records / mib:,.0f} MiB")

@@ -65,14 +65,6 @@ class MappedParts:
         if end > start:
             self._map.madvise(mmap.MADV_DONTNEED, start, end - start)
 
-    def close(self) -> None:
-        # the arrays over the mapping go first: a mapping with views cannot close
-        self.words = self.fences = None  # type: ignore[assignment]
-        try:
-            self._map.close()
-        except BufferError:  # a caller still holds a view: the mapping goes with it
-            pass
-
 
 class FileWriter:
     """Writes one segment file: the filter words in a writable shared mapping (the pages
@@ -173,10 +165,3 @@ class SegmentFiles:
             stem = name.split(".", 1)[0]
             if name.endswith(".tmp") or (stem.isdigit() and int(stem) not in live):
                 os.unlink(os.path.join(self.directory, name))
-
-    def nbytes(self) -> int:
-        try:
-            return sum(os.path.getsize(os.path.join(self.directory, n))
-                       for n in os.listdir(self.directory))
-        except FileNotFoundError:
-            return 0
