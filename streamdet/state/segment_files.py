@@ -3,8 +3,8 @@ process only while a lookup reads them.
 
 Filters and fences take ~3 bytes per first-holder pair, and a state holds one pair per
 distinct gram: ~1e9 pairs, 3 GB, at 500,000 documents, more than any memory budget a
-worker runs in (`--memory`, state.budget). Kept as numpy arrays they were the part of a
-worker's memory that grew with the state without bound. In a file they live in the
+worker runs in (`--memory`, state.budget): held as numpy arrays, they would be the part
+of a worker's memory that grows with the state without bound. In a file they live in the
 operating system's page cache instead, which the kernel shares out and reclaims, and the
 process maps them: a lookup touches only the pages its grams fall in, with no copy (a
 RocksDB read of the same bytes copies them, and a batch's million grams touch every page
