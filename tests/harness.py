@@ -28,9 +28,12 @@ from streamdet.engine.core import Engine
 from streamdet.engine.params import Params
 from streamdet.engine.records import BadRecord, page_from_object
 from streamdet.state import recent
+from streamdet.state.budget import MemoryBudget
 from streamdet.state.kv import MemoryKV
 from streamdet.state.rocks import RocksKV
 from streamdet.state.txn import Store
+
+TIGHT_MEMORY = 4096  # bytes: MemoryBudget(TIGHT_MEMORY) keeps 6 slots, 3 postings and 1 name
 
 Rows = dict[str, dict]
 Pipeline = Callable[[list[dict], Params, Sequence[int]], Rows]
@@ -102,7 +105,7 @@ def run_embedded(records: list[dict], params: Params, batches: Sequence[int], *,
                  backend: str = "memory", reopen: bool = False, compact: bool = True,
                  events: list[dict] | None = None, phrases: list[dict] | None = None,
                  top: int = 1 << 30, sites: list[dict] | None = None,
-                 hoods: list[dict] | None = None) -> Rows:
+                 hoods: list[dict] | None = None, budget: MemoryBudget | None = None) -> Rows:
     """The engine in-process: each batch is one transaction `begin / process / commit`,
     then `store.compact()` (segment merges) as the embedded runner does.
 
@@ -112,20 +115,29 @@ def run_embedded(records: list[dict], params: Params, batches: Sequence[int], *,
     events: when a list is given, every event the engine emits is appended to it.
     phrases: when a list is given, `phrases --top top` rows (SPEC §8; default: all).
     sites: when a list is given, `sites` rows (SPEC §8).
-    hoods: when a list is given, the neighbourhood rows of `sites --min-pages 1`."""
+    hoods: when a list is given, the neighbourhood rows of `sites --min-pages 1`.
+    budget: the store's memory budget (a tiny one keeps nearly nothing decoded or cached:
+    documents are folded as soon as handed out, postings and names read again)."""
     if backend == "memory":
         kv = MemoryKV()
-        return _run_on_store(lambda: Store(kv), records, params, batches, reopen,
+        return _run_on_store(lambda: Store(kv, budget), records, params, batches, reopen,
                               compact, events, phrases, top, sites, hoods)
     if backend == "rocks":
         with tempfile.TemporaryDirectory(prefix="streamdet-test-") as tmp:
-            return _run_on_store(lambda: Store(RocksKV(tmp)), records, params, batches,
+            return _run_on_store(lambda: Store(RocksKV(tmp), budget), records, params, batches,
                                  reopen, compact, events, phrases, top, sites, hoods)
     raise ValueError(f"unknown backend {backend!r}")
 
 
 def memory_pipeline(records: list[dict], params: Params, batches: Sequence[int]) -> Rows:
     return run_embedded(records, params, batches, backend="memory")
+
+
+def memory_tight_pipeline(records: list[dict], params: Params, batches: Sequence[int]) -> Rows:
+    """The embedded engine under a budget of a few kB: its caches hold about one entry, and
+    a transaction folds every document but the last one it handed out."""
+    return run_embedded(records, params, batches, backend="memory",
+                        budget=MemoryBudget(TIGHT_MEMORY))
 
 
 def memory_reopen_pipeline(records: list[dict], params: Params, batches: Sequence[int]) -> Rows:

@@ -19,6 +19,7 @@ from .harness import (
     check_events,
     memory_pipeline,
     memory_reopen_pipeline,
+    memory_tight_pipeline,
     recent_capacity,
     rocks_pipeline,
     rocks_reopen_pipeline,
@@ -38,6 +39,7 @@ PIPELINES = {
     "memory": (memory_pipeline, 250),
     "memory-nocompact": (memory_nocompact_pipeline, 40),
     "memory-reopen": (memory_reopen_pipeline, 60),
+    "memory-tight": (memory_tight_pipeline, 60),
     "rocks": (rocks_pipeline, 12),
     "rocks-reopen": (rocks_reopen_pipeline, 6),
 }
@@ -73,11 +75,12 @@ test_random_corpus_memory_reopen = _make_test("memory-reopen")
 test_random_corpus_rocks = _make_test("rocks")
 test_random_corpus_rocks_reopen = _make_test("rocks-reopen")
 test_random_corpus_memory_nocompact = _make_test("memory-nocompact")
+test_random_corpus_memory_tight = _make_test("memory-tight")
 
 
 @pytest.mark.parametrize("name, examples", [
-    ("memory", 6), ("memory-reopen", 3), ("memory-nocompact", 2), ("rocks", 3),
-    ("rocks-reopen", 2)])
+    ("memory", 6), ("memory-reopen", 3), ("memory-nocompact", 2), ("memory-tight", 3),
+    ("rocks", 3), ("rocks-reopen", 2)])
 def test_large_corpus(name, examples):
     """Hundreds of fresh grams per page: multi-chunk segments, Bloom filters at scale,
     segment merges that drop withdrawn versions (with recent pairs of a few pages)."""

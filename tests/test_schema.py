@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamdet.state import schema
+from streamdet.state.budget import DOC_SLOT_BYTES, MemoryBudget
 from streamdet.state.kv import MemoryKV
 from streamdet.state.maskcodec import decode_masks, encode_masks
 from streamdet.state.schema import (
@@ -26,7 +27,7 @@ from streamdet.state.txn import Store
 
 GRAMS = st.integers(min_value=0, max_value=12)
 SOURCES = st.integers(min_value=1, max_value=5)
-OPS = st.lists(st.tuples(st.sampled_from(["gain", "lose", "add", "drop", "roundtrip"]),
+OPS = st.lists(st.tuples(st.sampled_from(["gain", "lose", "add", "drop", "roundtrip", "fold"]),
                          st.lists(GRAMS, max_size=5, unique=True), SOURCES), max_size=40)
 
 
@@ -69,7 +70,10 @@ def test_slots_and_masks_follow_a_plain_model(ops):
     d = DocState(100)
     model: dict[int, set[int]] = {}
     for op, grams, src in ops:
-        if op != "roundtrip":
+        if op == "fold":  # the index goes and comes back built from the slots
+            d.fold()
+            assert d.folded == (len(d.slots) > 0)
+        elif op != "roundtrip":
             _apply(d, model, op, grams, src)
         else:
             again = decode_doc(encode_doc(d), encode_slots(d))
@@ -163,6 +167,42 @@ def test_documents_stored_as_snapshot_plus_delta_read_back_equal(ops):
                 again.result.stale) == (result.sources, result.quilted, result.docnos,
                                         result.stale)
         assert encode_slots(again) == encode_slots(d)
+
+
+def test_a_transaction_folds_its_oldest_documents_past_the_budget_and_loses_nothing():
+    """Each document has 100 slots and the budget's share is 250: handing out more folds
+    the least recently handed out (the store's cached documents go first), and what a
+    caller changes in a document still held, folded or not, is committed."""
+    kv = MemoryKV()
+    budget = MemoryBudget(250 * DOC_SLOT_BYTES * 16 // 3 + 16)
+    assert budget.doc_slots == 250
+    store = Store(kv, budget)
+    txn = store.begin()
+    for docno in range(1, 7):
+        d = DocState(500)
+        d.gain([docno * 1000 + i for i in range(100)])
+        txn.put_doc(docno, d)
+    txn.commit()
+    assert store.cached_slots <= 250
+    txn = store.begin()
+    held = []
+    for docno in range(1, 7):
+        held.append(d := txn.doc(docno))
+        assert d.bits([docno * 1000 + 2]) == 1 << 2  # its index is built
+    assert store.cached_slots == 0  # the transaction needed their room
+    assert sum(not d.folded for d in held) <= 3 and not held[-1].folded
+    assert held[0].folded
+    for docno, d in enumerate(held, 1):  # changes through references kept meanwhile
+        d.add_source(50 + docno, d.bits([docno * 1000 + 5, docno * 1000 + 99]))
+        d.lose([docno * 1000])
+        txn.touch_doc(docno)
+    assert sum(not d.folded for d in held) == 6  # using them built every index again
+    txn.commit()
+    again = Store(kv).begin()
+    for docno in range(1, 7):
+        d = again.doc(docno)
+        assert d.masks == {50 + docno: 1 << 5 | 1 << 99} and d.n_patch == 99
+        assert docno * 1000 not in d.pos and d.pos[docno * 1000 + 1] == 1
 
 
 def test_an_added_source_is_stored_as_a_small_delta_not_a_new_snapshot():

@@ -135,7 +135,7 @@ class DocState:
     `has_delta` whether a delta is stored beside the snapshot (see table `docdelta`).
     """
 
-    __slots__ = ("n_grams", "slots", "pos", "free", "masks", "result", "slots_changed",
+    __slots__ = ("n_grams", "slots", "_pos", "free", "masks", "result", "slots_changed",
                  "unsaved", "has_delta")
 
     def __init__(self, n_grams: int, slots: array | None = None,
@@ -152,18 +152,41 @@ class DocState:
         self.masks: dict[int, int] = masks or {}
         self.result = result or DocResult()
         self.free: list[int] = free or []  # a heap (ascending order is one)
-        if self.free:  # a freed slot still holds its old gram, which may live elsewhere
-            live = np.ones(len(self.slots), dtype=bool)
-            live[self.free] = False
-            at = np.flatnonzero(live)
-            self.pos = dict(zip(np.frombuffer(self.slots, dtype=np.uint64)[at].tolist(),
-                                at.tolist(), strict=True))
-        else:
-            self.pos = dict(zip(self.slots.tolist(), range(len(self.slots)), strict=True))
+        self._pos: dict[int, int] | None = None if len(self.slots) else {}
+
+    @property
+    def pos(self) -> dict[int, int]:
+        """gram -> slot of the patch grams, built when first needed: it is ~110 of the
+        ~125 bytes a slot costs decoded, and `fold` drops it again (Txn keeps the
+        documents a batch holds within the memory budget that way)."""
+        pos = self._pos
+        if pos is None:
+            pos = self._pos = self._index()
+        return pos
+
+    def _index(self) -> dict[int, int]:
+        if not self.free:
+            return dict(zip(self.slots.tolist(), range(len(self.slots)), strict=True))
+        # a freed slot still holds its old gram, which may live elsewhere
+        live = np.ones(len(self.slots), dtype=bool)
+        live[self.free] = False
+        at = np.flatnonzero(live)
+        return dict(zip(np.frombuffer(self.slots, dtype=np.uint64)[at].tolist(),
+                        at.tolist(), strict=True))
+
+    def fold(self) -> None:
+        """Drop the gram -> slot index (rebuilt from the slots when next needed); the
+        slots, masks and result stay, so a folded document is the same document."""
+        if len(self.slots):
+            self._pos = None
+
+    @property
+    def folded(self) -> bool:
+        return self._pos is None
 
     @property
     def n_patch(self) -> int:
-        return len(self.pos)
+        return len(self.slots) - len(self.free)
 
     @property
     def patch_fraction(self) -> float:
@@ -240,8 +263,9 @@ class DocState:
     def gain(self, grams: list[int]) -> None:
         """New patch grams, in free slots first (grams it has already are left alone, so
         a delta delivered twice changes nothing)."""
+        pos = self.pos
         for g in grams:
-            if g in self.pos:
+            if g in pos:
                 continue
             self.slots_changed = True
             if self.free:
@@ -250,13 +274,14 @@ class DocState:
             else:
                 i = len(self.slots)
                 self.slots.append(g)
-            self.pos[g] = i
+            pos[g] = i
 
     def lose(self, grams: list[int]) -> None:
         """Patch grams no more: their slots are cleared in every mask and freed."""
         clear = ~self.bits(grams)
+        pos = self.pos
         for g in grams:
-            i = self.pos.pop(g, None)
+            i = pos.pop(g, None)
             if i is not None:
                 heapq.heappush(self.free, i)
                 self.slots_changed = True

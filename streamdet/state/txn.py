@@ -118,6 +118,18 @@ class Store:
             self._cached_slots -= len(d.slots)
         return d
 
+    @property
+    def cached_slots(self) -> int:
+        return self._cached_slots
+
+    def shrink_cache(self, slots: int) -> None:
+        """Forget the least recently used cached documents until they hold at most
+        `slots` slots (a transaction needs the room)."""
+        cache = self.doc_cache
+        while self._cached_slots > slots and cache:
+            _, old = cache.popitem(last=False)
+            self._cached_slots -= len(old.slots)
+
     def keep_docs(self, docs: dict[int, DocState | None]) -> None:
         """Keep a committed transaction's documents decoded, within a size budget (a
         document costs about 100 bytes per patch-gram slot in Python objects)."""
@@ -127,9 +139,7 @@ class Store:
                 cache[docno] = d
                 cache.move_to_end(docno)
                 self._cached_slots += len(d.slots)
-        while self._cached_slots > self.budget.doc_slots and cache:
-            _, old = cache.popitem(last=False)
-            self._cached_slots -= len(old.slots)
+        self.shrink_cache(self.budget.doc_slots)
 
     @property
     def first_holder_pairs(self) -> int:
@@ -157,6 +167,13 @@ class Txn:
         self.dirty_postings: dict[int, Posting] = {}  # also in postings_cache
         self.docs: dict[int, DocState | None] = {}
         self.dirty_docs: set[int] = set()
+        # Documents handed out whose gram -> slot index may be built, oldest first, with
+        # the slots each was counted at: with the store's cached documents they stay
+        # within the budget's document share, the oldest folded (DocState.fold) past it.
+        # A batch changes every earlier document that shares a gram with its pages, a
+        # number that grows with the state, so without this its peak memory did too.
+        self._unfolded: dict[int, int] = {}
+        self._unfolded_slots = 0
         self.names: dict[int, tuple[str, str] | None] = {}
         self.new_names: dict[int, tuple[str, str]] = {}
         self.urls: dict[str, tuple[int, int] | None] = {}
@@ -293,7 +310,32 @@ class Txn:
                 d = None if raw is None else decode_doc(raw, self.kv.get("slots", key),
                                                         self.kv.get("docdelta", key))
             self.docs[docno] = d
+        if d is not None:
+            self._unfold(docno, len(d.slots))
         return d
+
+    def _unfold(self, docno: int, n_slots: int) -> None:
+        """Count a document handed out as unfolded (its caller may build its index); past
+        the budget, make room: the store's cached documents go first (they are stored as
+        they are), then this transaction's least recently handed out are folded."""
+        unfolded = self._unfolded
+        self._unfolded_slots += n_slots - unfolded.pop(docno, 0)
+        unfolded[docno] = n_slots
+        store = self.store
+        limit = store.budget.doc_slots
+        if self._unfolded_slots + store.cached_slots <= limit:
+            return
+        store.shrink_cache(max(0, limit - self._unfolded_slots))
+        if self._unfolded_slots <= limit:
+            return
+        goal = limit * 3 // 4  # fold a quarter at once, not one document per call
+        docs = self.docs
+        for d in list(unfolded):
+            if self._unfolded_slots <= goal or d == docno:
+                break
+            self._unfolded_slots -= unfolded.pop(d)
+            if (held := docs.get(d)) is not None:
+                held.fold()
 
     def doc_grams(self, docno: int) -> np.ndarray:
         """All grams of a document version (kept by doc shards, to withdraw them)."""
@@ -421,6 +463,8 @@ class Txn:
     def put_doc(self, docno: int, doc: DocState | None) -> None:
         self.docs[docno] = doc
         self.dirty_docs.add(docno)
+        if doc is not None:
+            self._unfold(docno, len(doc.slots))
 
     def touch_doc(self, docno: int) -> None:
         """Mark a cached document as changed in place."""
