@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamdet.adapters import watchdog
 from streamdet.adapters.payloads import analyze_payloads
 from streamdet.adapters.watchdog import Aborted, AnalysisPool
 from streamdet.engine.analysis import Analyzed
@@ -66,14 +67,19 @@ def stall_fourth(monkeypatch):
     monkeypatch.setenv("STREAMDET_FAILPOINT", "analysis-page:4:stall")
 
 
-def test_a_page_past_the_timeout_is_too_slow_and_the_rest_goes_on(stall_fourth):
-    pool = AnalysisPool(1, Params(), MAX_BODY, page_timeout=1.0)
+def two_jobs(pool: AnalysisPool, first: int, total: int) -> list:
+    """Pages 0..first-1 and first..total-1 submitted as two jobs; their results, in order."""
     try:
-        first = pool.submit([page(i) for i in range(6)])
-        second = pool.submit([page(i) for i in range(6, 9)])
-        got = first.result(timeout=60) + second.result(timeout=60)
+        jobs = [pool.submit([page(i) for i in range(first)]),
+                pool.submit([page(i) for i in range(first, total)])]
+        return jobs[0].result(timeout=60) + jobs[1].result(timeout=60)
     finally:
         pool.close()
+
+
+def test_a_page_past_the_timeout_is_too_slow_and_the_rest_goes_on(stall_fourth):
+    pool = AnalysisPool(1, Params(), MAX_BODY, page_timeout=1.0)
+    got = two_jobs(pool, 6, 9)
     # The 1st process stalls on page 3, its 4th; each replacement on its own 4th page
     # (which one depends on whether the last chunk of results had left: pages not sent
     # back are analysed again).
@@ -93,6 +99,20 @@ def test_a_crash_in_analysis_costs_the_page_in_hand(monkeypatch):
     assert urls(got)[0] == "http://site0.example/p"
     assert urls(got)[2] in ("http://site2.example/p", "unparsable")  # its 2nd page, or not
     assert urls(got).count("unparsable") == pool.replaced
+
+
+def test_a_job_sent_in_pieces_comes_back_whole_and_in_order(monkeypatch):
+    """A batch goes to the child a few pages at a time (PIECE_BYTES), so neither process
+    holds it twice; a crash on the 5th page costs that page and the pieces after it are
+    sent to the replacement."""
+    monkeypatch.setattr(watchdog, "PIECE_BYTES", 2 * len(page(0)))  # two pages a piece
+    monkeypatch.setenv("STREAMDET_FAILPOINT", "analysis-page:5")  # exit 137 on the 5th
+    pool = AnalysisPool(1, Params(), MAX_BODY, page_timeout=30)
+    got = two_jobs(pool, 9, 12)
+    assert got[4] == ("unparsable", "the analysis process died on this page (exit 137)")
+    assert pool.replaced >= 1 and len(got) == 12
+    assert all(u in ("unparsable", f"http://site{i}.example/p") for i, u in enumerate(urls(got)))
+    assert sum(isinstance(r, Analyzed) for r in got) >= 12 - pool.replaced
 
 
 def test_a_page_too_big_for_the_memory_limit_is_a_dead_letter():
