@@ -109,6 +109,7 @@ class Engine:
         events += cluster_events(txn, rows, lambda last: last + 1, self.params.to_dict())
         partners.flush()
         stats.rescored = len(dirty)
+        self._rows, self._fresh = {}, self._fresh[:0]  # the batch's: not held until the next
         return events, stats
 
     def _contributions(self, txn: Txn, causes: dict[int, str], withdrawn: dict[int, str]

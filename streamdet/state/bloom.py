@@ -35,6 +35,7 @@ _ONE = np.uint64(1)
 _SIX = np.uint64(63)
 _TOP = np.uint64(64 - WORD_BITS)
 
+ADD_SLICE = 1 << 18  # grams add_sorted masks at a time (~10 MB of temporaries)
 BLOCK_WORDS = 4  # split-block layout: words per block (_first_word shifts by 2)
 BITS_PER_WORD = 2  # (split_masks: two 6-bit fields a word)
 BLOCK_BITS = 32  # the key bits that choose the block
@@ -152,13 +153,13 @@ class SplitBlockBloom(_Words):
 
     def add_sorted(self, grams: np.ndarray) -> None:
         """Add grams sorted ascending (so a merge can fill a filter slice by slice)."""
-        if not len(grams):
-            return
-        first = self._first_word(grams >> _BLOCK_TOP)
-        starts = np.flatnonzero(np.concatenate(([True], first[1:] != first[:-1])))
-        at = first[starts]
-        for w, m in enumerate(split_masks(grams)):
-            self.words[at + w] |= np.bitwise_or.reduceat(m, starts)
+        for lo in range(0, len(grams), ADD_SLICE):  # bounded temporaries, whatever the size
+            part = grams[lo : lo + ADD_SLICE]
+            first = self._first_word(part >> _BLOCK_TOP)
+            starts = np.flatnonzero(np.concatenate(([True], first[1:] != first[:-1])))
+            at = first[starts]
+            for w, m in enumerate(split_masks(part)):
+                self.words[at + w] |= np.bitwise_or.reduceat(m, starts)
 
     @classmethod
     def words_for(cls, n_keys: int) -> int:
