@@ -251,6 +251,32 @@ def test_stop_chunks_and_short_chunks_do_not_count():
     check(records, params, rows, hoods, events, [tuple(ref_tokenize("all rights reserved by us"))])
 
 
+class CountingKV(MemoryKV):
+    """A MemoryKV that counts its batched reads of the chunks table."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chunk_reads = 0
+
+    def get_many(self, table: str, keys: list[bytes]) -> list[bytes | None]:
+        self.chunk_reads += table == "chunks"
+        return super().get_many(table, keys)
+
+
+def test_a_batch_reads_its_chunks_counts_once():
+    """The counts of a batch's chunks are read in one batched read, not one a page: the
+    pages of a batch share a site's paragraphs, and a read a page cost more than its keys."""
+    lines = [f"line {i} of the shared text here" for i in range(6)]
+    records = [{"url": f"http://s{i % 3}.example/{i}",
+                "text": "\n".join(lines[: 3 + i % 4] + [f"page {i} has words of its own"])}
+               for i in range(12)]
+    params = Params(chunk_threshold=3)
+    kv = CountingKV()
+    rows, hoods, events = run(records, params, [12], kv=kv)
+    assert kv.chunk_reads == 1
+    check(records, params, rows, hoods, events)
+
+
 def test_chunks_encode_and_repeat():
     """Occurrences count: a line twice on a page counts twice on both sides."""
     text = "the same line again\nthe same line again\nanother line of words"

@@ -28,7 +28,7 @@ from .deltas import arrival_stats
 from .docs import Dirty, DocRole, Touch
 from .events import trap_event
 from .grams import gram_set
-from .labelled import LabelledSet, contains_fixed, share
+from .labelled import LabelledSet, contains_fixed, shares
 from .params import Params
 from .partials import PairDirty, PartialRole, Partners, pair_owner, sentences_key
 from .postings import PagePlan, add_document, plan_batch, withdraw_document
@@ -90,6 +90,7 @@ class Engine:
         self._rows = {}  # of the batch: documents' sentence rows
         self._fresh = prefetch(txn, [rows_of(p.sentences) for p in pages])
         self.clusters.prefetch(txn, [p.sketch for p in pages if p.sketch is not None])
+        self.labelled.prefetch(txn, [p.chunks for p in pages])
         for page, plan in zip(pages, plans, strict=True):
             stats.pages += 1
             docno, old, fanout = self._arrive(txn, page, plan, dirty, before, stats)
@@ -141,11 +142,10 @@ class Engine:
         replaced) now adds to its neighbourhoods (None: nothing), with its cause."""
         out: dict[int, tuple[Place | None, str]] = {
             d: (None, url) for d, url in withdrawn.items()}
-        changed = {**self.labelled.take_moved(), **arrived}
-        for d, cause in changed.items():
-            if d in withdrawn:
-                continue
-            counted = share(txn, d)
+        changed = {d: cause for d, cause in {**self.labelled.take_moved(), **arrived}.items()
+                   if d not in withdrawn}
+        for (d, cause), counted in zip(changed.items(), shares(txn, list(changed)),
+                                       strict=True):
             value = 0 if counted is None else contains_fixed(*counted)
             out[d] = (Place.of(txn.url_of(d), value), cause)
         return out

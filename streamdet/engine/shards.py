@@ -44,7 +44,7 @@ from .clusters import ClusterRole, ClusterRow, cluster_events, cluster_slot, sho
 from .deltas import ADD, DROP, GAIN, GAIN_FROM, Delta, arrival_stats
 from .docs import Dirty, DocRole, Touch
 from .events import shown_by
-from .labelled import LabelledSet, share
+from .labelled import LabelledSet, shares
 from .messages import DeltasMsg, GramsMsg, MessageError, PageMsg, ShownMsg, unpack
 from .params import Params
 from .partials import (
@@ -341,6 +341,7 @@ class GramShard:
         near = self.clusters
         if near is not None:
             near.prefetch(txn, [m.sketch for op, m in ops if op == ADD_OP and m.sketch])
+        self.labelled.prefetch(txn, [m.chunks for m in adds])
         self.fanout, self.went_common = [], 0
         for op, m in ops:
             if op == ADD_OP:
@@ -377,8 +378,8 @@ class GramShard:
         moved = {*self.labelled.take_moved(), *txn.pop_changed()}
         live = sorted((added | moved) - gone)
         rows = [(d, self.shard, end, False, 0, 0, 0) for d in sorted(gone)]
-        for d, pop in zip(live, txn.pop_many(live), strict=True):
-            inside, total = share(txn, d) or (0, 0)
+        for d, pop, counted in zip(live, txn.pop_many(live), shares(txn, live), strict=True):
+            inside, total = counted or (0, 0)
             if d in moved or pop or inside or total:
                 rows.append((d, self.shard, end, True, pop, inside, total))
         return share_rows(rows)

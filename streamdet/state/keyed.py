@@ -46,6 +46,13 @@ class KeyedTable:
             values = [get(k) for k in keys]
         return values
 
+    def absent(self, keys: list[bytes]) -> None:
+        """Keys the caller knows have no record (nothing written): later reads of them
+        need not ask the KV."""
+        values = self.values
+        for key in keys:
+            values.setdefault(key, None)
+
     def put(self, key: bytes, value: bytes | None) -> None:
         self.values[key] = value or None
         self.dirty.add(key)

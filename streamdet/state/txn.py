@@ -448,6 +448,10 @@ class Txn:
     def put_chunks(self, keys: list[bytes], raws: list[bytes]) -> None:
         self.chunks.put_each(keys, raws)
 
+    def chunks_absent(self, keys: list[bytes]) -> None:
+        """Records known not to exist (a new version's): not read from the KV."""
+        self.chunks.absent(keys)
+
     def chunk_scan(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
         """Every record whose key starts with `prefix` (a chunk's holders)."""
         return self.chunks.prefix_scan(prefix, prefix_end(prefix))
