@@ -32,7 +32,14 @@ from ..state.budget import MemoryBudget
 from ..state.txn import Store
 from .allocator import release_free_memory
 from .analyzers import Analyzers
-from .inputs import BATCH_WAIT_S, DEFAULT_BATCH, RawRecord, ReadOptions, Source
+from .inputs import (
+    BATCH_WAIT_S,
+    DEFAULT_BATCH,
+    RawRecord,
+    ReadOptions,
+    Source,
+    payload_bytes,
+)
 from .metrics import Metrics
 from .outputs import JsonlSink, dead_letter, utc_now
 from .state_format import EMBEDDED, check_state
@@ -151,7 +158,7 @@ class EmbeddedRunner:
                     if not batch:
                         opened = time.monotonic()
                     batch.append(rec)
-                    size += _payload_bytes(rec.payload)
+                    size += payload_bytes(rec.payload)
                 if batch and (len(batch) >= self.batch_size or size >= self.batch_bytes or (
                         not source.rereadable and time.monotonic() - opened >= BATCH_WAIT_S)):
                     yield batch
@@ -212,7 +219,7 @@ class EmbeddedRunner:
             positions[rec.source + CHAIN] = rec.chain
             if rec.index == 0:
                 positions[rec.source + HEAD] = rec.chain
-        input_bytes = sum(_payload_bytes(r.payload) for r in batch) if self.metrics else 0
+        input_bytes = sum(payload_bytes(r.payload) for r in batch) if self.metrics else 0
         # The records are done with (their dead letters written, their positions taken):
         # emptying the list lets them go before the engine works, not after (every holder
         # shares this list), so the batch's raw bytes are not held beside the state.
@@ -297,12 +304,6 @@ def _with_ticks(records: Iterator[RawRecord], every: float
         if isinstance(item, BaseException):
             raise item
         yield item
-
-
-def _payload_bytes(payload: bytes | dict) -> int:
-    if isinstance(payload, dict):  # WARC: the page body dominates
-        return sum(len(v) for v in payload.values() if isinstance(v, str))
-    return len(payload)
 
 
 class _Spool:

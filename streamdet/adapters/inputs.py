@@ -63,6 +63,14 @@ def record_limit(max_body: int) -> int:
     return 2 * max_body + 65536
 
 
+def payload_bytes(payload: bytes | dict | None) -> int:
+    """About what a record's payload weighs: its bytes, or a decoded record's (WARC)
+    text values, which its page body dominates; a tombstone weighs nothing."""
+    if isinstance(payload, dict):
+        return sum(len(v) for v in payload.values() if isinstance(v, str))
+    return len(payload) if payload else 0
+
+
 @dataclass
 class ReadOptions:
     max_body: int = DEFAULT_MAX_BODY

@@ -35,6 +35,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from ..engine.params import Params
+from .inputs import payload_bytes
 
 MEMORY_LIMIT = 2 << 30  # bytes of address space per analysis process (baseline ~200 MB)
 DEFAULT_PAGE_TIMEOUT = 10.0
@@ -177,7 +178,7 @@ class AnalysisProcess:
         while start < end:
             stop, size = start, 0
             while stop < end and (stop == start or size < PIECE_BYTES):
-                size += _payload_bytes(payloads[stop])
+                size += payload_bytes(payloads[stop])
                 stop += 1
             self._feed.put((self._generation, (job.ident, start, payloads[start:stop])))
             start = stop
@@ -328,13 +329,6 @@ class AnalysisProcess:
         self.proc.join(timeout=2)
         self.kill()
         self._fail_all(Aborted("the analysis pool is closed"))
-
-
-def _payload_bytes(payload: bytes | dict | None) -> int:
-    """About what a payload weighs pickled (a decoded record: its HTML's length)."""
-    if isinstance(payload, dict):
-        return len(str(payload.get("html") or "")) + 256
-    return len(payload) if payload else 16
 
 
 def _runs(indexes: list[int]) -> list[list[int]]:
