@@ -103,9 +103,10 @@ class LabelledSet:
     def prefetch(txn: ChunkView, batch: list[Chunks]) -> None:
         """Read the counts of a batch's chunks in one batched read (one read a page cost
         more than the keys: ~3 reads a page, ~45 keys each); `add` then finds them read."""
-        keys = [k for chunks in batch if len(chunks.keys) for k in u64keys(chunks.keys)]
-        if keys:
-            txn.chunk_many([b"n" + k for k in dict.fromkeys(keys)])
+        arrays = [chunks.keys for chunks in batch if len(chunks.keys)]
+        if arrays:
+            keys = np.unique(np.concatenate(arrays))  # sorted: RocksDB reads them in order
+            txn.chunk_many([b"n" + k for k in u64keys(keys)])
 
     def add(self, txn: ChunkView, docno: int, chunks: Chunks, cause: str) -> None:
         """Version `docno` holds `chunks` (it arrived as URL `cause`)."""
