@@ -171,7 +171,7 @@ class Txn:
         # the slots each was counted at: with the store's cached documents they stay
         # within the budget's document share, the oldest folded (DocState.fold) past it.
         # A batch changes every earlier document that shares a gram with its pages, a
-        # number that grows with the state, so without this its peak memory did too.
+        # number that grows with the state: their indexes must not grow with it.
         self._unfolded: dict[int, int] = {}
         self._unfolded_slots = 0
         self.names: dict[int, tuple[str, str] | None] = {}
