@@ -63,7 +63,7 @@ class KV(ABC):
     def write(self, ops: Iterable[Op]) -> None:
         """Apply all operations atomically."""
 
-    def ingest(self, ops: list[Op]) -> None:
+    def ingest(self, ops: Iterable[Op]) -> None:
         """Write new keys of one table, given in ascending key order, now and apart from
         any atomic write: for keys nothing reads until a later write names them (a
         segment's chunks before the manifest that lists it). A backend may build them

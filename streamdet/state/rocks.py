@@ -18,6 +18,7 @@ to the same cache by a write buffer manager.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterable, Iterator
 
@@ -228,18 +229,21 @@ class RocksKV(KV):
             raise StateWriteError(f"cannot write the state in {self.path}: "
                                   f"{str(exc)[:300]}") from None
 
-    def ingest(self, ops: list[Op]) -> None:
+    def ingest(self, ops: Iterable[Op]) -> None:
         """The keys as one SST file, moved into the column family: they skip the WAL,
         the memtable and its flush, and land on the lowest level they fit on (a new
-        segment's keys overlap nothing), where no compaction rewrites them."""
-        if not ops:
+        segment's keys overlap nothing), where no compaction rewrites them. The ops may
+        come from a generator: the file is written as they come (a merge's slices)."""
+        ops = iter(ops)
+        first = next(ops, None)
+        if first is None:
             return
-        table = ops[0][0]
+        table = first[0]
         path = os.path.join(self.path, f"ingest-{table}.sst")
         try:
             writer = SstFileWriter(self._options[table])
             writer.open(path)
-            for _table, key, value in ops:
+            for _table, key, value in itertools.chain((first,), ops):
                 writer[key] = value
             writer.finish()
             how = IngestExternalFileOptions()

@@ -44,7 +44,7 @@ MERGE_FANIN = 4  # merge when this many segments share a size tier
 TIER_BASE = 4  # size tiers are powers of this
 TIER_FLOOR = 2048  # pairs; smaller segments are all tier 0
 MAX_MERGED = 1 << 25  # pairs; bigger segments are not merged again (bounds rewrites)
-MERGE_SLICE = 1 << 20  # pairs a merge decodes and sorts at a time
+MERGE_SLICE = 1 << 18  # pairs a merge decodes and sorts at a time (~20 MB of arrays)
 # Merged-away segments at least this big are compacted away at once (see merge). Smaller
 # ones are left to RocksDB: a forced compaction of a range flushes the memtables first,
 # and a stream of small rounds (a Kafka worker's) merges tiny segments every few rounds,
@@ -498,10 +498,7 @@ class SegmentIndex:
                                Packing.spanning([s.packing for s in group]), self.files)
         put = self.kv.ingest if ingested(writer.capacity) else self.kv.write
         try:
-            for g, d in self._slices(group):
-                if withdrawn:
-                    g, d = self._without_withdrawn(g, d, withdrawn)
-                put(writer.add(g, d))  # not live yet: an orphan if we crash first
+            put(self._merged_chunks(writer, group, withdrawn))  # an orphan until switched in
             ops, merged = writer.finish()
         except BaseException:
             writer.abandon()
@@ -519,6 +516,15 @@ class SegmentIndex:
                 or any(s.n >= INGEST_PAIRS // 4 for s in group)):
             for s in group:
                 self.kv.reclaim("segs", *_key_range(s.id))
+
+    def _merged_chunks(self, writer: SegmentWriter, group: list[Segment],
+                       withdrawn: set[int]) -> Iterator[Op]:
+        """The merged segment's chunk ops, made a slice at a time as they are written (one
+        file or write batch for the whole merge, one slice's pairs in memory)."""
+        for g, d in self._slices(group):
+            if withdrawn:
+                g, d = self._without_withdrawn(g, d, withdrawn)
+            yield from writer.add(g, d)
 
     def _slices(self, group: list[Segment]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """The group's pairs in ascending gram order, about MERGE_SLICE at a time: the gram

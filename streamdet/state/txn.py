@@ -9,6 +9,7 @@ of the previous commit, and the batch is replayed from the stored position.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections import OrderedDict
@@ -562,44 +563,42 @@ class Txn:
         self.meta_puts[name] = value
 
     # -- commit -------------------------------------------------------------------------
-    def ops(self, positions: dict[str, int] | None = None) -> list[Op]:
-        """Every buffered change as KV operations."""
-        ops: list[Op] = []
+    def ops(self, positions: dict[str, int] | None = None) -> Iterator[Op]:
+        """Every buffered change as KV operations, made one table at a time as they are
+        written: a batch's ~200,000 operations are never all held as Python objects
+        beside the write batch they go into. The first-holder pairs come first (their
+        segment, if they make one, is known once the generator has started)."""
         if self.fresh:
-            ops.extend(self._fresh_ops())
+            yield from self._fresh_ops()
         if self.dirty_postings:
             keys = u64keys(list(self.dirty_postings))
-            ops.extend(("grams", key, raw)
-                       for key, raw in zip(keys, self._encoded_postings(), strict=True))
+            yield from (("grams", key, raw)
+                        for key, raw in zip(keys, self._encoded_postings(), strict=True))
         for docno in sorted(self.dirty_docs):
-            ops.extend(self._doc_ops(docno, self.docs[docno]))
+            yield from self._doc_ops(docno, self.docs[docno])
         for docno, grams in self.doc_gram_sets.items():
-            ops.append(("docgrams", u64key(docno),
-                        None if grams is None else np.asarray(grams, dtype="<u8").tobytes()))
+            yield ("docgrams", u64key(docno),
+                   None if grams is None else np.asarray(grams, dtype="<u8").tobytes())
         for docno, packed in self.texts.items():
-            ops.append(("texts", u64key(docno), packed))
-        ops.extend(self.partials.ops())
-        ops.extend(self.near_records.ops())
-        ops.extend(self.tallies.ops())
-        ops.extend(self.sites.ops())
-        ops.extend(self.chunks.ops())
+            yield ("texts", u64key(docno), packed)
+        for table in (self.partials, self.near_records, self.tallies, self.sites, self.chunks):
+            yield from table.ops()
         for docno, (server, url) in self.new_names.items():
-            ops.append(("names", u64key(docno), encode_name(server, url)))
+            yield ("names", u64key(docno), encode_name(server, url))
         for docno in self.new_withdrawn:
-            ops.append(("dead", u64key(docno), b""))  # the table keeps its on-disk name
-            ops.append(("names", u64key(docno), None))
+            yield ("dead", u64key(docno), b"")  # the table keeps its on-disk name
+            yield ("names", u64key(docno), None)
         for url in sorted(self.dirty_urls):
             e = self.urls[url]
-            ops.append(("urls", url.encode("utf-8"), None if e is None else encode_url_entry(*e)))
+            yield ("urls", url.encode("utf-8"), None if e is None else encode_url_entry(*e))
         if self._next_docno is not None:
-            ops.append(("meta", b"next_docno", str(self._next_docno).encode()))
+            yield ("meta", b"next_docno", str(self._next_docno).encode())
         for docno, raw in self.early.items():
-            ops.append(("early", u64key(docno), raw))
+            yield ("early", u64key(docno), raw)
         for name, value in self.meta_puts.items():
-            ops.append(("meta", name.encode(), value))
+            yield ("meta", name.encode(), value)
         if positions is not None:
-            ops.append(("meta", b"positions", json.dumps(positions, sort_keys=True).encode()))
-        return ops
+            yield ("meta", b"positions", json.dumps(positions, sort_keys=True).encode())
 
     def _encoded_postings(self) -> list[bytes]:
         """The dirty postings' bytes, each posting object encoded once: the grams of a
@@ -655,9 +654,11 @@ class Txn:
     def commit(self, positions: dict[str, int] | None = None) -> None:
         """Write everything, with the input positions, in one atomic write."""
         ops = self.ops(positions)
+        first = next(ops, None)  # the first-holder pairs' ops: any new segment is made
         if self._segment_keys:  # an orphan until the manifest in `ops` lists it
             self.kv.ingest(self._segment_keys)
-        self.kv.write(ops)
+            self._segment_keys = []
+        self.kv.write(ops if first is None else itertools.chain((first,), ops))
         self.store.postings.update(self.dirty_postings)
         for docno in self.dirty_docs:
             if (d := self.docs[docno]) is not None:  # stored now
