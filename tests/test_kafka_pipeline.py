@@ -106,11 +106,14 @@ class Pipeline:
             await c.stop()
 
     async def _idle(self) -> bool:
-        for topic in ("pages", "docs", "grams", "deltas"):
-            high = self.broker.high_watermarks(f"{self.prefix}-{topic}")
-            if await self.committed(topic) != high:
+        """Every input topic committed up to its end, and no end moved while they were
+        read: a message in hand on a topic read later may produce to one read before."""
+        topics = ("pages", "docs", "grams", "deltas")
+        ends = {t: self.broker.high_watermarks(f"{self.prefix}-{t}") for t in topics}
+        for topic in topics:
+            if await self.committed(topic) != ends[topic]:
                 return False
-        return True
+        return ends == {t: self.broker.high_watermarks(f"{self.prefix}-{t}") for t in topics}
 
     def dead_letters(self) -> list:
         async def read():

@@ -1,16 +1,21 @@
-"""glibc's allocator, told to give freed memory back to the system when a process is over
-its memory budget.
+"""glibc's allocator, told to map large blocks on their own and to give freed memory back
+to the system when a process is over its memory budget.
 
 A batch allocates and frees hundreds of MB: decoded records, numpy arrays of grams and
-masks, a transaction's dicts. glibc keeps what is freed in its heaps for reuse, so the
-resident size of a process stays at the largest batch it has seen. `malloc_trim` gives
-the free pages back, but they are faulted in again by the next batch: measured on 8,000
-replayed pages (`streamdet run`, wall seconds / peak RSS of all processes, one run
-each): 110 s / 2,389 MB as glibc has it under `--memory 3GiB`; 123 s / 2,215 MB trimming
-after every batch; 137 s / 2,118 MB also fixing glibc's mapping threshold at 1 MB (large
-arrays then get a fresh mapping each time). So the heaps are trimmed only after a batch
-that leaves the process above its budget, and the threshold is left to glibc. Where glibc
-is not the C library (musl, macOS) this does nothing.
+masks, a transaction's dicts. glibc serves a block of at least its mapping threshold by a
+mapping of its own, returned at free; but it raises that threshold to the largest such
+block freed (up to 32 MB), so after the first batch a batch's arrays come from the heap,
+where they leave holes between long-lived blocks that stay resident: the process ratchets
+up to the largest heap any batch has made. `map_large_blocks` fixes the threshold at 1 MB
+(the mapping cost is paid by arrays that big only). Measured on 8,000 replayed pages
+(`streamdet run --memory 1GiB`, peak RSS of all processes, main process in brackets,
+runs in pairs side by side): 1,276 MB (1,058) as glibc has it, 1,179 MB (969) with the
+threshold fixed, for +10% CPU seconds (375 s against 415 s, CHANGELOG.md).
+
+`malloc_trim` gives the free pages of the heaps back, but they are faulted in again by the
+next batch: it does not lower the peak (1,279 MB trimming after every batch), so the heaps
+are trimmed only after a batch that leaves the process above its budget. Where glibc is
+not the C library (musl, macOS) both do nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import ctypes.util
 import os
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+M_MMAP_THRESHOLD = -3  # mallopt's parameter (malloc.h)
+MAPPED_BLOCK = 1 << 20  # blocks this big and bigger get a mapping of their own
 
 
 def _glibc():
@@ -49,3 +56,11 @@ def release_free_memory(above: int) -> bool:
         return False
     _LIBC.malloc_trim(0)
     return True
+
+
+def map_large_blocks(threshold: int = MAPPED_BLOCK) -> bool:
+    """From now on, serve blocks of `threshold` bytes and more in this process by mappings
+    of their own, so that freeing one returns it (see the module doc); whether glibc
+    took it. Called where a process starts its work: the embedded runner, a worker, an
+    analysis process."""
+    return _LIBC is not None and bool(_LIBC.mallopt(M_MMAP_THRESHOLD, threshold))

@@ -30,7 +30,7 @@ from ..engine.params import Params
 from ..engine.records import DEFAULT_MAX_BODY, BadRecord
 from ..state.budget import MemoryBudget
 from ..state.txn import Store
-from .allocator import release_free_memory
+from .allocator import map_large_blocks, release_free_memory
 from .analyzers import Analyzers
 from .inputs import (
     BATCH_WAIT_S,
@@ -114,6 +114,7 @@ class EmbeddedRunner:
         sizes = [s.size for s in sources]
         summary.bytes_total = None if None in sizes else sum(sizes)
         start = time.perf_counter()
+        map_large_blocks()  # batches' arrays go back when freed (adapters.allocator)
         positions = self.store.positions()
         analyzers = Analyzers(self.params, self.max_body, self.analyzers, self.page_timeout)
         try:

@@ -57,7 +57,7 @@ from ..state.budget import MemoryBudget
 from ..state.rocks import RocksKV, dir_bytes
 from ..state.txn import Store
 from . import failpoints
-from .allocator import release_free_memory
+from .allocator import map_large_blocks, release_free_memory
 from .kafka import (
     Timing,
     Topics,
@@ -154,6 +154,7 @@ class Worker:
     # -- life cycle -----------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         os.makedirs(self.state_dir, exist_ok=True)
+        map_large_blocks()  # rounds' arrays go back when freed (adapters.allocator)
         loop = asyncio.get_running_loop()
         # imports and compiled patterns, before pages wait (analysis processes warm up
         # by themselves)
