@@ -563,13 +563,10 @@ class Txn:
         self.meta_puts[name] = value
 
     # -- commit -------------------------------------------------------------------------
-    def ops(self, positions: dict[str, int] | None = None) -> Iterator[Op]:
-        """Every buffered change as KV operations, made one table at a time as they are
-        written: a batch's ~200,000 operations are never all held as Python objects
-        beside the write batch they go into. The first-holder pairs come first (their
-        segment, if they make one, is known once the generator has started)."""
-        if self.fresh:
-            yield from self._fresh_ops()
+    def _buffered_ops(self, positions: dict[str, int] | None = None) -> Iterator[Op]:
+        """Every buffered change but the first-holder pairs as KV operations, made one
+        table at a time as they are written: a batch's ~200,000 operations are never all
+        held as Python objects beside the write batch they go into."""
         if self.dirty_postings:
             keys = u64keys(list(self.dirty_postings))
             yield from (("grams", key, raw)
@@ -653,12 +650,11 @@ class Txn:
 
     def commit(self, positions: dict[str, int] | None = None) -> None:
         """Write everything, with the input positions, in one atomic write."""
-        ops = self.ops(positions)
-        first = next(ops, None)  # the first-holder pairs' ops: any new segment is made
-        if self._segment_keys:  # an orphan until the manifest in `ops` lists it
+        fresh = self._fresh_ops() if self.fresh else []  # makes any new segment
+        if self._segment_keys:  # an orphan until the manifest in `fresh` lists it
             self.kv.ingest(self._segment_keys)
             self._segment_keys = []
-        self.kv.write(ops if first is None else itertools.chain((first,), ops))
+        self.kv.write(itertools.chain(fresh, self._buffered_ops(positions)))
         self.store.postings.update(self.dirty_postings)
         for docno in self.dirty_docs:
             if (d := self.docs[docno]) is not None:  # stored now
