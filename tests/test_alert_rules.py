@@ -29,7 +29,7 @@ RULE_TESTS = ROOT / "deploy" / "prometheus" / "tests" / "streamdet_test.yml"
 PROMETHEUS_YML = ROOT / "deploy" / "prometheus" / "prometheus.yml"
 
 ALERTS = {"StreamdetWorkerDown", "StreamdetLagGrowing", "StreamdetDeadLettersSpiking",
-          "StreamdetNoPages", "StreamdetLatencySLOBurn"}
+          "StreamdetNoPages", "StreamdetLatencySLOBurn", "StreamdetWorkerRejoining"}
 
 
 def promtool() -> str:

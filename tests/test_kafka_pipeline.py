@@ -20,6 +20,10 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from streamdet.engine.shard_step import ShardState
+from streamdet.state.rocks import RocksKV
+from streamdet.state.txn import Store
+
 from .cli_helpers import bad_lines, build_crawl, dump, popen, streamdet, with_bad
 from .harness import (
     check_cluster_events,
@@ -232,6 +236,7 @@ def _finish_and_check(pipeline: Pipeline, reference_dump: bytes, reference_pairs
     events = pipeline.events()
     _check_events_match(events, want)
     pipeline.stop()  # (dump opens the shard states)
+    assert not loose_ends(pipeline.tmp)
     got = _rows(pipeline.dump())
     assert {u: normalize_row(r) for u, r in got.items()} == {
         u: normalize_row(r) for u, r in want.items()}
@@ -247,6 +252,28 @@ def _finish_and_check(pipeline: Pipeline, reference_dump: bytes, reference_pairs
                                   [r for r in sites if "neighbourhood" in r])
     assert not problems, "\n".join(problems)
     return (pipeline.tmp / f"{log_of}.log").read_text()
+
+
+def loose_ends(tmp: Path) -> list[str]:
+    """What the owners' shard states (the newest epoch of each shard among the workers'
+    directories) still hold once the pipeline is idle: outboxes not cleared, inputs held
+    for later (ShardState.held). Each is a record lost between shards: an add that
+    waits forever for a withdrawal never sent, a delta about a page never applied."""
+    owners: dict[str, tuple[int, ShardState]] = {}
+    opened = []
+    try:
+        for path in sorted(tmp.glob("w*/*-*")):
+            if not path.is_dir() or path.name.split("-")[0] not in ("doc", "gram"):
+                continue
+            state = ShardState(Store(RocksKV(str(path))))
+            opened.append(state)
+            if state.epoch >= owners.get(path.name, (-1, None))[0]:
+                owners[path.name] = (state.epoch, state)
+        return [f"{name}: {len(st.outboxes())} outboxes, {st.held()} held inputs"
+                for name, (_, st) in sorted(owners.items()) if st.outboxes() or st.held()]
+    finally:
+        for state in opened:
+            state.store.close()
 
 
 def _traps(events: list[dict]) -> set[tuple[str, str, int]]:
@@ -477,6 +504,43 @@ def test_worker_dies_between_commit_and_send_and_sends_its_outboxes_again(pipeli
     assert "again" in log  # outboxes re-sent on open
 
 
+def test_a_round_never_acknowledged_makes_the_worker_rejoin_and_lose_nothing(pipeline, crawl):
+    """A round whose sends the broker never acknowledges (the failpoint raises where its
+    acknowledgements are awaited) ends the worker's membership: it leaves the group, its
+    shards closed, and joins again from their states - the failed round's outboxes sent
+    again, the inputs after them read again - and the result equals `streamdet run`'s,
+    no record lost between shards (loose_ends)."""
+    path, reference_dump, reference_pairs = crawl
+    pipeline.start("w1", extra_env={"STREAMDET_FAILPOINT": "round-acknowledged:5:raise"})
+    time.sleep(3)
+    pipeline.produce(path)
+    log = _finish_and_check(pipeline, reference_dump, reference_pairs)
+    assert "failpoint round-acknowledged (pass 5); leaving the group" in log, log[-3000:]
+    assert log.count("worker joining group") == 2, log[-3000:]
+
+
+def test_a_round_that_fails_during_a_rebalance_is_not_lost(pipeline, crawl):
+    """A round in flight fails while the group rebalances (aiokafka only logs what a
+    rebalance listener raises): the worker still closes the revoked shards, so that the
+    next assignment claims, replays and sends their outboxes again, and it rejoins;
+    nothing is skipped (the contiguity guard would stop a worker that skipped records)
+    and the result equals `streamdet run`'s. The failpoint fails the second revocation
+    (the first is the join's, with nothing to revoke): w2 joining mid-stream."""
+    path, reference_dump, reference_pairs = crawl
+    pipeline.start("w1", extra_env={"STREAMDET_FAILPOINT": "revoking:2:raise"})
+    time.sleep(3)
+    producer = popen("produce", *pipeline.args(), "--shards", SHARDS, "--rate", "30", path,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120  # mid-stream: w1 has committed work on every shard
+    while not all(run_sync(pipeline.committed("grams")).values()):
+        assert time.monotonic() < deadline, "no progress on every gram shard"
+        time.sleep(0.3)
+    pipeline.start("w2")
+    assert producer.wait(120) == 0
+    log = _finish_and_check(pipeline, reference_dump, reference_pairs)
+    assert "failpoint revoking (pass 2); leaving the group" in log, log[-3000:]
+
+
 def test_state_left_behind_by_a_takeover_is_rebuilt_not_trusted(pipeline, crawl):
     """w2 dies with an outbox committed and unsent; w1 takes its shards over and finishes
     the stream (sending its own outputs, numbered in a newer epoch). When w2 comes back
@@ -628,6 +692,7 @@ def test_labels_reach_the_pipeline(pipeline, crawl, tmp_path):
     pipeline.wait_idle()
     events = pipeline.events()
     pipeline.stop()
+    assert not loose_ends(pipeline.tmp)
     want = _rows(dump(ref))
     got = _rows(pipeline.dump())
     assert {u: r["contains"] for u, r in got.items()} == {u: r["contains"] for u, r in

@@ -4,7 +4,8 @@ rather than hoping a SIGKILL lands there.
 
 `STREAMDET_FAILPOINT=name:n` makes the n-th pass through `hit(name)` end the process at
 once with exit status 137, as SIGKILL would (no cleanup, no flush); `name:n:stall` makes
-it hang there instead, as a page that the parser never finishes would. Unset, `hit` is
+it hang there instead, as a page that the parser never finishes would; `name:n:raise`
+raises `Failpoint` there, as a send the broker never acknowledges would. Unset, `hit` is
 one dictionary lookup.
 """
 
@@ -15,6 +16,10 @@ import time
 
 EXIT_STATUS = 137  # what a shell reports for a SIGKILLed process
 _passes: dict[str, int] = {}
+
+
+class Failpoint(RuntimeError):
+    """Raised by an armed `name:n:raise` failpoint."""
 
 
 def _armed() -> tuple[str, int, str] | None:
@@ -37,4 +42,6 @@ def hit(name: str) -> None:
         if armed[2] == "stall":
             while True:
                 time.sleep(3600)
+        if armed[2] == "raise":
+            raise Failpoint(f"failpoint {name} (pass {armed[1]})")
         os._exit(EXIT_STATUS)

@@ -69,6 +69,11 @@ class Metrics:
                                   "Partition assignments this worker went through.", registry=r)
         self.shards = Gauge("streamdet_shards_owned", "Shards this worker owns, by role.",
                             ["role"], registry=r)
+        self.rejoins = Counter(
+            "streamdet_worker_rejoins_total",
+            "Times the worker left its group after a failed round (a send never "
+            "acknowledged, skipped records, a shard that would not open) and joined it "
+            "again from its shards' states.", registry=r)
         self.replayed = Counter("streamdet_replayed_records_total",
                                 "Records replayed to rebuild shard state.", registry=r)
         self.implausible_times = Counter(
@@ -100,6 +105,7 @@ METRICS = ("streamdet_pages_total", "streamdet_input_bytes_total",
            "streamdet_state_documents", "streamdet_state_disk_bytes",
            "streamdet_consumer_lag_records", "streamdet_worker_up", "streamdet_rebalances_total",
            "streamdet_shards_owned", "streamdet_replayed_records_total",
+           "streamdet_worker_rejoins_total",
            "streamdet_implausible_times_total", "streamdet_analysis_restarts_total",
            "streamdet_monster_sites", "streamdet_bad_neighbourhoods")
 

@@ -18,6 +18,7 @@ docs/kafka-protocol.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -55,10 +56,11 @@ from ..engine.shards import DocShard, GramShard, page_adds
 from ..engine.site_shard import SITE_SHARD
 from ..state.budget import MemoryBudget
 from ..state.rocks import RocksKV, dir_bytes
-from ..state.txn import Store
+from ..state.txn import StateError, Store
 from . import failpoints
 from .allocator import map_large_blocks, release_free_memory
 from .kafka import (
+    PipelineError,
     Timing,
     Topics,
     claim_shard,
@@ -79,6 +81,9 @@ from .watchdog import DEFAULT_PAGE_TIMEOUT, Aborted, AnalysisPool
 log = logging.getLogger("streamdet.worker")
 REPLAY_CHUNK = 500  # records per transaction while rebuilding a shard
 FETCH_WAIT_MS = 20  # a fetch returns at once when data is there; this bounds the idle wait per hop
+# a failed membership rejoins after a pause, doubled at each failure in a row, up to a max
+REJOIN_PAUSE_S, REJOIN_PAUSE_MAX_S = 1.0, 60.0
+REFUSALS = (PipelineError, StateError)  # not retried: the operator must act
 MAX_INFLIGHT = 3  # rounds waiting for acknowledgements while the next one is processed
 # Group offsets are committed at most this often while rounds keep coming (and at once when
 # the worker goes idle, before a rebalance and on shutdown): a commit per round was a third
@@ -150,9 +155,16 @@ class Worker:
         self.uncommitted: dict[TopicPartition, int] = {}  # acknowledged, not committed yet
         self._committed_at = 0.0
         self._replaced = 0  # analysis processes replaced, as last counted in the metrics
+        self.failure: BaseException | None = None  # the first of this membership
 
     # -- life cycle -----------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
+        """Join the pipeline, then be a member of its group until `stop`. A round that
+        fails (a send the broker never acknowledged, a fetch that skips records, a shard
+        that would not open) ends the membership: the worker leaves the group and joins
+        again from its shards' committed states, as a restarted process would, after a
+        pause that doubles up to REJOIN_PAUSE_MAX_S. Refusals (another pipeline's
+        parameters or format) are not retried: they end the run."""
         os.makedirs(self.state_dir, exist_ok=True)
         map_large_blocks()  # rounds' arrays go back when freed (adapters.allocator)
         loop = asyncio.get_running_loop()
@@ -164,8 +176,39 @@ class Worker:
         if self._analyzers > 0:
             self.analysis = AnalysisPool(self._analyzers, self.params, self.max_body,
                                          self._page_timeout)
+        stopper = asyncio.create_task(self._abort_analysis_on(stop))
+        self.metrics.up.set(1)
+        log.info("worker started: %d shards, group %s, state %s", self.shards, self.group,
+                 self.state_dir)
+        pause = REJOIN_PAUSE_S
+        try:
+            while not stop.is_set():
+                joined = time.monotonic()
+                try:
+                    await self._member(stop)
+                except REFUSALS:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - any failed round: rejoin
+                    if time.monotonic() - joined > REJOIN_PAUSE_MAX_S:
+                        pause = REJOIN_PAUSE_S  # not a failure in a row
+                    log.exception("worker: %s; leaving the group and joining it again "
+                                  "from the shards' states in %.0f s", exc, pause)
+                    self.metrics.rejoins.inc()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), pause)
+                    pause = min(pause * 2, REJOIN_PAUSE_MAX_S)
+        finally:
+            stopper.cancel()
+            self.metrics.up.set(0)
+            self.cpu.shutdown(wait=True)
+            if self.analysis is not None:
+                self.analysis.close()
+            log.info("worker stopped")
+
+    async def _member(self, stop: asyncio.Event) -> None:
+        """One membership of the consumer group: rounds until `stop` or a failure; on
+        the way out every round in flight is finished and every shard closed."""
         self.producer = producer(self.broker)
-        await self.producer.start()
         t = self.topics
         self.consumer = AIOKafkaConsumer(
             **connection(self.broker), group_id=self.group, enable_auto_commit=False,
@@ -174,31 +217,33 @@ class Worker:
             fetch_max_wait_ms=FETCH_WAIT_MS,
             **self.timing.group_settings())
         self.consumer.subscribe([t.pages, t.docs, t.deltas, t.grams], listener=_Rebalance(self))
-        await self.consumer.start()
-        self.metrics.up.set(1)
-        log.info("worker started: %d shards, group %s, state %s", self.shards, self.group,
-                 self.state_dir)
-        stopper = asyncio.create_task(self._abort_analysis_on(stop))
+        self.failure = None
+        log.info("worker joining group %s", self.group)
         try:
-            while not stop.is_set():
-                batch = await self.consumer.getmany(timeout_ms=100, max_records=self.max_records)
-                if batch:
-                    async with self.lock:
-                        await self._handle(batch)
-                        await self._bound_inflight(MAX_INFLIGHT)
-                    if self.on_batch:
-                        self.on_batch(self)
-                elif self.inflight or self.uncommitted:
-                    async with self.lock:
-                        await self._bound_inflight(0)  # idle: finish what is in flight
-                        await self._commit_acknowledged(force=True)
-                self._gauges()
+            await self.producer.start()
+            await self.consumer.start()
+            await self._rounds(stop)
         finally:
-            stopper.cancel()
-            self.metrics.up.set(0)
-            log.info("worker stopping: finishing the rounds in flight")
-            await self._shutdown()
-            log.info("worker stopped")
+            log.info("worker leaving the group: finishing the rounds in flight")
+            await self._leave()
+        if self.failure is not None:  # a round failed while leaving
+            raise self.failure
+
+    async def _rounds(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            batch = await self.consumer.getmany(timeout_ms=100, max_records=self.max_records)
+            async with self.lock:
+                if self.failure is not None:  # in a rebalance listener: aiokafka only logs it
+                    raise self.failure
+                if batch:
+                    await self._handle(batch)
+                    await self._bound_inflight(MAX_INFLIGHT)
+                elif self.inflight or self.uncommitted:
+                    await self._bound_inflight(0)  # idle: finish what is in flight
+                    await self._commit_acknowledged(force=True)
+            if batch and self.on_batch:
+                self.on_batch(self)
+            self._gauges()
 
     async def _abort_analysis_on(self, stop: asyncio.Event) -> None:
         """On a stop request, kill the analysis processes at once: a page in hand must
@@ -234,23 +279,39 @@ class Worker:
             m.postings.set(sum(s.store.first_holder_pairs for s in self.gram_shards.values()))
             m.documents.set(sum(s.documents for s in self.doc_shards.values()))
 
-    async def _shutdown(self) -> None:
+    async def _leave(self) -> None:
+        """Finish the rounds in flight and commit what they acknowledged (a failure among
+        them is kept in `failure`), leave the group, close every shard and forget this
+        membership's offsets: a next membership starts from the shards' states."""
         try:
             async with self.lock:
-                await self._bound_inflight(0)
+                self._keep(await self._drain())
                 await self._commit_acknowledged(force=True)
-            if self.consumer is not None:
-                await self.consumer.stop()  # leaves the group: revokes (and closes) shards
+            await self.consumer.stop()  # leaves the group (no revocation call)
         finally:
-            for s in [*self.doc_shards.values(), *self.gram_shards.values()]:
-                s.close()
-            self.doc_shards.clear()
-            self.gram_shards.clear()
-            if self.producer is not None:
-                await self.producer.stop()
-            self.cpu.shutdown(wait=True)
-            if self.analysis is not None:
-                self.analysis.close()
+            async with self.lock:
+                t = self.topics
+                await self._drop(self.assigned
+                                 | {TopicPartition(t.docs, s) for s in self.doc_shards}
+                                 | {TopicPartition(t.grams, g) for g in self.gram_shards})
+            self.applied, self.uncommitted = {}, {}
+            await self.producer.stop()
+
+    async def _drain(self) -> BaseException | None:
+        """Wait for every round in flight; the first failure among them, returned (a
+        round waits for the one before it, so the rounds after a failed one fail too)."""
+        first = None
+        while self.inflight:
+            try:
+                await self.inflight.popleft()
+            except Exception as exc:  # noqa: BLE001 - kept, raised by the member's loop
+                first = first or exc
+        return first
+
+    def _keep(self, failure: BaseException | None) -> None:
+        """Remember the first failure of this membership, for the loop to raise."""
+        if failure is not None and self.failure is None:
+            self.failure = failure
 
     async def _cpu(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self.cpu, fn, *args)
@@ -269,14 +330,16 @@ class Worker:
         r = _Round()
         timed = self.metrics.batch_seconds.labels
         ingest = asyncio.create_task(self._ingest(by_topic.get(t.pages, {}), r))
-        with timed("gram_shard").time():
-            for g, recs in sorted(by_topic.get(t.grams, {}).items()):
-                await self._gram_shard(g, recs, r)
-        with timed("doc_shard").time():
-            docs, deltas = by_topic.get(t.docs, {}), by_topic.get(t.deltas, {})
-            for s in sorted(set(docs) | set(deltas)):
-                await self._doc_shard(s, docs.get(s, []), deltas.get(s, []), r)
-        await ingest
+        try:
+            with timed("gram_shard").time():
+                for g, recs in sorted(by_topic.get(t.grams, {}).items()):
+                    await self._gram_shard(g, recs, r)
+            with timed("doc_shard").time():
+                docs, deltas = by_topic.get(t.docs, {}), by_topic.get(t.deltas, {})
+                for s in sorted(set(docs) | set(deltas)):
+                    await self._doc_shard(s, docs.get(s, []), deltas.get(s, []), r)
+        finally:  # a failed shard step leaves no analysis running past its membership
+            await ingest
         self.applied.update(r.offsets)
         previous = self.inflight[-1] if self.inflight else None
         self.inflight.append(asyncio.create_task(self._finish(r, previous)))
@@ -290,6 +353,7 @@ class Worker:
         round's, so a committed offset never runs ahead of an unacknowledged record."""
         began = time.perf_counter()
         await asyncio.gather(*r.sends)
+        failpoints.hit("round-acknowledged")  # tests: a send the broker never acknowledged
         if previous is not None:
             await asyncio.shield(previous)
         if r.after:
@@ -363,7 +427,7 @@ class Worker:
         shard = self.gram_shards.get(g)
         if shard is None:
             return
-        recs = [x for x in recs if x.offset >= shard.offset("grams")]
+        recs = _from_state(shard, "grams", recs)
         if not recs:
             return
         role = GramShard(self.params, g, self.shards)
@@ -386,8 +450,7 @@ class Worker:
         shard = self.doc_shards.get(s)
         if shard is None:
             return
-        docs = [x for x in docs if x.offset >= shard.offset("docs")]
-        deltas = [x for x in deltas if x.offset >= shard.offset("deltas")]
+        docs, deltas = _from_state(shard, "docs", docs), _from_state(shard, "deltas", deltas)
         if not docs and not deltas:
             return
         d_end = docs[-1].offset + 1 if docs else shard.offset("docs")
@@ -524,33 +587,50 @@ class Worker:
 
     # -- rebalancing ------------------------------------------------------------------
     async def revoked(self, revoked: set[TopicPartition]) -> None:
+        """Finish the rounds in flight (they touch these shards), commit what they
+        acknowledged while the partitions are still ours, then close the shards - even
+        when a round failed: aiokafka only logs a listener's exception, so the failure
+        is kept for the member's loop, and shards left open here would be skipped by
+        the next assignment (no claim, no replay, their outboxes never sent)."""
         async with self.lock:
-            await self._bound_inflight(0)  # the rounds in flight touch these shards
-            await self._commit_acknowledged(force=True)  # while they are still ours
-            self.assigned -= set(revoked)
-            for tp in revoked:  # its lag is the next owner's to report
-                self.applied.pop(tp, None)
-                try:
-                    self.metrics.lag.remove(tp.topic, str(tp.partition))
-                except KeyError:
-                    pass
-            t = self.topics
-            for tp in revoked:
-                table = {t.docs: self.doc_shards, t.grams: self.gram_shards}.get(tp.topic)
-                if table is not None and tp.partition in table:
-                    await self._cpu(table.pop(tp.partition).close)
-                if tp.topic == t.docs and tp.partition == SITE_SHARD:
-                    self._site_gauges(None)  # the next owner reports them
+            try:
+                failpoints.hit("revoking")  # tests: a round in flight failed
+                self._keep(await self._drain())
+                await self._commit_acknowledged(force=True)
+            except Exception as exc:  # noqa: BLE001 - kept, raised by the member's loop
+                self._keep(exc)
+            finally:
+                await self._drop(revoked)
+
+    async def _drop(self, tps: set[TopicPartition]) -> None:
+        """Forget partitions: their offsets and lag (the next owner's to report), and
+        close the shards they hold."""
+        self.assigned -= tps
+        t = self.topics
+        for tp in tps:
+            self.applied.pop(tp, None)
+            with contextlib.suppress(KeyError):
+                self.metrics.lag.remove(tp.topic, str(tp.partition))
+            table = {t.docs: self.doc_shards, t.grams: self.gram_shards}.get(tp.topic)
+            if table is not None and tp.partition in table:
+                await self._cpu(table.pop(tp.partition).close)
+            if tp.topic == t.docs and tp.partition == SITE_SHARD:
+                self._site_gauges(None)  # the next owner reports them
 
     async def assigned_now(self, assigned: set[TopicPartition]) -> None:
+        """Open the shards of the new assignment: claim, send left outboxes, replay. A
+        failure is kept for the member's loop (aiokafka would only log it)."""
         self.metrics.rebalances.inc()
         async with self.lock:
             t = self.topics
-            for tp in sorted(assigned):
-                if tp.topic == t.grams and tp.partition not in self.gram_shards:
-                    await self._open_gram(tp.partition)
-                elif tp.topic == t.docs and tp.partition not in self.doc_shards:
-                    await self._open_doc(tp.partition)
+            try:
+                for tp in sorted(assigned):
+                    if tp.topic == t.grams and tp.partition not in self.gram_shards:
+                        await self._open_gram(tp.partition)
+                    elif tp.topic == t.docs and tp.partition not in self.doc_shards:
+                        await self._open_doc(tp.partition)
+            except Exception as exc:  # noqa: BLE001 - kept, raised by the member's loop
+                self._keep(exc)
             self.assigned = set(assigned)
 
     async def _committed(self, topic: str, partition: int) -> int:
@@ -594,7 +674,7 @@ class Worker:
                 msgs = [m for _, m in self._decoded(GramsMsg.decode, recs)]
                 await self._cpu(replay_grams, shard, gs, msgs, recs[-1].offset + 1)
                 self.metrics.replayed.inc(len(recs))
-        self._seek(TopicPartition(self.topics.grams, g), shard.offset("grams"))
+        self._seek(TopicPartition(self.topics.grams, g), shard.offset("grams"), committed)
 
     async def _open_doc(self, s: int) -> None:
         shard = await self._claim("doc", s)
@@ -627,8 +707,8 @@ class Worker:
             await self._resume_catch_up(shard)
         if s == SITE_SHARD:
             self._site_gauges(shard.store)
-        self._seek(TopicPartition(t.docs, s), shard.offset("docs"))
-        self._seek(TopicPartition(t.deltas, s), shard.offset("deltas"))
+        self._seek(TopicPartition(t.docs, s), shard.offset("docs"), cd)
+        self._seek(TopicPartition(t.deltas, s), shard.offset("deltas"), ce)
 
     async def _take_over(self, shard: Shard, replayed: list[tuple[int, bytes]],
                          committed: int) -> None:
@@ -671,9 +751,14 @@ class Worker:
             out.extend((r.offset, r.value) for r in recs if r.value is not None)
         return out
 
-    def _seek(self, tp: TopicPartition, offset: int) -> None:
+    def _seek(self, tp: TopicPartition, offset: int, committed: int) -> None:
+        """Read on from the shard state's `offset`. A state ahead of the group's commit
+        (rounds done, their outboxes sent again on open) is committed with the next
+        commit: with no new input, the group's offset would otherwise stay behind."""
         self.consumer.seek(tp, offset)
         self.applied[tp] = offset
+        if offset > committed:
+            self.uncommitted[tp] = offset
 
 
 @dataclass
@@ -696,6 +781,22 @@ class _Rebalance(ConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned) -> None:
         await self.worker.assigned_now(set(assigned))
+
+
+class SkippedRecords(RuntimeError):
+    """A fetch began past a shard state's offset: applying it would lose the records in
+    between (the topics keep every record, so this is a fault, not retention)."""
+
+
+def _from_state(shard: Shard, name: str, recs: list) -> list:
+    """The fetched records of a shard's input `name` from its state's offset on (those
+    before it are applied already); they must begin right there."""
+    start = shard.offset(name)
+    recs = [x for x in recs if x.offset >= start]
+    if recs and recs[0].offset != start:
+        raise SkippedRecords(f"{shard.kind} shard {shard.index}: {name} records fetched from "
+                             f"offset {recs[0].offset}, but its state is at {start}")
+    return recs
 
 
 def _each(fns: list[Callable[[], object]]) -> None:

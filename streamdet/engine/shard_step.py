@@ -135,6 +135,12 @@ class ShardState:
             out.append(Outbox(key, unpack_outbox(raw)))
         return out
 
+    def held(self) -> int:
+        """Inputs held for later: a doc shard's deltas about pages it has not applied
+        yet, a gram shard's adds waiting for an older version's withdrawal. An idle
+        pipeline holds none: one left means the input it waits for was lost."""
+        return sum(1 for _ in self.store.kv.items("early"))
+
     def clear(self, outbox: Outbox) -> None:
         """Forget an outbox whose records are all acknowledged."""
         self.store.kv.write([("meta", outbox.key, None)])
