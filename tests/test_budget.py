@@ -1,5 +1,6 @@
 """The memory budget (state.budget, `--memory`): sizes read as operators write them, the
-shares it gives out, and runs under the smallest budget and the default one that agree."""
+shares it gives out, runs under the smallest budget and the default one that agree, and
+batches sized by the documents they hold (adapters.batch_sizer)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,17 @@ import json
 
 import pytest
 
+from streamdet.adapters.batch_sizer import MIN_RECORDS, BatchSizer
+from streamdet.adapters.embedded import EmbeddedRunner
+from streamdet.adapters.inputs import open_source
+from streamdet.adapters.outputs import JsonlSink
+from streamdet.engine.params import Params
 from streamdet.state.budget import MemoryBudget, parse_bytes
 from streamdet.state.rocks import RocksKV
+from streamdet.state.schema import key_u64
 from streamdet.state.txn import Store
 
-from .cli_helpers import build_crawl, streamdet, write_jsonl
+from .cli_helpers import build_crawl, dump, streamdet, write_jsonl
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -71,3 +78,61 @@ def test_runs_under_the_smallest_budget_and_the_default_one_agree(tmp_path):
     assert dumps[0] == dumps[1]
     rows = [json.loads(line) for line in dumps[0].splitlines()]
     assert len(rows) >= 60 and any(r["quilted"] for r in rows)
+
+
+def test_the_sizer_shrinks_to_the_slots_a_batch_may_hold_and_grows_back_slowly():
+    sizer = BatchSizer(512, slots=1_000_000)
+    assert sizer.records == 512
+    assert sizer.observe(400, 4_000_000) == 100  # 10,000 slots a record: 100 fit
+    assert sizer.observe(100, 500_000) == 126  # fewer slots: up by a quarter at most
+    assert sizer.observe(126, 10**9) == MIN_RECORDS  # never below the floor
+    for _ in range(40):
+        sizer.observe(sizer.records, 0)
+    assert sizer.records == 512  # back to --batch, not past it
+    assert sizer.observe(0, 10**9) == 512  # an empty batch tells nothing
+    assert BatchSizer(5, slots=1).observe(5, 10**6) == 5  # --batch below the floor wins
+
+
+def test_a_transaction_counts_the_slots_it_holds(tmp_path):
+    crawl = build_crawl(seed=5, n_pages=30, n_quilts=6)
+    path = write_jsonl(tmp_path / "crawl.jsonl", crawl)
+    state = tmp_path / "s"
+    streamdet("run", "--input", path, "--state", state, "--events", tmp_path / "ev.jsonl")
+    store = Store(RocksKV(str(state)))
+    try:
+        txn = store.begin()
+        docnos = [key_u64(k) for k, _ in store.kv.items("docs")]
+        docs = [txn.doc(d) for d in docnos]
+        assert txn.held_slots() == sum(len(d.slots) for d in docs) > 0
+        docs[0].fold()  # folded documents are held all the same
+        assert txn.held_slots() == sum(len(d.slots) for d in docs)
+    finally:
+        store.close()
+
+
+def test_batches_close_sooner_when_they_hold_more_and_the_result_is_the_same(tmp_path):
+    """The embedded runner with a tiny share for a batch's documents closes its batches
+    at fewer records than --batch, and ends with the state a fixed batch gives."""
+    crawl = build_crawl(seed=11, n_pages=80, n_quilts=12)
+    path = write_jsonl(tmp_path / "crawl.jsonl", crawl)
+    sizes: dict[str, list[int]] = {}
+    for name, slots in (("fixed", 10**9), ("sized", 3_000)):
+        store = Store(RocksKV(str(tmp_path / name)))
+        events = JsonlSink(str(tmp_path / f"{name}-ev.jsonl"))
+        dead = JsonlSink(str(tmp_path / f"{name}-dl.jsonl"))
+        seen = sizes[name] = []
+
+        def on_batch(summary, seen=seen):
+            seen.append(summary.pages - sum(seen))
+        runner = EmbeddedRunner(store, Params(), events, dead, batch_size=40, on_batch=on_batch)
+        runner.sizer = BatchSizer(40, slots)
+        try:
+            runner.run([open_source(str(path))])
+        finally:
+            events.close()
+            dead.close()
+            store.close()
+    assert set(sizes["fixed"][:-1]) == {40}
+    # (the batch after the first is closed while the first is applied)
+    assert max(sizes["sized"][2:]) < 40 and len(sizes["sized"]) > len(sizes["fixed"])
+    assert dump(tmp_path / "sized") == dump(tmp_path / "fixed")

@@ -32,6 +32,7 @@ from ..state.budget import MemoryBudget
 from ..state.txn import Store
 from .allocator import map_large_blocks, release_free_memory
 from .analyzers import Analyzers
+from .batch_sizer import BatchSizer
 from .inputs import (
     BATCH_WAIT_S,
     DEFAULT_BATCH,
@@ -101,6 +102,7 @@ class EmbeddedRunner:
         self.events = events
         self.dead = dead
         self.batch_size = batch_size
+        self.sizer = BatchSizer(batch_size, (budget or store.budget).batch_slots)
         # batches in flight: the one applied, the one queued and those in the analysers
         self.budget = budget or store.budget
         self.batch_bytes = self.budget.batch_bytes(analyzers + 2)
@@ -144,7 +146,7 @@ class EmbeddedRunner:
     # -- reading --------------------------------------------------------------------------
     def _batches(self, sources: list[Source], positions: dict, summary: RunSummary
                  ) -> Iterator[list[RawRecord]]:
-        """Batches of records, closed at batch_size records or batch_bytes; on a stream
+        """Batches of records, closed at the sizer's records or batch_bytes; on a stream
         (stdin, a pipe) also BATCH_WAIT_S after their first record, and an empty batch
         when the stream is quiet (the analysers then hand back what they hold), so a
         record that trickles in is processed within a second (SPEC §9)."""
@@ -160,7 +162,7 @@ class EmbeddedRunner:
                         opened = time.monotonic()
                     batch.append(rec)
                     size += payload_bytes(rec.payload)
-                if batch and (len(batch) >= self.batch_size or size >= self.batch_bytes or (
+                if batch and (len(batch) >= self.sizer.records or size >= self.batch_bytes or (
                         not source.rereadable and time.monotonic() - opened >= BATCH_WAIT_S)):
                     yield batch
                     batch, size = [], 0
@@ -221,6 +223,7 @@ class EmbeddedRunner:
             if rec.index == 0:
                 positions[rec.source + HEAD] = rec.chain
         input_bytes = sum(payload_bytes(r.payload) for r in batch) if self.metrics else 0
+        records = len(batch)
         # The records are done with (their dead letters written, their positions taken):
         # emptying the list lets them go before the engine works, not after (every holder
         # shares this list), so the batch's raw bytes are not held beside the state.
@@ -228,6 +231,7 @@ class EmbeddedRunner:
         began = time.perf_counter()
         txn = self.store.begin()
         events, stats = self.engine.process(txn, pages)
+        self.sizer.observe(records, stats.held_slots)  # the batches not closed yet
         at = utc_now()
         for ev in events:
             ev["at"] = at

@@ -48,6 +48,7 @@ class BatchStats:
     went_common: int = 0  # grams that became common
     new_documents: int = 0  # URLs seen for the first time
     traps: int = 0  # pages turned away as crawler traps (SPEC §8)
+    held_slots: int = 0  # slots of the documents the transaction held (Txn.held_slots)
 
 
 def turn_away_traps(pages: Iterable[Analyzed], params: Params
@@ -110,6 +111,7 @@ class Engine:
         events += cluster_events(txn, rows, lambda last: last + 1, self.params.to_dict())
         partners.flush()
         stats.rescored = len(dirty)
+        stats.held_slots = txn.held_slots()
         self._rows, self._fresh = {}, self._fresh[:0]  # the batch's: not held until the next
         return events, stats
 

@@ -17,7 +17,10 @@ sized from this budget:
 | records | 4/16 | records of the batches in flight and their analysis (bytes read) |
 
 The rest (about 1/4) is working memory of the batch in hand: the engine's arrays and
-transaction, the pickled results coming back from the analysis process. Interpreters,
+transaction, the pickled results coming back from the analysis process. Of it, 3/16 of
+the budget bounds the documents a batch's transaction holds (`batch_slots`, at 64 B of
+resident memory a slot): the embedded runner closes batches at fewer records when they
+held more (adapters.batch_sizer). Interpreters,
 libraries and code (~100 MB a process) are outside the budget. The benchmarks measure
 peak RSS of all of a run's processes against budget + 200 MB (loadtest/bench_embedded.py,
 loadtest/bench_growth.py).
@@ -41,6 +44,11 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 DOC_SLOT_BYTES = 125
 POSTING_BYTES = 150  # a decoded overlay posting in the cache (key, tuple, dict slot)
 NAME_BYTES = 250  # a cached (server, URL) pair
+# resident memory per slot of the documents a transaction holds (slots, masks, the index
+# of the unfolded ones, and what the allocators keep of them once freed): a 20,000-page
+# run's peak fell by 320 MB (main process) when its batches' held slots fell from
+# ~7.3 M to ~2.7 M (batches of ~350 records against 128), i.e. ~70 B a slot
+HELD_SLOT_BYTES = 64
 
 
 def parse_bytes(text: str) -> int:
@@ -96,6 +104,11 @@ class MemoryBudget:
     def names(self) -> int:
         """(server, URL) pairs of document versions kept between batches."""
         return self.total // 64 // NAME_BYTES
+
+    @property
+    def batch_slots(self) -> int:
+        """Slots of the documents one batch's transaction may hold, folded or not."""
+        return self.total * 3 // 16 // HELD_SLOT_BYTES
 
     @property
     def records(self) -> int:

@@ -315,6 +315,11 @@ class Txn:
             self._unfold(docno, len(d.slots))
         return d
 
+    def held_slots(self) -> int:
+        """Slots of the documents this transaction holds, folded or not: what its memory
+        grows with as the state grows (adapters.batch_sizer)."""
+        return sum(len(d.slots) for d in self.docs.values() if d is not None)
+
     def _unfold(self, docno: int, n_slots: int) -> None:
         """Count a document handed out as unfolded (its caller may build its index); past
         the budget, make room: the store's cached documents go first (they are stored as
