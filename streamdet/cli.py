@@ -865,9 +865,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dead-letter", metavar="PATH",
                      help="dead-letter JSONL (default DIR/dead-letter.jsonl)")
     run.add_argument("--batch", type=int, default=DEFAULT_BATCH,
-                     help=f"records per atomic batch (default {DEFAULT_BATCH}; a batch also "
-                     "closes at a share of --memory's records in flight, and on a stream "
-                     f"{BATCH_WAIT_S:g} s after its first record)")
+                     help=f"records per atomic batch at most (default {DEFAULT_BATCH}; a "
+                     "batch closes sooner once batches hold more documents than --memory "
+                     "gives them, at a share of --memory's records in flight, and on a "
+                     f"stream {BATCH_WAIT_S:g} s after its first record)")
     add_analysis_options(run)
     run.add_argument("--metrics-port", type=port_number, metavar="P",
                      help="serve Prometheus metrics on 127.0.0.1:P (0: any free port)")
