@@ -101,10 +101,9 @@ class EmbeddedRunner:
         self.engine = Engine(params)
         self.events = events
         self.dead = dead
-        self.batch_size = batch_size
-        self.sizer = BatchSizer(batch_size, (budget or store.budget).batch_slots)
-        # batches in flight: the one applied, the one queued and those in the analysers
         self.budget = budget or store.budget
+        self.sizer = BatchSizer(batch_size, self.budget.batch_slots)  # --batch at most
+        # batches in flight: the one applied, the one queued and those in the analysers
         self.batch_bytes = self.budget.batch_bytes(analyzers + 2)
         self.max_body = max_body
         self.on_batch = on_batch
