@@ -2,6 +2,8 @@
 
     python loadtest/bench_kafka.py                # 2,000 pages
     python loadtest/bench_kafka.py --smoke        # ~120 pages, for CI
+    python loadtest/bench_kafka.py --pages 20000 --throughput-runs 1 --latency-runs 1
+                                                  # a worker's memory on a larger state
 
 On a real broker (tansu, started here on a free loopback port, a fresh one for every
 measurement) with real `streamdet worker` processes (4 shards):
@@ -15,6 +17,9 @@ measurement) with real `streamdet worker` processes (4 shards):
    / that time. CPU seconds of the workers, the broker, this watcher and the producer are
    read from /proc (the broker's for the processing window only). Measured in interleaved
    pairs (1 worker, 2 workers; three pairs by default), scaling taken within each pair.
+   Each worker's peak RSS, all its processes together, is sampled from /proc every 0.2 s
+   (loadtest.host.TreeRss) and compared with its --memory (`--memory`, default 1 GiB)
+   plus 200 MB: one worker alone holds every shard of the stream.
 3. Peak on a warm state: 2 workers take the stream's first half, then its second half is
    sent at once; pages/s over that half (see "latency" below for why).
 4. Latency: 2 workers that have taken the first half; the second half is sent at half of
@@ -58,7 +63,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from loadtest.host import machine, vm_speed  # noqa: E402
+from loadtest.host import TreeRss, machine, vm_speed  # noqa: E402
 from loadtest.report import plot_kafka  # noqa: E402
 from streamdet.adapters.pacing import RateLimiter  # noqa: E402
 
@@ -71,6 +76,8 @@ TIMING = {"STREAMDET_SESSION_MS": "3000", "STREAMDET_HEARTBEAT_MS": "300"}
 # 99 pages/s here, and a second worker can only add what the broker leaves.)
 ANALYZERS = int(os.environ.get("BENCH_ANALYZERS", "0"))
 TARGET_SCALING = 1.6
+DEFAULT_MEMORY = "1GiB"  # a worker's --memory when none is given
+MEMORY_SLACK = 200 << 20  # peak RSS of a worker's processes <= its budget + this
 TARGET_P99 = 1.0
 TARGET_DESK_LAG_S = 2.0
 DESK_POLL_S = 0.1
@@ -132,12 +139,15 @@ def make_stream(path: Path, pages: int, seed: int) -> dict:
 
 
 class Pipeline:
-    def __init__(self, broker, work: Path, name: str) -> None:
+    def __init__(self, broker, work: Path, name: str, *, analyzers: int = ANALYZERS,
+                 memory: str | None = None) -> None:
         from tests.kafka_broker import unique_name
 
         self.broker, self.work = broker, work
         self.prefix = unique_name(name)
+        self.analyzers, self.memory = analyzers, memory  # None: the workers' own default
         self.procs: list[subprocess.Popen] = []
+        self.rss: list[TreeRss] = []  # each worker's processes (its analysis ones too)
 
     def env(self) -> dict:
         return {**os.environ, **TIMING, "PYTHONUNBUFFERED": "1"}
@@ -148,11 +158,24 @@ class Pipeline:
     def start_workers(self, n: int) -> None:
         for i in range(n):
             logf = open(self.work / f"{self.prefix}-w{i}.log", "wb")  # noqa: SIM115
+            memory = ["--memory", self.memory] if self.memory else []
             self.procs.append(subprocess.Popen(
                 streamdet_cmd() + ["worker", *self.args(), "--shards", str(SHARDS), "--port", "0",
-                                   "--analyzers", str(ANALYZERS),
+                                   "--analyzers", str(self.analyzers), *memory,
                                    "--state", str(self.work / f"{self.prefix}-w{i}")],
                 env=self.env(), stdout=logf, stderr=logf))
+            self.rss.append(TreeRss(self.procs[-1].pid))
+
+    def peak_rss(self) -> dict:
+        """Each worker's peak RSS, all its processes together, and its budget (call once,
+        after the measurement: it stops the sampling)."""
+        from streamdet.state.budget import MemoryBudget
+
+        trees = [tree.stop() for tree in self.rss]
+        budget = MemoryBudget.parse(self.memory or DEFAULT_MEMORY).total
+        peak = max((t["peak_total_bytes"] for t in trees), default=0)
+        return {"budget_bytes": budget, "peak_worker_bytes": peak,
+                "within_budget": peak <= budget + MEMORY_SLACK, "workers": trees}
 
     def produce(self, stream: Path) -> dict:
         t = time.perf_counter()
@@ -247,10 +270,11 @@ class Watcher:
         return all(done(tp) == h for tp, h in high.items()), pages
 
 
-def throughput(broker, work: Path, stream: Path, n_pages: int, workers: int) -> dict:
+def throughput(broker, work: Path, stream: Path, n_pages: int, workers: int,
+               memory: str | None = None) -> dict:
     from tests.kafka_broker import run_sync
 
-    pipe = Pipeline(broker, work, f"tp{workers}")
+    pipe = Pipeline(broker, work, f"tp{workers}", memory=memory)
     try:
         # topics first (produce creates them with the pipeline's shard count)
         t_prod = time.perf_counter()
@@ -259,11 +283,12 @@ def throughput(broker, work: Path, stream: Path, n_pages: int, workers: int) -> 
         pipe.start_workers(workers)
         res = run_sync(_measure(pipe, broker, n_pages))
         res.update(workers=workers, producer_cpu_seconds=cpu_prod, producer_seconds=produce_s,
-                   vm_speed_s=vm_speed())
+                   vm_speed_s=vm_speed(), memory=pipe.peak_rss())
         log(f"{workers} worker(s): {res['pages_per_s']:.1f} pages/s ({res['seconds']:.1f} s; "
             f"workers {res['worker_cpu_seconds']:.0f} CPU s, broker "
             f"{res['broker_cpu_seconds']:.0f} CPU s, this bench {res['bench_cpu_seconds']:.1f} "
-            f"CPU s, producer {cpu_prod:.1f} CPU s for {produce_s:.1f} s)")
+            f"CPU s, producer {cpu_prod:.1f} CPU s for {produce_s:.1f} s); peak RSS of a "
+            f"worker {res['memory']['peak_worker_bytes'] / 2**20:,.0f} MB")
         return res
     finally:
         pipe.stop()
@@ -648,7 +673,11 @@ def main(argv: list[str] | None = None) -> int:
                          "median scaling is the headline, all are kept (default 3)")
     ap.add_argument("--latency-runs", type=int, default=3, metavar="N",
                     help="latency measured N times at the same rate; the run with the "
-                         "median p99 is the headline, all are kept (default 3)")
+                         "median p99 is the headline, all are kept (default 3; 0: neither "
+                         "the warm-state peak nor the latency is measured)")
+    ap.add_argument("--memory", help="the workers' --memory in the throughput runs, whose "
+                    "peak RSS (all of a worker's processes) is compared with it plus 200 MB "
+                    f"(default: theirs, {DEFAULT_MEMORY})")
     ap.add_argument("--review-desk", action="store_true",
                     help="the latency runs with the Kafka review desk beside them: its lag "
                     "behind the events topic (issue 19)")
@@ -675,25 +704,26 @@ def main(argv: list[str] | None = None) -> int:
         pairs = []
         for _ in range(1 if args.smoke else args.throughput_runs):
             with broker_session() as broker:
-                one = throughput(broker, work, stream, info["records"], 1)
+                one = throughput(broker, work, stream, info["records"], 1, args.memory)
             with broker_session() as broker:
-                two = throughput(broker, work, stream, info["records"], 2)
+                two = throughput(broker, work, stream, info["records"], 2, args.memory)
             pairs.append((two["pages_per_s"] / one["pages_per_s"], one, two))
             log(f"pair {len(pairs)}: scaling {pairs[-1][0]:.2f}x")
         scaling, one, two = sorted(pairs, key=lambda x: x[0])[len(pairs) // 2]
         warm, segment = work / "warm.jsonl", work / "segment.jsonl"
         n_warm, n_segment = split_stream(stream, warm, segment)
-        with broker_session() as broker:
-            peak = segment_peak(broker, work, warm, segment, n_warm)
-        rate = peak["pages_per_s"] / 2
-        # The VM's speed moves by +-25% within minutes (a fixed Python loop: 1.3 to
-        # 1.7 s), so one run's p99 says little: run it several times, report each.
-        runs = []
-        for _ in range(1 if args.smoke else args.latency_runs):
+        runs, peak, lat = [], None, {}
+        if args.smoke or args.latency_runs > 0:
             with broker_session() as broker:
-                runs.append(latency(broker, work, warm, segment, n_warm, rate,
-                                    args.review_desk))
-        lat = sorted(runs, key=lambda x: x.get("p99_s", float("inf")))[len(runs) // 2]
+                peak = segment_peak(broker, work, warm, segment, n_warm)
+            rate = peak["pages_per_s"] / 2
+            # The VM's speed moves by +-25% within minutes (a fixed Python loop: 1.3 to
+            # 1.7 s), so one run's p99 says little: run it several times, report each.
+            for _ in range(1 if args.smoke else args.latency_runs):
+                with broker_session() as broker:
+                    runs.append(latency(broker, work, warm, segment, n_warm, rate,
+                                        args.review_desk))
+            lat = sorted(runs, key=lambda x: x.get("p99_s", float("inf")))[len(runs) // 2]
     finally:
         _clean(work)
     result = {
@@ -705,12 +735,18 @@ def main(argv: list[str] | None = None) -> int:
         "throughput_pairs": [{"scaling": x, "one": a["pages_per_s"], "two": b["pages_per_s"],
                               "vm_speed_s": [a["vm_speed_s"], b["vm_speed_s"]]}
                              for x, a, b in pairs],
-        "segment": {"warm_pages": n_warm, "pages": n_segment, "peak": peak}, "latency": lat,
+        **({"segment": {"warm_pages": n_warm, "pages": n_segment, "peak": peak}}
+           if peak else {}), "latency": lat,
+        "memory": {"budget_bytes": one["memory"]["budget_bytes"],
+                   "peak_worker_bytes": {"one_worker": one["memory"]["peak_worker_bytes"],
+                                         "two_workers": two["memory"]["peak_worker_bytes"]},
+                   "slack_bytes": MEMORY_SLACK},
         "latency_runs": [{k: v for k, v in x.items() if k not in ("latencies_s", "series")}
                          for x in runs],
         "targets": {"scaling": TARGET_SCALING, "p99_s": TARGET_P99},
         "pass": {"scaling": scaling >= TARGET_SCALING,
-                 "p99": lat.get("p99_s", float("inf")) < TARGET_P99,
+                 "p99": lat["p99_s"] < TARGET_P99 if "p99_s" in lat else None,
+                 "memory": one["memory"]["within_budget"] and two["memory"]["within_budget"],
                  **({"desk_lag": lat["desk"].get("pass", False)} if "desk" in lat else {})},
     }
     print(f"pages                  {pages:,}")
@@ -722,8 +758,13 @@ def main(argv: list[str] | None = None) -> int:
                                           f" = {x:.2f}x" for x, a, b in pairs))
     print(f"broker CPU (2 workers) {two['broker_cpu_seconds']:8.1f} s of {two['seconds']:.1f} s;"
           f" producer {two['producer_cpu_seconds']:.1f} CPU s")
-    print(f"2 workers, warm state  {peak['pages_per_s']:8.1f} pages/s on the second "
-          f"{n_segment:,} pages after the first {n_warm:,} (latency at half of this)")
+    budget = one["memory"]["budget_bytes"]
+    print(f"peak RSS of a worker   {one['memory']['peak_worker_bytes'] / 2**20:8.0f} MB alone, "
+          f"{two['memory']['peak_worker_bytes'] / 2**20:,.0f} MB of two (all its processes; "
+          f"target <= --memory {budget / 2**20:,.0f} MiB + {MEMORY_SLACK >> 20} MB)")
+    if peak:
+        print(f"2 workers, warm state  {peak['pages_per_s']:8.1f} pages/s on the second "
+              f"{n_segment:,} pages after the first {n_warm:,} (latency at half of this)")
     if lat.get("events"):
         print(f"latency @ {lat['rate']:.1f}/s  p50 {lat['p50_s'] * 1000:.0f} ms  p99 "
               f"{lat['p99_s'] * 1000:.0f} ms over {lat['events']} events (target p99 < "

@@ -156,10 +156,12 @@ def headline(name: str, r: dict) -> list[str]:
                    f"(after its first {r['segment']['warm_pages']:,}): "
                    f"{r['segment']['peak']['pages_per_s']:.1f} pages/s; latency at half of it"]
                   if "segment" in r else []),
-                f"latency at {lat.get('rate', 0):.1f} pages/s over {lat.get('events', 0)} "
-                f"events: p50 {lat.get('p50_s', 0) * 1000:.0f} ms, p99 **"
-                f"{lat.get('p99_s', 0) * 1000:.0f} ms** (target < "
-                f"{r['targets']['p99_s'] * 1000:.0f} ms){_pass(r['pass']['p99'])}"]
+                *([f"latency at {lat.get('rate', 0):.1f} pages/s over {lat.get('events', 0)} "
+                   f"events: p50 {lat.get('p50_s', 0) * 1000:.0f} ms, p99 **"
+                   f"{lat.get('p99_s', 0) * 1000:.0f} ms** (target < "
+                   f"{r['targets']['p99_s'] * 1000:.0f} ms){_pass(r['pass']['p99'])}"]
+                  if lat else []),
+                *(_kafka_memory(r) if "memory" in r else [])]
     if name == "bench_lsh":
         f, ls, q = r["figures"], r["lsh"], r["streamdet"]["quality"]
         at = next(x for x in ls["quality"] if x["threshold"] == ls["threshold"])
@@ -199,6 +201,16 @@ def headline(name: str, r: dict) -> list[str]:
         return ["; ".join(f"{k} {_fmt(v)}" for k, v in summary.items()
                           if not isinstance(v, dict | list))]
     return []
+
+
+def _kafka_memory(r: dict) -> list[str]:
+    """A worker's peak RSS (all its processes) against its --memory."""
+    m = r["memory"]
+    peaks, mb = m["peak_worker_bytes"], 2**20
+    return [f"peak RSS of a worker, all its processes: **{peaks['one_worker'] / mb:,.0f} MB** "
+            f"alone, {peaks['two_workers'] / mb:,.0f} MB of two, under --memory "
+            f"{m['budget_bytes'] / mb:,.0f} MiB (target <= "
+            f"{(m['budget_bytes'] + m['slack_bytes']) / mb:,.0f}){_pass(r['pass']['memory'])}"]
 
 
 def _review_headline(r: dict) -> list[str]:

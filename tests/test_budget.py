@@ -91,6 +91,7 @@ def test_the_sizer_shrinks_to_the_slots_a_batch_may_hold_and_grows_back_slowly()
     assert sizer.records == 512  # back to --batch, not past it
     assert sizer.observe(0, 10**9) == 512  # an empty batch tells nothing
     assert BatchSizer(5, slots=1).observe(5, 10**6) == 5  # --batch below the floor wins
+    assert BatchSizer(512, slots=1, floor=2).observe(100, 10**6) == 2  # a floor of its own
 
 
 def test_a_transaction_counts_the_slots_it_holds(tmp_path):

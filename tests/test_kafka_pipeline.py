@@ -8,18 +8,26 @@ Each test runs its own pipeline (a topic prefix of its own) on the session's bro
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import random
 import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from prometheus_client import REGISTRY
 
+from streamdet.adapters.batch_sizer import BatchSizer
+from streamdet.adapters.kafka import Timing, Topics
+from streamdet.adapters.worker import Worker
+from streamdet.engine.params import Params
 from streamdet.engine.shard_step import ShardState
 from streamdet.state.rocks import RocksKV
 from streamdet.state.txn import Store
@@ -539,6 +547,70 @@ def test_a_round_that_fails_during_a_rebalance_is_not_lost(pipeline, crawl):
     assert producer.wait(120) == 0
     log = _finish_and_check(pipeline, reference_dump, reference_pairs)
     assert "failpoint revoking (pass 2); leaving the group" in log, log[-3000:]
+
+
+class _InProcessWorker:
+    """A `Worker` run in this process, on an event loop of its own in a thread, so that a
+    test can set what no command-line option reaches; what Pipeline asks of a Popen."""
+
+    def __init__(self, worker: Worker, log: Path) -> None:
+        self.worker, self.returncode = worker, None
+        self._log = logging.FileHandler(log)
+        logging.getLogger("streamdet").addHandler(self._log)
+        self._loop = asyncio.new_event_loop()
+        self._stop = asyncio.Event()
+        self._thread = threading.Thread(target=self._main, daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        try:
+            self._loop.run_until_complete(self.worker.run(self._stop))
+            self.returncode = 0
+        except BaseException:  # noqa: BLE001 - reported as a process's exit status
+            logging.getLogger("streamdet").exception("in-process worker failed")
+            self.returncode = 1
+        finally:
+            logging.getLogger("streamdet").removeHandler(self._log)
+            self._log.close()
+
+    def poll(self) -> int | None:
+        return None if self._thread.is_alive() else self.returncode
+
+    def send_signal(self, _sig) -> None:
+        self._loop.call_soon_threadsafe(self._stop.set)
+
+    def wait(self, timeout: float) -> int | None:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise subprocess.TimeoutExpired("in-process worker", timeout)
+        return self.returncode
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def _deferred() -> float:
+    return REGISTRY.get_sample_value("streamdet_deferred_records_total") or 0.0
+
+
+def test_rounds_that_hold_too_many_documents_defer_records_and_lose_none(pipeline, crawl):
+    """A worker whose doc shards' rounds may hold a few documents only (sizers set on
+    the object: no budget is that small) applies the records of a doc shard that fit,
+    leaves the rest to its next round (its consumer sent back to them) and ends with
+    `streamdet run`'s result."""
+    path, reference_dump, reference_pairs = crawl
+    worker = Worker(pipeline.broker.bootstrap, str(pipeline.tmp / "w1"), Params(), SHARDS,
+                    topics=Topics.named(pipeline.prefix), group=pipeline.prefix,
+                    timing=Timing(session_ms=3000, heartbeat_ms=300))
+    for s in range(SHARDS):  # rounds of 2 records from the start (a round held too much)
+        worker.sizers[s] = BatchSizer(worker.max_records, slots=2_000, floor=2)
+        worker.sizers[s].observe(1, 10**6)
+    before = _deferred()
+    pipeline.produce(path)  # first: a shard's first fetch brings dozens of records
+    pipeline.workers["w1"] = _InProcessWorker(worker, pipeline.tmp / "w1.log")
+    _finish_and_check(pipeline, reference_dump, reference_pairs)
+    assert _deferred() > before
+    assert max(s.records for s in worker.sizers.values()) < worker.max_records
 
 
 def test_state_left_behind_by_a_takeover_is_rebuilt_not_trusted(pipeline, crawl):

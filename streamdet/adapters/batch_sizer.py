@@ -1,4 +1,5 @@
-"""How many records the embedded runner's next batch may hold.
+"""How many records the embedded runner's next batch, or a worker's next round on a doc
+shard, may hold.
 
 A batch's working memory grows with the earlier documents it re-scores, and each new page
 reaches more of them as the state grows: measured on 20,000 replayed pages (batches of
@@ -9,6 +10,10 @@ records when the last one held more slots than the budget gives a batch
 fewer - up to `--batch`. Fewer records a batch means an earlier document touched by
 several pages is re-scored more often: the price of a budget that holds as the state
 grows.
+
+A worker applies the same rule to each doc shard's rounds (pages and deltas): it applies
+the records that fit and sends its consumer back to the first one left, which the next
+fetch brings again (adapters.worker).
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ GROWTH = 1.25  # the most a batch may grow over the last one's limit
 class BatchSizer:
     """The records limit of the next batch, from what the last ones held."""
 
-    def __init__(self, most: int, slots: int) -> None:
+    def __init__(self, most: int, slots: int, floor: int = MIN_RECORDS) -> None:
         self.most, self.slots = most, slots
+        self.floor = min(floor, most)
         self.records = most
 
     def observe(self, records: int, held_slots: int) -> int:
@@ -30,5 +36,5 @@ class BatchSizer:
         if records > 0:
             fits = records * self.slots // max(1, held_slots)
             grown = int(self.records * GROWTH) + 1
-            self.records = max(min(MIN_RECORDS, self.most), min(self.most, fits, grown))
+            self.records = max(self.floor, min(self.most, fits, grown))
         return self.records

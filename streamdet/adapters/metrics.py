@@ -76,6 +76,11 @@ class Metrics:
             "again from its shards' states.", registry=r)
         self.replayed = Counter("streamdet_replayed_records_total",
                                 "Records replayed to rebuild shard state.", registry=r)
+        self.deferred = Counter(
+            "streamdet_deferred_records_total",
+            "Records a doc shard fetched and left to its next round, which fetches them "
+            "again: its rounds held more documents than the memory budget gives one.",
+            registry=r)
         self.implausible_times = Counter(
             "streamdet_implausible_times_total",
             "Records whose fetched_at was not finite, before 1990 or more than a day ahead "
@@ -105,6 +110,7 @@ METRICS = ("streamdet_pages_total", "streamdet_input_bytes_total",
            "streamdet_state_documents", "streamdet_state_disk_bytes",
            "streamdet_consumer_lag_records", "streamdet_worker_up", "streamdet_rebalances_total",
            "streamdet_shards_owned", "streamdet_replayed_records_total",
+           "streamdet_deferred_records_total",
            "streamdet_worker_rejoins_total",
            "streamdet_implausible_times_total", "streamdet_analysis_restarts_total",
            "streamdet_monster_sites", "streamdet_bad_neighbourhoods")

@@ -59,6 +59,7 @@ from ..state.rocks import RocksKV, dir_bytes
 from ..state.txn import StateError, Store
 from . import failpoints
 from .allocator import map_large_blocks, release_free_memory
+from .batch_sizer import BatchSizer
 from .kafka import (
     PipelineError,
     Timing,
@@ -135,6 +136,10 @@ class Worker:
         self.budget = budget or MemoryBudget()
         self._shard_budget = MemoryBudget(self.budget.total * 3 // 4).part(2 * shards + 1)
         self._fetch_bytes = min(64 << 20, self.budget.records // 4)
+        # a doc shard's round holds the earlier documents its pages and deltas reach;
+        # rounds run one shard at a time, so each may hold the budget's share for a batch
+        self.batch_slots = self.budget.batch_slots
+        self.sizers: dict[int, BatchSizer] = {}  # records of a doc shard's next round
         self._released = 0.0
         self.doc_shards: dict[int, Shard] = {}
         self.gram_shards: dict[int, Shard] = {}
@@ -453,18 +458,22 @@ class Worker:
         docs, deltas = _from_state(shard, "docs", docs), _from_state(shard, "deltas", deltas)
         if not docs and not deltas:
             return
+        sizer = self.sizers.setdefault(s, BatchSizer(self.max_records, self.batch_slots))
+        docs, deltas = self._cut(s, sizer.records, docs, deltas)
         d_end = docs[-1].offset + 1 if docs else shard.offset("docs")
         e_end = deltas[-1].offset + 1 if deltas else shard.offset("deltas")
         role = DocShard(self.params, s, self.shards)
 
-        def work() -> tuple[Outbox | None, list[dict]]:  # on the engine thread, at once
+        def work() -> tuple[Outbox | None, list[dict], int]:  # on the engine thread, at once
             pages = [(x.offset, m) for x, m in self._decoded(PageMsg.decode, docs)]
             msgs = [m for _, m in self._decoded(decode_doc_input, deltas)]
             step = process_docs(shard, role, pages, msgs, {"docs": d_end, "deltas": e_end})
-            return step.commit(utc_now()), step.events
+            held = step.txn.held_slots()
+            return step.commit(utc_now()), step.events, held
 
         catching_up = shard.catching_up() is not None
-        outbox, events = await self._cpu(work)
+        outbox, events, held = await self._cpu(work)
+        sizer.observe(len(docs) + len(deltas), held)
         if catching_up:
             failpoints.hit("catching-up")  # tests: die amid a takeover's catch-up
         if role.held:
@@ -475,6 +484,22 @@ class Worker:
         await self._queue_outbox(shard, outbox, r)
         r.offsets[TopicPartition(self.topics.docs, s)] = d_end
         r.offsets[TopicPartition(self.topics.deltas, s)] = e_end
+
+    def _cut(self, s: int, limit: int, docs: list, deltas: list) -> tuple[list, list]:
+        """At most `limit` of doc shard s's fetched records, each input cut in proportion
+        to its share (a page at least, when there are pages): the consumer is sent back to
+        the first record left, which the next fetch brings again (adapters.batch_sizer)."""
+        n = len(docs) + len(deltas)
+        if n <= limit:
+            return docs, deltas
+        keep_docs = min(len(docs), max(1 if docs else 0, limit * len(docs) // n))
+        keep_deltas = min(len(deltas), limit - keep_docs)
+        t = self.topics
+        for topic, recs, keep in ((t.docs, docs, keep_docs), (t.deltas, deltas, keep_deltas)):
+            if keep < len(recs):
+                self.consumer.seek(TopicPartition(topic, s), recs[keep].offset)
+        self.metrics.deferred.inc(n - keep_docs - keep_deltas)
+        return docs[:keep_docs], deltas[:keep_deltas]
 
     async def _queue_outbox(self, shard: Shard, outbox: Outbox | None, r: _Round) -> None:
         """Queue a committed outbox's records on the producer; the round clears the
