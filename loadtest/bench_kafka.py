@@ -120,19 +120,33 @@ def _children(pid: int) -> list[int]:
 
 
 def make_stream(path: Path, pages: int, seed: int) -> dict:
+    """Planted quilts among real pages, topped up with replayed ones, in a seeded random
+    order. Each record is encoded once into a scratch file and copied to `path` in the
+    shuffled order, so that this process never holds the stream (20,000 pages are 5 GB
+    of html, and the records' freed memory would stay in its heap for the whole run)."""
+    from itertools import chain
+
     from loadtest.corpus import planted_corpus, replay_stream
 
     n_real = min(pages * 9 // 10, 1500)
-    records, truth = planted_corpus(seed, n_real, max(4, pages // 20))
-    if len(records) < pages:
-        records += list(replay_stream(seed, pages - len(records), 0.9))
-    random.Random(seed).shuffle(records)
-    records = records[:pages]
-    with open(path, "w", encoding="utf-8") as f:
-        for r in records:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    return {"records": len(records), "planted_quilts": sum(1 for r in records
-                                                          if r["url"] in truth)}
+    planted, truth = planted_corpus(seed, n_real, max(4, pages // 20))
+    rest = replay_stream(seed, pages - len(planted), 0.9) if len(planted) < pages else ()
+    scratch = path.with_suffix(".unordered")
+    places: list[tuple[int, int, bool]] = []  # (offset, length, planted quilt) per record
+    with open(scratch, "wb") as f:
+        for r in chain(planted, rest):
+            line = (json.dumps(r, ensure_ascii=False) + "\n").encode("utf-8")
+            places.append((f.tell(), len(line), r["url"] in truth))
+            f.write(line)
+    del planted
+    random.Random(seed).shuffle(places)
+    places = places[:pages]
+    with open(scratch, "rb") as src, open(path, "wb") as out:
+        for offset, length, _ in places:
+            src.seek(offset)
+            out.write(src.read(length))
+    scratch.unlink()
+    return {"records": len(places), "planted_quilts": sum(q for _, _, q in places)}
 
 
 # -- a pipeline of workers ----------------------------------------------------------------
@@ -340,14 +354,19 @@ def _child_cpu(fn) -> float:
 
 
 def split_stream(stream: Path, warm: Path, segment: Path) -> tuple[int, int]:
-    """The stream's first half (to warm the state) and second half (measured)."""
-    # split on "\n" only: str.splitlines also cuts at U+2028 and the like, which JSON
-    # (ensure_ascii=False) leaves raw inside strings
-    lines = [x + "\n" for x in stream.read_text(encoding="utf-8").split("\n") if x]
-    half = len(lines) // 2
-    warm.write_text("".join(lines[:half]), encoding="utf-8")
-    segment.write_text("".join(lines[half:]), encoding="utf-8")
-    return half, len(lines) - half
+    """The stream's first half (to warm the state) and second half (measured), copied
+    line by line (a 20,000-page stream is 5 GB). Lines end at b"\n" only: JSON
+    (ensure_ascii=False) leaves U+2028 and the like raw inside strings."""
+    with open(stream, "rb") as f:
+        n = sum(1 for line in f if line.strip())
+    half = n // 2
+    with open(stream, "rb") as f, open(warm, "wb") as w, open(segment, "wb") as g:
+        seen = 0
+        for line in f:
+            if line.strip():
+                (w if seen < half else g).write(line if line.endswith(b"\n") else line + b"\n")
+                seen += 1
+    return half, n - half
 
 
 def raw_records(path: Path) -> list[tuple[str, bytes]]:
