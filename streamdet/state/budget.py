@@ -18,9 +18,9 @@ sized from this budget:
 
 The rest (about 1/4) is working memory of the batch in hand: the engine's arrays and
 transaction, the pickled results coming back from the analysis process. Of it, 3/16 of
-the budget bounds the documents a batch's transaction holds (`batch_slots`, at 64 B of
-resident memory a slot): the embedded runner closes batches at fewer records when they
-held more (adapters.batch_sizer). Interpreters,
+the budget bounds the documents a batch's transaction holds (`batch_slots`, at 72 B of
+resident memory a slot): the embedded runner closes batches, and a worker its doc
+shards' rounds, at fewer records when they held more (adapters.batch_sizer). Interpreters,
 libraries and code (~100 MB a process) are outside the budget. The benchmarks measure
 peak RSS of all of a run's processes against budget + 200 MB (loadtest/bench_embedded.py,
 loadtest/bench_growth.py).
@@ -47,8 +47,10 @@ NAME_BYTES = 250  # a cached (server, URL) pair
 # resident memory per slot of the documents a transaction holds (slots, masks, the index
 # of the unfolded ones, and what the allocators keep of them once freed): a 20,000-page
 # run's peak fell by 320 MB (main process) when its batches' held slots fell from
-# ~7.3 M to ~2.7 M (batches of ~350 records against 128), i.e. ~70 B a slot
-HELD_SLOT_BYTES = 64
+# ~7.3 M to ~2.7 M (batches of ~350 records against 128), i.e. ~70 B a slot. At 72 B
+# (2.8 M slots under 1 GiB) all processes of that run peak at 1,200 MiB, against 1,252 at
+# 64 B, for 2% more CPU (CHANGELOG.md)
+HELD_SLOT_BYTES = 72
 
 
 def parse_bytes(text: str) -> int:
