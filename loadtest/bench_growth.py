@@ -49,8 +49,10 @@ sees them (`Analyzed`: url, server, gram set), and only the engine is timed:
    end (a stress case). `--refetch` (default 0.01 per new document) adds re-fetches: a
    URL seen earlier (uniformly) comes again with a new variation, so its old version is
    withdrawn, as in a crawl that revisits pages; they come on top of `--docs`.
-3. Engine (timed): batches of `--batch` pages (default 256, the size of the published
-   growth runs; `streamdet run` closes a batch at 512 records or 256 MB) go through what
+3. Engine (timed): batches of up to `--batch` pages (default 256, the size of the
+   published growth runs; `streamdet run` closes a batch at 512 records or 256 MB), and
+   fewer once batches hold more documents than the budget gives one, by the batch sizer
+   `streamdet run` uses, go through what
    streamdet/adapters/embedded.py does per batch: `Engine.process` in a `Store(RocksKV)`
    transaction, `commit`, then `Store.compact` (segment merges). Events are counted, not
    written.
@@ -500,8 +502,9 @@ def sites_query(store, params: Params) -> dict:
 # -- the run -------------------------------------------------------------------------------
 
 
-def apply_batch(engine, store, pages: list[Analyzed], w: Window, arrivals: int) -> None:
-    """The per-batch work of adapters/embedded.py, timed by part (events counted only)."""
+def apply_batch(engine, store, pages: list[Analyzed], w: Window, arrivals: int) -> int:
+    """The per-batch work of adapters/embedded.py, timed by part (events counted only);
+    the slots of the documents the batch held (for the batch sizer)."""
     t0, c0 = time.perf_counter(), time.thread_time()
     txn = store.begin()
     events, stats = engine.process(txn, pages)
@@ -518,6 +521,7 @@ def apply_batch(engine, store, pages: list[Analyzed], w: Window, arrivals: int) 
     w.went_common += stats.went_common
     w.fanout.extend(stats.fanout or ())
     w.events.update(ev["event"] for ev in events)
+    return stats.held_slots
 
 
 def next_batch(it: Iterator[tuple[Analyzed, bool]], size: int, docs_left: int,
@@ -587,6 +591,7 @@ def run(stream: GrowthStream, state: Path, docs: int, checkpoint: int, batch: in
     resume, on a kept one, continuing its stream) under a memory budget (`--memory`);
     one row per checkpoint."""
     from streamdet.adapters.allocator import release_free_memory
+    from streamdet.adapters.batch_sizer import BatchSizer
     from streamdet.adapters.collector import tune_collector
     from streamdet.adapters.state_format import EMBEDDED, check_state
     from streamdet.engine.core import Engine
@@ -607,16 +612,17 @@ def run(stream: GrowthStream, state: Path, docs: int, checkpoint: int, batch: in
             store.set_meta(STREAM_META, stream_config(stream))
         docs += stream.new_docs
         engine = Engine(stream.params)
+        sizer = BatchSizer(batch, budget.batch_slots)  # as `streamdet run` closes batches
         it = iter(stream)
         w = Window(lookups_started=lookup_counts(store))
         while stream.new_docs < docs:
             cp = min(docs, (stream.new_docs // checkpoint + 1) * checkpoint)
-            pages = next_batch(it, batch, cp - stream.new_docs, w)
+            pages = next_batch(it, sizer.records, cp - stream.new_docs, w)
             if counter is not None:
                 for p in pages:
                     counter.add(p.grams)
             w.grams += sum(len(p.grams) for p in pages)
-            apply_batch(engine, store, pages, w, stream.arrivals)
+            sizer.observe(len(pages), apply_batch(engine, store, pages, w, stream.arrivals))
             del pages
             release_free_memory(budget.total)  # as `streamdet run` does after each batch
             if w.batches % SPEED_EVERY == 0:
