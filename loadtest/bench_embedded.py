@@ -52,14 +52,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from loadtest.host import TreeRss, machine  # noqa: E402
+from loadtest.host import MEMORY_SLACK, TreeRss, machine  # noqa: E402
 from loadtest.report import plot_embedded  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"
 SMOKE_PAGES = 200
 TARGET_RATIO = 0.8  # streamdet's pages/s over the floor's, by wall time
 TARGET_RATIO_CPU = 0.5  # the floor's CPU seconds over streamdet's
-MEMORY_SLACK = 200 << 20  # peak RSS of all of a run's processes <= its budget + this
 DEFAULT_MEMORY = 1 << 30  # streamdet's own default budget (--memory)
 TARGET_BYTES_PER_GRAM = 30.0
 

@@ -125,7 +125,7 @@ from loadtest.growth_verdict import (  # noqa: E402
     judge,
     stationary_growth,
 )
-from loadtest.host import vm_speed  # noqa: E402
+from loadtest.host import MEMORY_SLACK, vm_speed  # noqa: E402
 from streamdet.engine.analysis import Analyzed, analyze  # noqa: E402
 from streamdet.engine.grams import sorted_unique, token_hashes, window_hashes  # noqa: E402
 from streamdet.engine.params import Params  # noqa: E402
@@ -138,7 +138,6 @@ from streamdet.state.budget import parse_bytes  # noqa: E402
 OUT_DIR = REPO / "loadtest" / "out"
 SPEED_EVERY = 16  # batches between two samples of the VM's speed (~0.2 s each, untimed)
 DEFAULT_MEMORY = "1GiB"  # streamdet's own default --memory
-MEMORY_SLACK = 200 << 20  # peak RSS <= budget + this (interpreter, libraries, the models)
 SMOKE = {"docs": 3000, "checkpoint": 1000, "pool": 300, "gram_sample": 1, "fidelity": 20}
 MARK = "zqxjmark"  # marker words around content nodes (a token of their own)
 _MARK_RE = re.compile(rf"{MARK}([be])(\d+){MARK}")

@@ -63,9 +63,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from loadtest.host import TreeRss, machine, vm_speed  # noqa: E402
+from loadtest.host import MEMORY_SLACK, TreeRss, machine, vm_speed  # noqa: E402
 from loadtest.report import plot_kafka  # noqa: E402
 from streamdet.adapters.pacing import RateLimiter  # noqa: E402
+from streamdet.state.budget import DEFAULT_MEMORY, MemoryBudget  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"
 SHARDS = 4
@@ -76,8 +77,6 @@ TIMING = {"STREAMDET_SESSION_MS": "3000", "STREAMDET_HEARTBEAT_MS": "300"}
 # 99 pages/s here, and a second worker can only add what the broker leaves.)
 ANALYZERS = int(os.environ.get("BENCH_ANALYZERS", "0"))
 TARGET_SCALING = 1.6
-DEFAULT_MEMORY = "1GiB"  # a worker's --memory when none is given
-MEMORY_SLACK = 200 << 20  # peak RSS of a worker's processes <= its budget + this
 TARGET_P99 = 1.0
 TARGET_DESK_LAG_S = 2.0
 DESK_POLL_S = 0.1
@@ -153,13 +152,12 @@ def make_stream(path: Path, pages: int, seed: int) -> dict:
 
 
 class Pipeline:
-    def __init__(self, broker, work: Path, name: str, *, analyzers: int = ANALYZERS,
-                 memory: str | None = None) -> None:
+    def __init__(self, broker, work: Path, name: str, memory: str | None = None) -> None:
         from tests.kafka_broker import unique_name
 
         self.broker, self.work = broker, work
         self.prefix = unique_name(name)
-        self.analyzers, self.memory = analyzers, memory  # None: the workers' own default
+        self.memory = memory  # the workers' --memory (None: their own default)
         self.procs: list[subprocess.Popen] = []
         self.rss: list[TreeRss] = []  # each worker's processes (its analysis ones too)
 
@@ -175,7 +173,7 @@ class Pipeline:
             memory = ["--memory", self.memory] if self.memory else []
             self.procs.append(subprocess.Popen(
                 streamdet_cmd() + ["worker", *self.args(), "--shards", str(SHARDS), "--port", "0",
-                                   "--analyzers", str(self.analyzers), *memory,
+                                   "--analyzers", str(ANALYZERS), *memory,
                                    "--state", str(self.work / f"{self.prefix}-w{i}")],
                 env=self.env(), stdout=logf, stderr=logf))
             self.rss.append(TreeRss(self.procs[-1].pid))
@@ -183,10 +181,8 @@ class Pipeline:
     def peak_rss(self) -> dict:
         """Each worker's peak RSS, all its processes together, and its budget (call once,
         after the measurement: it stops the sampling)."""
-        from streamdet.state.budget import MemoryBudget
-
         trees = [tree.stop() for tree in self.rss]
-        budget = MemoryBudget.parse(self.memory or DEFAULT_MEMORY).total
+        budget = MemoryBudget.parse(self.memory).total if self.memory else DEFAULT_MEMORY
         peak = max((t["peak_total_bytes"] for t in trees), default=0)
         return {"budget_bytes": budget, "peak_worker_bytes": peak,
                 "within_budget": peak <= budget + MEMORY_SLACK, "workers": trees}
@@ -696,7 +692,7 @@ def main(argv: list[str] | None = None) -> int:
                          "the warm-state peak nor the latency is measured)")
     ap.add_argument("--memory", help="the workers' --memory in the throughput runs, whose "
                     "peak RSS (all of a worker's processes) is compared with it plus 200 MB "
-                    f"(default: theirs, {DEFAULT_MEMORY})")
+                    f"(default: theirs, {DEFAULT_MEMORY >> 20} MiB)")
     ap.add_argument("--review-desk", action="store_true",
                     help="the latency runs with the Kafka review desk beside them: its lag "
                     "behind the events topic (issue 19)")

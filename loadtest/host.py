@@ -10,6 +10,10 @@ import platform
 import time
 from pathlib import Path
 
+# The memory target of the benchmarks (issue 23): peak RSS of a run's or a worker's
+# processes <= its --memory + this (interpreters, libraries and code are outside it)
+MEMORY_SLACK = 200 << 20
+
 
 def vm_speed(loops: int = 2_000_000) -> float:
     """Seconds of a fixed pure-Python loop (2 M steps: ~0.15 s at this VM's best): its
