@@ -11,7 +11,7 @@ sized from this budget:
 |---|---|---|
 | RocksDB block cache | 3/16 | data, index and filter blocks, and the memtables (charged to it) |
 | of which memtables | 1/16 | writes not yet flushed, all column families together |
-| documents | 3/16 | decoded documents kept between batches (~125 B a patch-gram slot) |
+| documents | 3/16 | decoded documents kept between batches (~40 B a patch-gram slot) |
 | postings | 2/16 | decoded overlay postings kept between batches (~150 B a gram) |
 | names | 1/64 | (server, URL) of document versions (~250 B each) |
 | records | 4/16 | records of the batches in flight and their analysis (bytes read) |
@@ -39,9 +39,10 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 1 << 10, "m": 10**6, "m
           "tib": 1 << 40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
-# a decoded document's Python objects per patch-gram slot (slots, gram -> slot dict, masks):
-# 112 B traced by tracemalloc over 6,000 documents of a 20,000-page state, plus malloc's own
-DOC_SLOT_BYTES = 125
+# a decoded document per patch-gram slot (slots, masks, its gram -> slot index in numpy,
+# state.slot_index): 36.3 B traced by tracemalloc over 4,000 documents of a 20,000-page
+# state (24.2 without the index), plus malloc's own
+DOC_SLOT_BYTES = 40
 POSTING_BYTES = 150  # a decoded overlay posting in the cache (key, tuple, dict slot)
 NAME_BYTES = 250  # a cached (server, URL) pair
 # resident memory per slot of the documents a transaction holds (slots, masks, the index

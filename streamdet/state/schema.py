@@ -28,11 +28,11 @@ import sys
 from array import array
 from dataclasses import dataclass, field
 from itertools import chain
-from operator import itemgetter
 
 import numpy as np
 
 from .maskcodec import decode_masks, encode_masks
+from .slot_index import SlotIndex
 
 COMMON = "common"  # posting marker: the gram had more than m documents
 Posting = tuple[int, ...] | str
@@ -135,7 +135,7 @@ class DocState:
     `has_delta` whether a delta is stored beside the snapshot (see table `docdelta`).
     """
 
-    __slots__ = ("n_grams", "slots", "_pos", "free", "masks", "result", "slots_changed",
+    __slots__ = ("n_grams", "slots", "_index", "free", "masks", "result", "slots_changed",
                  "unsaved", "has_delta")
 
     def __init__(self, n_grams: int, slots: array | None = None,
@@ -147,42 +147,31 @@ class DocState:
         self.has_delta = False
         # Slots are a flat uint64 array, not a list: 8 bytes a slot instead of a pointer to
         # an int object, nothing for the garbage collector to walk, and the codec copies
-        # it in one go. `pos` (gram -> slot) holds the Python ints lookups need.
+        # it in one go. The index (gram -> slot) is built from them when first needed.
         self.slots = slots if slots is not None else array("Q")
         self.masks: dict[int, int] = masks or {}
         self.result = result or DocResult()
         self.free: list[int] = free or []  # a heap (ascending order is one)
-        self._pos: dict[int, int] | None = None if len(self.slots) else {}
+        self._index: SlotIndex | None = None
 
     @property
-    def pos(self) -> dict[int, int]:
-        """gram -> slot of the patch grams, built when first needed: it is ~110 of the
-        ~125 bytes a slot costs decoded, and `fold` drops it again (Txn keeps the
-        documents a batch holds within the memory budget that way)."""
-        pos = self._pos
-        if pos is None:
-            pos = self._pos = self._index()
-        return pos
-
-    def _index(self) -> dict[int, int]:
-        if not self.free:
-            return dict(zip(self.slots.tolist(), range(len(self.slots)), strict=True))
-        # a freed slot still holds its old gram, which may live elsewhere
-        live = np.ones(len(self.slots), dtype=bool)
-        live[self.free] = False
-        at = np.flatnonzero(live)
-        return dict(zip(np.frombuffer(self.slots, dtype=np.uint64)[at].tolist(),
-                        at.tolist(), strict=True))
+    def index(self) -> SlotIndex:
+        """gram -> slot of the patch grams (state.slot_index), built when first needed:
+        `fold` drops it again (Txn keeps the documents a batch holds within the memory
+        budget that way)."""
+        index = self._index
+        if index is None:
+            index = self._index = SlotIndex(self.slots, self.free)
+        return index
 
     def fold(self) -> None:
         """Drop the gram -> slot index (rebuilt from the slots when next needed); the
         slots, masks and result stay, so a folded document is the same document."""
-        if len(self.slots):
-            self._pos = None
+        self._index = None
 
     @property
     def folded(self) -> bool:
-        return self._pos is None
+        return self._index is None
 
     @property
     def n_patch(self) -> int:
@@ -193,23 +182,19 @@ class DocState:
         return self.n_patch / self.n_grams if self.n_grams else 0.0
 
     def patch_grams(self) -> list[int]:
-        return list(self.pos)
+        return self.index.grams()
 
     def bits(self, grams: list[int]) -> int:
         """The slot bitmask of those of `grams` that are patch grams (a delta delivered
         twice may name grams that have gone meanwhile)."""
-        pos = self.pos
-        try:  # one C call for all the lookups; they are most of the cost of a delta
-            at = itemgetter(*grams)(pos) if len(grams) > 1 else tuple(map(pos.__getitem__, grams))
-        except KeyError:
-            at = tuple(i for i in map(pos.get, grams) if i is not None)
+        at = self.index.present(grams)
         if len(at) < MASK_BY_LOOP:
             b = 0
-            for i in at:
+            for i in at.tolist():
                 b |= 1 << i
             return b
         row = np.zeros((len(self.slots) + 7) & ~7, dtype=np.uint8)
-        row[np.fromiter(at, dtype=np.intp, count=len(at))] = 1
+        row[at] = 1
         return int.from_bytes(np.packbits(row, bitorder="little").tobytes(), "little")
 
     def holder_bits(self, grams: list[int], holders: list[tuple[int, ...]]
@@ -220,18 +205,18 @@ class DocState:
         distinct holder tuples (the same copies hold a whole passage), so the grams are
         grouped by tuple and each group's mask is made once; many groups go through one
         bit matrix instead."""
-        pos = self.pos
+        at = self.index.find(grams)
         groups: dict[tuple[int, ...], list[int]] = {}
         last, slots = None, []
-        for g, h in zip(grams, holders, strict=True):
+        for i, h in zip(at.tolist(), holders, strict=True):
             if h is not last:  # a run of one tuple object needs no hashing (engine.postings)
                 last = h
                 slots = groups.get(h)
                 if slots is None:
                     if len(groups) >= HOLDER_GROUPS:
-                        return self._holder_matrix(grams, holders)
+                        return self._holder_matrix(at, holders)
                     slots = groups[h] = []
-            slots.append(pos[g])
+            slots.append(i)
         width = (len(self.slots) + 7) // 8
         out: dict[int, int] = {}
         for h, slots in groups.items():
@@ -242,10 +227,9 @@ class DocState:
                 out[y] = out.get(y, 0) | mask
         return out
 
-    def _holder_matrix(self, grams: list[int], holders: list[tuple[int, ...]]
+    def _holder_matrix(self, at: np.ndarray, holders: list[tuple[int, ...]]
                        ) -> dict[int, int]:
-        """holder_bits as one bit matrix (holders x slots)."""
-        pos = self.pos
+        """holder_bits as one bit matrix (holders x slots), given the grams' slots."""
         counts = np.fromiter(map(len, holders), dtype=np.intp, count=len(holders))
         n_pairs = int(counts.sum())
         if not n_pairs:
@@ -254,7 +238,7 @@ class DocState:
         sources, row = np.unique(held, return_inverse=True)
         width = (len(self.slots) + 7) // 8
         matrix = np.zeros((len(sources), width * 8), dtype=np.uint8)
-        matrix[row, np.repeat([pos[g] for g in grams], counts)] = 1
+        matrix[row, np.repeat(at, counts)] = 1
         blob = np.packbits(matrix, axis=1, bitorder="little").tobytes()
         from_bytes = int.from_bytes
         return {s: from_bytes(blob[i : i + width], "little")
@@ -263,28 +247,31 @@ class DocState:
     def gain(self, grams: list[int]) -> None:
         """New patch grams, in free slots first (grams it has already are left alone, so
         a delta delivered twice changes nothing)."""
-        pos = self.pos
-        for g in grams:
-            if g in pos:
-                continue
-            self.slots_changed = True
+        index = self.index
+        new = [g for g, i in zip(grams, index.find(grams).tolist(), strict=True) if i < 0]
+        if not new:
+            return
+        new = list(dict.fromkeys(new))
+        self.slots_changed = True
+        at = []
+        for g in new:
             if self.free:
                 i = heapq.heappop(self.free)  # lowest free slot: layout independent of history
                 self.slots[i] = g
             else:
                 i = len(self.slots)
                 self.slots.append(g)
-            pos[g] = i
+            at.append(i)
+        index.add(new, at)
 
     def lose(self, grams: list[int]) -> None:
         """Patch grams no more: their slots are cleared in every mask and freed."""
         clear = ~self.bits(grams)
-        pos = self.pos
-        for g in grams:
-            i = pos.pop(g, None)
-            if i is not None:
+        freed = self.index.remove(grams)
+        if freed:
+            for i in freed:
                 heapq.heappush(self.free, i)
-                self.slots_changed = True
+            self.slots_changed = True
         self.masks = {s: m & clear for s, m in self.masks.items() if m & clear}
         self.unsaved = None
 

@@ -132,8 +132,8 @@ class Store:
             self._cached_slots -= len(old.slots)
 
     def keep_docs(self, docs: dict[int, DocState | None]) -> None:
-        """Keep a committed transaction's documents decoded, within a size budget (a
-        document costs about 100 bytes per patch-gram slot in Python objects)."""
+        """Keep a committed transaction's documents decoded, within the budget's
+        document share (budget.DOC_SLOT_BYTES a patch-gram slot)."""
         cache = self.doc_cache
         for docno, d in docs.items():
             if d is not None:

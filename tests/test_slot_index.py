@@ -1,0 +1,72 @@
+"""The gram -> slot index against a plain dict, over random gains, losses and merges."""
+
+from __future__ import annotations
+
+from array import array
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamdet.state import slot_index
+from streamdet.state.schema import DocState
+from streamdet.state.slot_index import SlotIndex
+
+# grams from both ends of the uint64 range, few enough to repeat
+GRAMS = st.one_of(st.integers(0, 40), st.integers(2**64 - 40, 2**64 - 1))
+OPS = st.lists(st.tuples(st.sampled_from(["add", "remove", "rebuild"]),
+                         st.lists(GRAMS, max_size=12, unique=True)), max_size=60)
+
+
+@pytest.fixture(scope="module")
+def small_merges():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(slot_index, "MERGE_AFTER", 3)  # merge often: both paths are used
+        yield
+
+
+@settings(max_examples=300, deadline=None)
+@given(OPS, st.lists(GRAMS, max_size=30))
+def test_the_index_answers_as_a_dict_does(small_merges, ops, probes):
+    slots: array = array("Q")
+    free: list[int] = []
+    model: dict[int, int] = {}
+    index = SlotIndex(slots, free)
+    for op, grams in ops:
+        if op == "add":
+            new = [g for g in grams if g not in model]
+            at = []
+            for g in new:
+                i = free.pop() if free else len(slots)
+                if i == len(slots):
+                    slots.append(g)
+                else:
+                    slots[i] = g
+                at.append(i)
+                model[g] = i
+            index.add(new, at)
+        elif op == "remove":
+            freed = index.remove(grams)
+            assert sorted(freed) == sorted(model.pop(g) for g in grams if g in model)
+            free.extend(freed)
+        else:  # built again from the slots and the free list
+            index = SlotIndex(slots, free)
+        assert len(index) == len(model)
+        assert sorted(index.grams()) == sorted(model)
+        asked = probes + list(model)
+        assert index.find(asked).tolist() == [model.get(g, -1) for g in asked]
+        assert index.present(asked).tolist() == [model[g] for g in asked if g in model]
+
+
+def test_a_gain_repeated_or_with_duplicates_changes_nothing(small_merges):
+    d = DocState(50)
+    d.gain([7, 9, 7, 2**64 - 1])
+    assert list(d.slots) == [7, 9, 2**64 - 1]
+    d.gain([9, 2**64 - 1, 11])
+    assert list(d.slots) == [7, 9, 2**64 - 1, 11]
+    d.lose([9])
+    d.gain([12, 7])  # the freed slot is reused; 7 stays where it is
+    assert list(d.slots) == [7, 12, 2**64 - 1, 11]
+    assert d.bits([7, 12, 9, 11]) == 0b1011
+    d.fold()
+    assert d.bits([7, 12, 9, 11]) == 0b1011  # rebuilt from the slots, the free list empty
