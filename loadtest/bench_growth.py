@@ -718,7 +718,7 @@ TABLE = ("{:>9} {:>9} {:>8} {:>8} {:>9} {:>8} {:>7} {:>7} {:>8} {:>8} {:>6} {:>5
 
 def print_table(rows: list[dict]) -> None:
     print(TABLE.format("docs", "arrivals", "eng ms/p", "cpu ms/p", "gen ms/p", "wall p/s",
-                       "fanout", "resc/a", "RSS MB", "disk MB", "B/gram", "new%", "ratio"))
+                       "fanout", "resc/a", "RSS MiB", "disk MB", "B/gram", "new%", "ratio"))
     first = rows[0]["engine_ms_per_page"]
     for r in rows:
         bpg = r.get("bytes_per_distinct_gram")
@@ -894,7 +894,7 @@ def progress_line(rows: list[dict]) -> str:
             f"compact {r['compact_ms_per_page']:.2f}), fan-out {r['fanout_mean']:.1f}, "
             f"{r['wall_pages_per_s']:.0f} pages/s wall, disk {r['disk_bytes'] / 1e6:,.0f} MB"
             + ("" if bpg is None else f" ({bpg:.1f} B/gram)")
-            + f", RSS {r['rss_bytes'] / 2**20:,.0f} MB, VM speed {r['vm_speed_s']:.3f} s"
+            + f", RSS {r['rss_bytes'] / 2**20:,.0f} MiB, VM speed {r['vm_speed_s']:.3f} s"
             + f"; chunk reads/page {r['chunk_reads_per_page']:.0f} "
             f"({r['vain_chunk_reads_per_page']:.0f} in vain, {r['segments']} segments), "
             f"storage reads {r['storage_read_kb_per_page']:.0f} KB/page; `sites` "
@@ -997,11 +997,11 @@ def report(result: dict) -> None:
               f"{len(c['runs'])}; the first {c['first_seconds']:.2f} s)")
     budget = f.get("memory_budget_bytes")
     if budget:
-        print(f"peak RSS {f['peak_rss_bytes'] / 2**20:,.0f} MB under --memory "
-              f"{budget / 2**20:,.0f} MiB (target <= budget + {MEMORY_SLACK >> 20} MB: "
+        print(f"peak RSS {f['peak_rss_bytes'] / 2**20:,.0f} MiB under --memory "
+              f"{budget / 2**20:,.0f} MiB (target <= budget + {MEMORY_SLACK >> 20} MiB: "
               f"{'ok' if result['pass'].get('peak_rss') else 'MISSED'}; the benchmark's own "
-              f"models and gram sample {f.get('bench_bytes', 0) / 2**20:,.0f} MB of it)")
-    print(f"peak RSS {f['peak_rss_bytes'] / 2**20:,.0f} MB; load average start/end "
+              f"models and gram sample {f.get('bench_bytes', 0) / 2**20:,.0f} MiB of it)")
+    print(f"peak RSS {f['peak_rss_bytes'] / 2**20:,.0f} MiB; load average start/end "
           f"{h['loadavg_start'][0]:.2f} / {h['loadavg_end'][0]:.2f} on {h['cpus']} CPUs "
           f"({h['cpu_model']})")
 
