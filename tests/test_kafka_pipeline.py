@@ -28,6 +28,7 @@ from streamdet.adapters.batch_sizer import BatchSizer
 from streamdet.adapters.kafka import Timing, Topics
 from streamdet.adapters.worker import Worker
 from streamdet.engine.params import Params
+from streamdet.engine.routing import url_shard
 from streamdet.engine.shard_step import ShardState
 from streamdet.state.rocks import RocksKV
 from streamdet.state.txn import Store
@@ -284,6 +285,26 @@ def loose_ends(tmp: Path) -> list[str]:
             state.store.close()
 
 
+def _copies(pipeline: Pipeline, urls: set[str]) -> str:
+    """Where each URL's doc shard lies in the worker states, with each copy's positions
+    and the URL's entry in it: what a failure message needs to tell which copy `dump`
+    read and why it lacks the URL."""
+    lines = [f"rows missing from the workers' dump: {len(urls)}"]
+    for url in sorted(urls):
+        s = url_shard(url, SHARDS)
+        for name in pipeline.workers:
+            path = pipeline.tmp / name / f"doc-{s}"
+            if not path.is_dir():
+                continue
+            store = Store(RocksKV(str(path), read_only=True))
+            try:
+                lines.append(f"{url}: doc-{s} of {name}: positions {store.positions()}, "
+                             f"entry {store.begin().url_entry(url)}")
+            finally:
+                store.close()
+    return "\n".join(lines)
+
+
 def _traps(events: list[dict]) -> set[tuple[str, str, int]]:
     return {(e["url"], e["segment"], e["repeats"]) for e in events if e["event"] == "trap"}
 
@@ -311,8 +332,10 @@ def test_two_workers_equal_streamdet_run(pipeline, crawl):
     pipeline.stop()  # (dump opens the shard states)
     got = pipeline.dump()
     assert sum(r["quilted"] for r in want.values()) >= 4  # the corpus has quilts to find
-    assert {u: normalize_row(r) for u, r in _rows(got).items()} == {
-        u: normalize_row(r) for u, r in want.items()}
+    got_rows = {u: normalize_row(r) for u, r in _rows(got).items()}
+    missing = set(want) - set(got_rows)
+    assert not missing, _copies(pipeline, missing)
+    assert got_rows == {u: normalize_row(r) for u, r in want.items()}
     # SPEC §7 in both modes: the same pairs, told by the pair events
     assert pipeline.dump("--partials") == reference_pairs
     pairs = [json.loads(line) for line in reference_pairs.splitlines()]
