@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from unittest.mock import patch
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +23,7 @@ from streamdet.state.schema import (
     encode_posting,
     encode_slots,
     u64key,
+    u64keys,
 )
 from streamdet.state.txn import Store
 
@@ -41,10 +43,11 @@ def _view(d: DocState) -> dict[int, set[int]]:
 
 def _apply(d: DocState, model: dict[int, set[int]], op: str, grams: list[int], src: int) -> None:
     """One change to a document and to the plain model beside it."""
-    if op == "gain":
-        new = [g for g in grams if g not in model]
-        d.gain(new)
-        model.update({g: set() for g in new})
+    if op == "gain":  # grams it holds already are left where they are
+        at = d.gain(grams)
+        model.update({g: set() for g in grams if g not in model})
+        assert at.tolist() == d.index.find(grams).tolist()
+        assert min(at, default=0) >= 0
     elif op == "lose":
         gone = [g for g in grams if g in model]
         d.lose(gone)
@@ -129,11 +132,11 @@ def _check_holder_bits(gram_holders, earlier):
     d.gain(earlier)  # slots taken before, and one freed, as in a document seen before
     d.lose(earlier[:1])
     grams = [g for g, _ in gram_holders]
-    d.gain(grams)
+    at = d.gain(grams)
     holders = [tuple(h) for _, h in gram_holders]
     expected = {s: d.bits([g for g, h in zip(grams, holders, strict=True) if s in h])
                 for s in set().union(*holders)}
-    assert d.holder_bits(grams, holders) == expected
+    assert d.holder_bits(at, holders) == expected
 
 
 STORED_OPS = st.lists(st.tuples(st.sampled_from(["gain", "lose", "add", "drop", "result"]),
@@ -235,3 +238,10 @@ def test_an_added_source_is_stored_as_a_small_delta_not_a_new_snapshot():
     assert kv.get("docdelta", u64key(7)) is None
     again = Store(kv).begin().doc(7)
     assert again.masks == txn.doc(7).masks and 41 in again.masks and 42 in again.masks
+
+
+@given(st.lists(st.integers(0, 2**64 - 1) | st.sampled_from([0, 256, 2**64 - 1, 1 << 56]),
+                max_size=20))
+def test_u64keys_are_the_keys_one_at_a_time(values):
+    """Keys ending in zero bytes keep them (a byte-string view would strip them)."""
+    assert u64keys(np.array(values, dtype=np.uint64)) == [u64key(v) for v in values]

@@ -60,13 +60,15 @@ def test_the_index_answers_as_a_dict_does(small_merges, ops, probes):
 
 def test_a_gain_repeated_or_with_duplicates_changes_nothing(small_merges):
     d = DocState(50)
-    d.gain([7, 9, 7, 2**64 - 1])
+    assert d.gain([7, 9, 7, 2**64 - 1]).tolist() == [0, 1, 0, 2]  # every gram's slot
     assert list(d.slots) == [7, 9, 2**64 - 1]
-    d.gain([9, 2**64 - 1, 11])
+    assert d.gain([9, 2**64 - 1, 11]).tolist() == [1, 2, 3]
     assert list(d.slots) == [7, 9, 2**64 - 1, 11]
     d.lose([9])
-    d.gain([12, 7])  # the freed slot is reused; 7 stays where it is
+    at = d.gain([12, 7])  # the freed slot is reused; 7 stays where it is
+    assert at.tolist() == [1, 0]
     assert list(d.slots) == [7, 12, 2**64 - 1, 11]
+    assert d.mask(at) == 0b11
     assert d.bits([7, 12, 9, 11]) == 0b1011
     d.fold()
     assert d.bits([7, 12, 9, 11]) == 0b1011  # rebuilt from the slots, the free list empty

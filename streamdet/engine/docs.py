@@ -84,16 +84,15 @@ class DocRole:
             if touch is None:
                 touch = dirty[t] = Touch(cause, set())
             if op == GAIN:
-                doc.gain(grams)
-                for s, bits in doc.holder_bits(grams, arg).items():
+                for s, bits in doc.holder_bits(doc.gain(grams), arg).items():
                     if self.is_foreign(txn, t, s):
                         doc.add_source(s, bits)
                 touch.full(cause)
             elif op == GAIN_FROM:
-                doc.gain(grams)  # new slots: no earlier source holds them
+                at = doc.gain(grams)  # new slots: no earlier source holds them
                 if self.is_foreign(txn, t, arg):
                     touch.gained(cause, arg, doc)
-                    doc.add_source(arg, doc.bits(grams))
+                    doc.add_source(arg, doc.mask(at))
                 else:
                     touch.cause = cause  # more patch grams, same sources
             elif op == ADD:

@@ -43,33 +43,28 @@ class SlotIndex:
     def __len__(self) -> int:
         return len(self._keys) + len(self._extra)
 
-    def _search(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each query's position in the sorted grams (clipped), and whether it is there."""
-        keys = self._keys
-        if not len(keys):
-            return np.zeros(len(q), dtype=np.intp), np.zeros(len(q), dtype=bool)
-        i = keys.searchsorted(q)
-        np.minimum(i, len(keys) - 1, out=i)
-        return i, keys[i] == q
-
     def find(self, grams: list[int]) -> np.ndarray:
-        """The slot of each gram (int32), -1 where it is not a live patch gram."""
+        """The slot of each gram (int32), -1 where it is not a live patch gram. Most
+        deltas name a few grams, so the fixed cost of each numpy call counts: `take` with
+        mode="clip" stands for clipping the positions and indexing them."""
         q = np.array(grams, dtype=np.uint64)
-        i, hit = self._search(q)
-        out = self._at[i] if len(self._keys) else np.zeros(len(q), dtype=np.int32)
-        out[~hit] = -1
+        keys = self._keys
+        if len(keys):
+            i = keys.searchsorted(q)
+            out = self._at.take(i, mode="clip")
+            out[keys.take(i, mode="clip") != q] = -1
+        else:
+            out = np.full(len(q), -1, dtype=np.int32)
         if self._extra:
+            miss = np.flatnonzero(out < 0)
             get = self._extra.get
-            at = np.flatnonzero(~hit)
-            out[at] = [get(g, -1) for g in q[at].tolist()]
+            out[miss] = [get(g, -1) for g in q[miss].tolist()]
         return out
 
     def present(self, grams: list[int]) -> np.ndarray:
         """The slots of those of `grams` that are live patch grams."""
-        if self._extra:
-            return (f := self.find(grams))[f >= 0]
-        i, hit = self._search(np.array(grams, dtype=np.uint64))
-        return self._at[i[hit]]
+        at = self.find(grams)
+        return at[at >= 0]
 
     def add(self, grams: list[int], slots: list[int]) -> None:
         """New live grams (not in the index) at their slots."""
@@ -81,8 +76,12 @@ class SlotIndex:
         """Take grams out; return the slots they held (grams not in the index are skipped)."""
         extra = self._extra
         freed = [extra.pop(g) for g in grams if g in extra] if extra else []
-        i, hit = self._search(np.array(grams, dtype=np.uint64))
-        gone = np.unique(i[hit])
+        keys = self._keys
+        if not len(keys):
+            return freed
+        q = np.array(grams, dtype=np.uint64)
+        i = keys.searchsorted(q)
+        gone = np.unique(i[keys.take(i, mode="clip") == q])  # a hit is never past the end
         if len(gone):
             freed.extend(self._at[gone].tolist())
             self._keys = np.delete(self._keys, gone)
