@@ -492,9 +492,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{fl['cpu_seconds']:.1f} s CPU)")
     print(f"ratio                      {ratio:8.3f}   target >= {TARGET_RATIO}  {mark(ok_ratio)}"
           f"  (by CPU seconds: {ratio_cpu:.3f}, target >= {TARGET_RATIO_CPU} {mark(ok_cpu)})")
-    print(f"peak RSS, all processes    {peak_all / 2**20:8.1f} MB   target <= budget "
-          f"{budget / 2**20:,.0f} + {MEMORY_SLACK >> 20} MB  {mark(ok_memory)}  (main process "
-          f"alone {sd['peak_rss_bytes'] / 2**20:,.1f} MB; {sd['rss_tree']['processes']} "
+    print(f"peak RSS, all processes    {peak_all / 2**20:8.1f} MiB  target <= budget "
+          f"{budget / 2**20:,.0f} + {MEMORY_SLACK >> 20} MiB  {mark(ok_memory)}  (main process "
+          f"alone {sd['peak_rss_bytes'] / 2**20:,.1f} MiB; {sd['rss_tree']['processes']} "
           "processes)")
     print(f"state on disk              {disk['total'] / 1e6:8.1f} MB  (sst {disk['sst'] / 1e6:.1f},"
           f" wal {disk['wal'] / 1e6:.1f}, other {disk['other'] / 1e6:.1f})")

@@ -298,7 +298,7 @@ def throughput(broker, work: Path, stream: Path, n_pages: int, workers: int,
             f"workers {res['worker_cpu_seconds']:.0f} CPU s, broker "
             f"{res['broker_cpu_seconds']:.0f} CPU s, this bench {res['bench_cpu_seconds']:.1f} "
             f"CPU s, producer {cpu_prod:.1f} CPU s for {produce_s:.1f} s); peak RSS of a "
-            f"worker {res['memory']['peak_worker_bytes'] / 2**20:,.0f} MB")
+            f"worker {res['memory']['peak_worker_bytes'] / 2**20:,.0f} MiB")
         return res
     finally:
         pipe.stop()
@@ -774,9 +774,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"broker CPU (2 workers) {two['broker_cpu_seconds']:8.1f} s of {two['seconds']:.1f} s;"
           f" producer {two['producer_cpu_seconds']:.1f} CPU s")
     budget = one["memory"]["budget_bytes"]
-    print(f"peak RSS of a worker   {one['memory']['peak_worker_bytes'] / 2**20:8.0f} MB alone, "
-          f"{two['memory']['peak_worker_bytes'] / 2**20:,.0f} MB of two (all its processes; "
-          f"target <= --memory {budget / 2**20:,.0f} MiB + {MEMORY_SLACK >> 20} MB)")
+    print(f"peak RSS of a worker   {one['memory']['peak_worker_bytes'] / 2**20:8.0f} MiB alone, "
+          f"{two['memory']['peak_worker_bytes'] / 2**20:,.0f} MiB of two (all its processes; "
+          f"target <= --memory {budget / 2**20:,.0f} MiB + {MEMORY_SLACK >> 20} MiB)")
     if peak:
         print(f"2 workers, warm state  {peak['pages_per_s']:8.1f} pages/s on the second "
               f"{n_segment:,} pages after the first {n_warm:,} (latency at half of this)")

@@ -138,11 +138,11 @@ def headline(name: str, r: dict) -> list[str]:
                  + (f"; by CPU seconds {f['ratio_cpu']:.3f} (target >= {t['ratio_cpu']})"
                     f"{_pass(ok['ratio_cpu'])}" if "ratio_cpu" in t else "")]
         if "peak_rss_all_mb" in f:
-            lines.append(f"peak RSS of all processes **{f['peak_rss_all_mb']:,.0f} MB** under "
+            lines.append(f"peak RSS of all processes **{f['peak_rss_all_mb']:,.0f} MiB** under "
                          f"--memory {f['memory_budget_mb']:,.0f} MiB (target <= "
                          f"{t['peak_rss_all_mb']:,.0f}){_pass(ok['peak_rss_all'])}")
         return lines + [
-            f"peak RSS {f['peak_rss_mb']:,.0f} MB (the main process); state "
+            f"peak RSS {f['peak_rss_mb']:,.0f} MiB (the main process); state "
             f"{f['state_mb']:,.1f} MB for {f['distinct_grams']:,} distinct grams = "
             f"**{f['bytes_per_distinct_gram']:.1f} B/gram** (target <= "
             f"{t['bytes_per_distinct_gram']}){_pass(ok['bytes_per_distinct_gram'])}"]
@@ -207,8 +207,8 @@ def _kafka_memory(r: dict) -> list[str]:
     """A worker's peak RSS (all its processes) against its --memory."""
     m = r["memory"]
     peaks, mb = m["peak_worker_bytes"], 2**20
-    return [f"peak RSS of a worker, all its processes: **{peaks['one_worker'] / mb:,.0f} MB** "
-            f"alone, {peaks['two_workers'] / mb:,.0f} MB of two, under --memory "
+    return [f"peak RSS of a worker, all its processes: **{peaks['one_worker'] / mb:,.0f} MiB** "
+            f"alone, {peaks['two_workers'] / mb:,.0f} MiB of two, under --memory "
             f"{m['budget_bytes'] / mb:,.0f} MiB (target <= "
             f"{(m['budget_bytes'] + m['slack_bytes']) / mb:,.0f}){_pass(r['pass']['memory'])}"]
 
