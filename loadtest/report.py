@@ -48,6 +48,25 @@ COMMANDS = {
     "bench_replication": "python loadtest/bench_replication.py --pages 20000",
     "bench_review": "python loadtest/bench_review.py --pages 100000",
 }
+KAFKA_RUNS = 3  # bench_kafka's default --throughput-runs and --latency-runs
+
+
+def command(name: str, r: dict) -> str:
+    """The command of a published result. bench_kafka's is read back from the result: its
+    size, runs and analysis processes differ between the runs worth publishing (a quick
+    2,000 pages; a worker's memory at 20,000)."""
+    if name != "bench_kafka":
+        return COMMANDS[name]
+    c = r.get("config", {})
+    cmd = (f"BENCH_ANALYZERS={c['analyzers']} " if c.get("analyzers") else "") + \
+        f"python loadtest/bench_kafka.py --pages {c.get('pages', 2000)}"
+    for option, key in (("--throughput-runs", "throughput_pairs"),
+                        ("--latency-runs", "latency_runs")):
+        runs = r.get(key)
+        n = runs if isinstance(runs, int) else len(runs or [])
+        if key in r and n != KAFKA_RUNS:
+            cmd += f" {option} {n}"
+    return cmd
 
 
 # -- plots of the benchmarks that do not draw their own -----------------------------------
@@ -424,7 +443,7 @@ def render(results: dict[str, tuple[Path, dict]], host: dict) -> str:
             lines += [f"## {name}", "", "no result yet", ""]
             continue
         path, r = results[name]
-        lines += [f"## {name}", "", f"`{COMMANDS[name]}` — {path.name}, at {r.get('at', '?')}"
+        lines += [f"## {name}", "", f"`{command(name, r)}` — {path.name}, at {r.get('at', '?')}"
                   + (f", git {r['git']}" if r.get("git") else ""), ""]
         if int(_NAME.match(path.name).group(2)) < SMOKE_MAX:
             lines += ["**A smoke-size run: its figures say nothing; see the README's "

@@ -46,6 +46,21 @@ def test_build_writes_the_page_with_figures_and_plots(tmp_path):
     assert f"![bench_kafka]({png.name})" in page
 
 
+def test_the_kafka_command_is_read_back_from_the_result(tmp_path):
+    """A 20,000-page run with one analysis process and one run of each kind is not the
+    default command; the default one names no option it did not need."""
+    big = dict(KAFKA, config={"pages": 20000, "analyzers": 1},
+               throughput_pairs=[{}], latency_runs=[{}])
+    _write(tmp_path, "bench_kafka-20000p-20261122T020000Z.json", big)
+    page = report.build(tmp_path, publish=None).read_text(encoding="utf-8")
+    assert ("`BENCH_ANALYZERS=1 python loadtest/bench_kafka.py --pages 20000 "
+            "--throughput-runs 1 --latency-runs 1`") in page
+    default = dict(KAFKA, throughput_pairs=[{}] * 3, latency_runs=[{}] * 3)
+    assert report.command("bench_kafka", default) == "python loadtest/bench_kafka.py --pages 2000"
+    assert report.command("bench_kafka", dict(default, latency_runs=0)).endswith(
+        "--pages 2000 --latency-runs 0")
+
+
 def test_a_smoke_sized_result_is_labelled_as_such(tmp_path):
     _write(tmp_path, "bench_kafka-120p-20261123T050000Z.json", KAFKA)
     page = report.build(tmp_path, publish=None).read_text(encoding="utf-8")
