@@ -57,7 +57,7 @@ def test_the_kafka_command_is_read_back_from_the_result(tmp_path):
             "--throughput-runs 1 --latency-runs 1`") in page
     default = dict(KAFKA, throughput_pairs=[{}] * 3, latency_runs=[{}] * 3)
     assert report.command("bench_kafka", default) == "python loadtest/bench_kafka.py --pages 2000"
-    assert report.command("bench_kafka", dict(default, latency_runs=0)).endswith(
+    assert report.command("bench_kafka", dict(default, latency_runs=[])).endswith(
         "--pages 2000 --latency-runs 0")
 
 
