@@ -14,6 +14,7 @@ from streamdet.adapters.inputs import open_source
 from streamdet.adapters.outputs import JsonlSink
 from streamdet.engine.params import Params
 from streamdet.state.budget import DOC_SLOT_BYTES, MemoryBudget, parse_bytes
+from streamdet.state.posting_cache import YOUNG_ENTRY_BYTES
 from streamdet.state.rocks import RocksKV
 from streamdet.state.schema import key_u64
 from streamdet.state.txn import Store
@@ -43,7 +44,7 @@ def test_a_budget_below_the_minimum_is_refused():
 def test_shares_scale_with_the_budget_and_stay_inside_it():
     small, big = MemoryBudget(256 << 20), MemoryBudget(4 << 30)
     for b in (small, big):
-        sized = (b.block_cache + b.doc_slots * DOC_SLOT_BYTES + b.postings * 150 + b.names * 250
+        sized = (b.block_cache + b.doc_slots * DOC_SLOT_BYTES + b.postings + b.names * 250
                  + b.records)
         assert sized <= b.total * 13 // 16  # the rest is the batch in hand's working memory
         assert b.memtables < b.block_cache  # memtables are charged to the cache
@@ -59,7 +60,9 @@ def test_a_state_takes_its_caches_from_the_budget(tmp_path):
     try:
         store = Store(kv)
         assert store.budget is budget
-        assert store.postings.half == budget.postings // 2
+        postings = store.postings  # its young dict and packed arrays share the budget's part
+        assert postings.young_entries * YOUNG_ENTRY_BYTES + postings.packed_bytes \
+            == budget.postings
         assert store.names.half == budget.names // 2
         assert kv.cache.get_usage() <= budget.block_cache
     finally:

@@ -12,7 +12,7 @@ sized from this budget:
 | RocksDB block cache | 3/16 | data, index and filter blocks, and the memtables (charged to it) |
 | of which memtables | 1/16 | writes not yet flushed, all column families together |
 | documents | 3/16 | decoded documents kept between batches (~40 B a patch-gram slot) |
-| postings | 2/16 | decoded overlay postings kept between batches (~150 B a gram) |
+| postings | 2/16 | overlay postings kept between batches (state.posting_cache, ~50 B each) |
 | names | 1/64 | (server, URL) of document versions (~250 B each) |
 | records | 4/16 | records of the batches in flight and their analysis (bytes read) |
 
@@ -43,7 +43,6 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 # state.slot_index): 36.3 B traced by tracemalloc over 4,000 documents of a 20,000-page
 # state (24.2 without the index), plus malloc's own
 DOC_SLOT_BYTES = 40
-POSTING_BYTES = 150  # a decoded overlay posting in the cache (key, tuple, dict slot)
 NAME_BYTES = 250  # a cached (server, URL) pair
 # resident memory per slot of the documents a transaction holds (slots, masks, the index
 # of the unfolded ones, and what the allocators keep of them once freed): a 20,000-page
@@ -100,8 +99,8 @@ class MemoryBudget:
 
     @property
     def postings(self) -> int:
-        """Decoded overlay postings kept between batches."""
-        return self.total * 2 // 16 // POSTING_BYTES
+        """Bytes of the overlay postings kept between batches (state.posting_cache)."""
+        return self.total * 2 // 16
 
     @property
     def names(self) -> int:

@@ -23,6 +23,7 @@ from .budget import MemoryBudget
 from .cache import Generations
 from .keyed import KeyedTable
 from .kv import KV, Op
+from .posting_cache import PostingCache
 from .recent import RecentPairs
 from .schema import (
     DocState,
@@ -69,7 +70,7 @@ class Store:
         # Overlay postings as of the last commit. The grams pages share (menus, boilerplate,
         # replicated passages) come back batch after batch, and their postings only change
         # through commits, which update this cache with the same values they write.
-        self.postings = Generations(budget.postings)
+        self.postings = PostingCache(budget.postings)
         # Names of document versions as of the last commit. A docno's name never changes
         # (a re-fetch gets a new docno) and goes only when the version is withdrawn, so
         # the cache needs no invalidation but that; every greedy cover reads the URL of
@@ -242,14 +243,14 @@ class Txn:
         """Read grams' overlay entries from the KV; return the grams that have none."""
         raws = self.kv.get_many("grams", u64keys(grams))
         rest = []
-        cache = self.postings_cache
-        keep = self.store.postings.put
+        found = {}
         for g, raw in zip(grams, raws, strict=True):
             if raw is None:
                 rest.append(g)
             else:
-                p = cache[g] = decode_posting(raw)
-                keep(g, p)  # a committed value: valid in the store's cache right away
+                found[g] = decode_posting(raw)
+        self.postings_cache.update(found)
+        self.store.postings.update(found)  # committed values: valid in the store's cache now
         return rest
 
     def prefetched(self, grams: np.ndarray) -> list[Posting | None]:

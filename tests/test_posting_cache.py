@@ -1,0 +1,71 @@
+"""The store's packed cache of overlay postings (state.posting_cache) against a dict:
+whatever it returns is the last value put for that key, it forgets only past its bytes,
+and a key it has not forgotten is found."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamdet.state.posting_cache import ENTRY_BYTES, HOLDER_BYTES, PostingCache
+from streamdet.state.schema import COMMON
+
+postings = st.one_of(st.just(COMMON), st.tuples(), st.lists(
+    st.integers(1, 2**64 - 1), min_size=1, max_size=7).map(tuple))
+keys = st.integers(0, 2**64 - 1) | st.integers(0, 40)  # small keys repeat
+ops = st.lists(st.one_of(
+    st.tuples(st.just("put"), keys, postings),
+    st.tuples(st.just("update"), st.dictionaries(keys, postings, max_size=30)),
+    st.tuples(st.just("get"), st.lists(keys, max_size=40))), max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops, st.sampled_from([1, 300, 2_000, 1 << 20]))
+def test_the_cache_returns_the_last_value_put_and_misses_only_what_it_forgot(ops, capacity):
+    cache, model = PostingCache(capacity), {}
+    for op in ops:
+        if op[0] == "put":
+            cache.put(op[1], op[2])
+            model[op[1]] = op[2]
+        elif op[0] == "update":
+            cache.update(op[1])
+            model.update(op[1])
+        else:
+            asked = sorted(set(op[1]))
+            into: dict = {}
+            missing = cache.get_many(asked, into)
+            assert set(missing) | set(into) == set(asked) and not set(missing) & set(into)
+            assert missing == [k for k in asked if k in missing]  # in the order asked
+            for k, v in into.items():
+                assert v == model[k] and type(v) is type(model[k])
+            if not cache.dropped:  # nothing forgotten: every key put is found
+                assert set(into) == {k for k in asked if k in model}
+    assert cache.nbytes <= cache.packed_bytes + 8  # `starts` has a cell more than entries
+
+
+def test_a_packing_keeps_the_entries_used_lately_and_forgets_the_rest():
+    one = ENTRY_BYTES + 2 * HOLDER_BYTES  # a packed posting of two holders
+    cache = PostingCache(0)
+    cache.young_entries, cache.packed_bytes = 4, 8 * one + 8  # starts has one more cell
+    cache.update({k: (k + 1, k + 2) for k in range(4)})  # packed: round 0
+    cache.update({k: (k + 1, k + 2) for k in range(4, 8)})  # packed: round 1
+    assert len(cache.keys) == 8 and not cache.dropped
+    into: dict = {}
+    assert cache.get_many([0, 1], into) == [] and into == {0: (1, 2), 1: (2, 3)}  # round 2
+    cache.update({k: (k + 1, k + 2) for k in range(8, 12)})  # round 2: over the bytes
+    assert cache.dropped
+    assert cache.keys.tolist() == [0, 1, 8, 9, 10, 11]  # 0 and 1 were used in round 2
+    into = {}
+    assert cache.get_many(list(range(12)), into) == [2, 3, 4, 5, 6, 7]
+    assert into[9] == (10, 11)
+
+
+def test_young_values_replace_packed_ones_and_common_and_empty_postings_survive_packing():
+    cache = PostingCache(0)
+    cache.young_entries, cache.packed_bytes = 3, 1 << 20
+    cache.update({5: (1, 2), 7: COMMON, 9: ()})
+    cache.update({5: (3,), 11: (4, 5, 6), 12: (7,)})
+    into: dict = {}
+    assert cache.get_many([5, 7, 9, 11, 12, 13], into) == [13]
+    assert into == {5: (3,), 7: COMMON, 9: (), 11: (4, 5, 6), 12: (7,)}
+    assert cache.keys.tolist() == [5, 7, 9, 11, 12] and not cache.young
