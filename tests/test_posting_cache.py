@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamdet.state.posting_cache import ENTRY_BYTES, HOLDER_BYTES, PostingCache
+from streamdet.state.posting_cache import ENTRY_BYTES, PostingCache
 from streamdet.state.schema import COMMON
 
 postings = st.one_of(st.just(COMMON), st.tuples(), st.lists(
@@ -44,7 +44,7 @@ def test_the_cache_returns_the_last_value_put_and_misses_only_what_it_forgot(ops
 
 
 def test_a_packing_keeps_the_entries_used_lately_and_forgets_the_rest():
-    one = ENTRY_BYTES + 2 * HOLDER_BYTES  # a packed posting of two holders
+    one = ENTRY_BYTES + 2 * 4  # a packed posting of two holders of 32 bits
     cache = PostingCache(0)
     cache.young_entries, cache.packed_bytes = 4, 8 * one + 8  # starts has one more cell
     cache.update({k: (k + 1, k + 2) for k in range(4)})  # packed: round 0
@@ -69,3 +69,15 @@ def test_young_values_replace_packed_ones_and_common_and_empty_postings_survive_
     assert cache.get_many([5, 7, 9, 11, 12, 13], into) == [13]
     assert into == {5: (3,), 7: COMMON, 9: (), 11: (4, 5, 6), 12: (7,)}
     assert cache.keys.tolist() == [5, 7, 9, 11, 12] and not cache.young
+
+
+def test_holders_are_kept_in_32_bits_until_a_docno_needs_more():
+    cache = PostingCache(0)
+    cache.young_entries, cache.packed_bytes = 2, 1 << 20
+    cache.update({1: (3, 4), 2: (5,)})
+    assert str(cache.holders.dtype) == "uint32"
+    cache.update({3: (2**40, 6), 4: COMMON})
+    assert str(cache.holders.dtype) == "uint64"
+    into: dict = {}
+    assert cache.get_many([1, 2, 3, 4], into) == []
+    assert into == {1: (3, 4), 2: (5,), 3: (2**40, 6), 4: COMMON}

@@ -9,10 +9,10 @@ of them, and a gram that fell out was read again from RocksDB (a batched multi-g
 Two parts:
 - `young`, a dict of the postings written or read since the last packing (decoded tuples,
   as the engine uses them);
-- the packed part: keys sorted (uint64), each entry's holders in one uint64 array (CSR:
-  `starts` into `holders`), a flag for COMMON, and the packing round each entry was last
-  used in. ~21 bytes an entry plus 8 a holder: about five times as many entries in the
-  same memory.
+- the packed part: keys sorted (uint64), each entry's holders in one array (CSR:
+  `starts` into `holders`; uint32 while every docno fits, uint64 from the first that
+  does not), a flag for COMMON, and the packing round each entry was last used in. ~21
+  bytes an entry plus 4 a holder: about six times as many entries in the same memory.
 
 Lookups probe `young`, then the packed part with one `searchsorted` for the whole batch.
 Once `young` is full it is packed in: merged with the packed entries (its values win),
@@ -31,7 +31,6 @@ from .schema import COMMON, Posting
 
 YOUNG_ENTRY_BYTES = 240  # a dict entry: key, tuple of ~4 holders, their ints, dict slot
 ENTRY_BYTES = 21  # a packed entry but its holders: key 8, start 8, round 4, COMMON flag 1
-HOLDER_BYTES = 8
 # a packing that must forget makes room down to this share of the packed part's bytes
 ROOM = 7 / 8
 YOUNG_SHARE = 4  # young holds 1/YOUNG_SHARE of the cache's bytes
@@ -46,7 +45,7 @@ class PostingCache:
         self.young: dict[int, Posting] = {}
         self.keys = np.zeros(0, dtype=np.uint64)
         self.starts = np.zeros(1, dtype=np.int64)  # entry i's holders: starts[i]:starts[i+1]
-        self.holders = np.zeros(0, dtype=np.uint64)
+        self.holders = np.zeros(0, dtype=np.uint32)  # widened to uint64 when needed
         self.common = np.zeros(0, dtype=bool)
         self.used = np.zeros(0, dtype=np.uint32)  # the packing round of its last use
         self.round = 0
@@ -123,11 +122,12 @@ class PostingCache:
             return
         young = _packed(self.young)
         self.young = {}
-        ykeys = young[0]
-        incoming = ENTRY_BYTES * len(ykeys) + HOLDER_BYTES * len(young[2])
+        ykeys, yholders = young[0], young[2]
+        if self.holders.dtype == np.uint32 and len(yholders) and yholders.max() >> 32:
+            self.holders = self.holders.astype(np.uint64)  # a docno past 32 bits
+        incoming = ENTRY_BYTES * len(ykeys) + self.holders.itemsize * len(yholders)
         if incoming > self.packed_bytes:  # a budget too small for even these: keep none
-            self._merge(self._subset(np.zeros(len(self.keys), dtype=bool)),
-                        _packed({}))
+            self._merge(np.zeros(len(self.keys), dtype=bool), _packed({}))
             self.dropped = True
             return
         keep = np.ones(len(self.keys), dtype=bool)
@@ -135,17 +135,17 @@ class PostingCache:
             at = np.searchsorted(self.keys, ykeys)
             keep[at[self.keys.take(at, mode="clip") == ykeys]] = False  # young's value wins
         self._make_room(keep, incoming)
-        self._merge(self._subset(keep), young)
+        self._merge(keep, young)
         self.round += 1
 
     def _make_room(self, keep: np.ndarray, incoming: int) -> None:
         """Unmark in `keep` whole rounds of least recent use, oldest first, until what
         stays and `incoming` bytes fit; down to ROOM of the bytes, so that the next
         packings need not count again."""
-        held = ENTRY_BYTES * len(self.keys) + HOLDER_BYTES * len(self.holders)
+        held = ENTRY_BYTES * len(self.keys) + self.holders.nbytes
         if held + incoming <= self.packed_bytes:
             return
-        size = ENTRY_BYTES + HOLDER_BYTES * np.diff(self.starts)
+        size = ENTRY_BYTES + self.holders.itemsize * np.diff(self.starts)
         by_round = np.bincount(self.used[keep], weights=size[keep], minlength=self.round + 1)
         from_newest = np.cumsum(by_round[::-1])[::-1]  # bytes kept of rounds >= r
         fits = np.flatnonzero(from_newest + incoming <= self.packed_bytes * ROOM)
@@ -154,17 +154,12 @@ class PostingCache:
             keep &= self.used >= first
             self.dropped = True
 
-    def _subset(self, keep: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(keys, starts, holders, common, used) of the packed entries `keep` marks."""
-        lengths = np.diff(self.starts)
-        holders = self.holders[np.repeat(keep, lengths)]
-        starts = np.concatenate(([0], np.cumsum(lengths[keep])))
-        return self.keys[keep], starts, holders, self.common[keep], self.used[keep]
-
-    def _merge(self, old: tuple[np.ndarray, ...], young: tuple[np.ndarray, ...]) -> None:
-        """Packed arrays of two sets of entries, sorted, with no key in both."""
-        okeys, ostarts, oholders, ocommon, oused = old
+    def _merge(self, keep: np.ndarray, young: tuple[np.ndarray, ...]) -> None:
+        """The packed arrays of the entries `keep` marks and of `young` (packed, sorted, no
+        key among those kept). Each old array is replaced as soon as its part is made: a
+        packing holds the old and new arrays of one kind at a time, not all of both."""
         ykeys, ystarts, yholders, ycommon = young
+        okeys = self.keys[keep]
         n = len(okeys) + len(ykeys)
         is_young = np.zeros(n, dtype=bool)
         is_young[np.searchsorted(okeys, ykeys) + np.arange(len(ykeys))] = True
@@ -176,13 +171,19 @@ class PostingCache:
             return out
 
         self.keys = merged(ykeys, okeys, np.uint64)
-        lengths = merged(np.diff(ystarts), np.diff(ostarts), np.int64)
+        del okeys
+        old_lengths = np.diff(self.starts)
+        lengths = merged(np.diff(ystarts), old_lengths[keep], np.int64)
         self.starts = np.concatenate(([0], np.cumsum(lengths)))
+        old_cells = np.repeat(keep, old_lengths)
+        del old_lengths
         young_cells = np.repeat(is_young, lengths)
-        self.holders = np.empty(len(young_cells), dtype=np.uint64)
-        self.holders[young_cells], self.holders[~young_cells] = yholders, oholders
-        self.common = merged(ycommon, ocommon, bool)
-        self.used = merged(self.round, oused, np.uint32)
+        holders = np.empty(len(young_cells), dtype=self.holders.dtype)
+        holders[young_cells] = yholders
+        holders[~young_cells] = self.holders if old_cells.all() else self.holders[old_cells]
+        self.holders = holders
+        self.common = merged(ycommon, self.common[keep], bool)
+        self.used = merged(self.round, self.used[keep], np.uint32)
 
 
 def _packed(postings: dict[int, Posting]
