@@ -25,7 +25,7 @@ def test_the_cache_returns_the_last_value_put_and_misses_only_what_it_forgot(ops
     cache, model = PostingCache(capacity), {}
     for op in ops:
         if op[0] == "put":
-            cache.put(op[1], op[2])
+            cache.update({op[1]: op[2]})
             model[op[1]] = op[2]
         elif op[0] == "update":
             cache.update(op[1])

@@ -37,7 +37,7 @@ YOUNG_SHARE = 4  # young holds 1/YOUNG_SHARE of the cache's bytes
 
 
 class PostingCache:
-    """Overlay postings in `capacity` bytes (about): get_many / put / update."""
+    """Overlay postings in `capacity` bytes (about): get_many / update."""
 
     def __init__(self, capacity: int) -> None:
         self.young_entries = max(1, capacity // YOUNG_SHARE // YOUNG_ENTRY_BYTES)
@@ -102,11 +102,6 @@ class PostingCache:
             tuples = (zip(*[iter(flat)] * n, strict=True) if n
                       else itertools.repeat((), int(rows.sum())))
             into.update(zip(keys[rows].tolist(), tuples, strict=True))
-
-    def put(self, key: int, value: Posting) -> None:
-        self.young[key] = value
-        if len(self.young) >= self.young_entries:
-            self.pack()
 
     def update(self, entries: dict[int, Posting]) -> None:
         """Put many entries at once (one dict update, then at most one packing)."""
