@@ -12,7 +12,7 @@ sized from this budget:
 | RocksDB block cache | 3/16 | data, index and filter blocks, and the memtables (charged to it) |
 | of which memtables | 1/16 | writes not yet flushed, all column families together |
 | documents | 3/16 | decoded documents kept between batches (~40 B a patch-gram slot) |
-| postings | 2/16 | overlay postings kept between batches (state.posting_cache, ~50 B each) |
+| postings | 2/16 | overlay postings kept between batches (state.posting_cache, ~37 B each) |
 | names | 1/64 | (server, URL) of document versions (~250 B each) |
 | records | 4/16 | records of the batches in flight and their analysis (bytes read) |
 

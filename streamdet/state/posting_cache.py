@@ -51,10 +51,6 @@ class PostingCache:
         self.round = 0
         self.dropped = False  # whether any entry was ever forgotten
 
-    def __len__(self) -> int:
-        """Entries held (a key in both parts counts twice until the next packing)."""
-        return len(self.young) + len(self.keys)
-
     @property
     def nbytes(self) -> int:
         """Bytes the packed arrays hold."""
