@@ -68,7 +68,7 @@ def test_young_values_replace_packed_ones_and_common_and_empty_postings_survive_
     into: dict = {}
     assert cache.get_many([5, 7, 9, 11, 12, 13], into) == [13]
     assert into == {5: (3,), 7: COMMON, 9: (), 11: (4, 5, 6), 12: (7,)}
-    assert cache.keys.tolist() == [5, 7, 9, 11, 12] and not cache.young
+    assert cache.keys.tolist() == [5, 7, 9, 11, 12] and not cache.young and len(cache) == 5
 
 
 def test_holders_are_kept_in_32_bits_until_a_docno_needs_more():

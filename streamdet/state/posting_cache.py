@@ -51,6 +51,11 @@ class PostingCache:
         self.round = 0
         self.dropped = False  # whether any entry was ever forgotten
 
+    def __len__(self) -> int:
+        """Entries held, for bench_growth's per-window row (a key in both parts counts twice
+        until the next packing)."""
+        return len(self.young) + len(self.keys)
+
     @property
     def nbytes(self) -> int:
         """Bytes the packed arrays hold."""
