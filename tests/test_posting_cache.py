@@ -81,3 +81,25 @@ def test_holders_are_kept_in_32_bits_until_a_docno_needs_more():
     into: dict = {}
     assert cache.get_many([1, 2, 3, 4], into) == []
     assert into == {1: (3, 4), 2: (5,), 3: (2**40, 6), 4: COMMON}
+
+
+def test_a_packing_reuses_its_buffers_and_forgets_down_to_its_share():
+    """The packed arrays stay views of the buffers made at the first packing (no second
+    copy of them is made), through packings that keep, replace and forget entries."""
+    cache = PostingCache(0)
+    cache.young_entries, cache.packed_bytes = 50, 64 * (ENTRY_BYTES + 3 * 4)
+    cache.update({k: (k, k + 1, k + 2) for k in range(50)})
+    buffers = [id(b) for b in cache._buffers]
+    for r in range(1, 8):
+        cache.update({k: (k, k + 1, k + 2) for k in range(40 * r, 40 * r + 50)})
+        assert [id(b) for b in cache._buffers] == buffers
+        assert all(v.base is b for v, b in zip(
+            (cache.keys, cache.starts, cache.holders, cache.common, cache.used),
+            cache._buffers, strict=True))
+        assert cache.nbytes <= cache.packed_bytes + 8
+    assert cache.dropped
+    kept = cache.keys.tolist()
+    assert kept == sorted(kept) and kept[-50:] == list(range(280, 330))  # the last round
+    into: dict = {}
+    assert cache.get_many(kept, into) == []
+    assert into == {k: (k, k + 1, k + 2) for k in kept}

@@ -16,6 +16,8 @@ from array import array
 
 import numpy as np
 
+from .sorted_search import locate
+
 # grams kept in the dict before they are merged into the arrays: at least this many, or a
 # quarter of the arrays (a merge sorts them all again)
 MERGE_AFTER = 64
@@ -44,15 +46,13 @@ class SlotIndex:
         return len(self._keys) + len(self._extra)
 
     def find(self, grams: list[int]) -> np.ndarray:
-        """The slot of each gram (int32), -1 where it is not a live patch gram. Most
-        deltas name a few grams, so the fixed cost of each numpy call counts: `take` with
-        mode="clip" stands for clipping the positions and indexing them."""
+        """The slot of each gram (int32), -1 where it is not a live patch gram."""
         q = np.array(grams, dtype=np.uint64)
         keys = self._keys
         if len(keys):
-            i = keys.searchsorted(q)
+            i, held = locate(keys, q)
             out = self._at.take(i, mode="clip")
-            out[keys.take(i, mode="clip") != q] = -1
+            out[~held] = -1
         else:
             out = np.full(len(q), -1, dtype=np.int32)
         if self._extra:
@@ -80,8 +80,8 @@ class SlotIndex:
         if not len(keys):
             return freed
         q = np.array(grams, dtype=np.uint64)
-        i = keys.searchsorted(q)
-        gone = np.unique(i[keys.take(i, mode="clip") == q])  # a hit is never past the end
+        i, held = locate(keys, q)
+        gone = np.unique(i[held])
         if len(gone):
             freed.extend(self._at[gone].tolist())
             self._keys = np.delete(self._keys, gone)
