@@ -7,6 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamdet.state import posting_cache
 from streamdet.state.posting_cache import ENTRY_BYTES, PostingCache
 from streamdet.state.schema import COMMON
 
@@ -19,9 +20,18 @@ ops = st.lists(st.one_of(
     st.tuples(st.just("get"), st.lists(keys, max_size=40))), max_size=60)
 
 
-@settings(max_examples=300, deadline=None)
-@given(ops, st.sampled_from([1, 300, 2_000, 1 << 20]))
-def test_the_cache_returns_the_last_value_put_and_misses_only_what_it_forgot(ops, capacity):
+@settings(max_examples=400, deadline=None)
+@given(ops, st.sampled_from([1, 300, 2_000, 1 << 20]), st.sampled_from([1, 2, 3, 1 << 16]))
+def test_the_cache_returns_the_last_value_put_and_misses_only_what_it_forgot(ops, capacity,
+                                                                             chunk):
+    saved, posting_cache.CHUNK = posting_cache.CHUNK, chunk  # a packing's step, in entries
+    try:
+        check_against_a_dict(ops, capacity)
+    finally:
+        posting_cache.CHUNK = saved
+
+
+def check_against_a_dict(ops: list, capacity: int) -> None:
     cache, model = PostingCache(capacity), {}
     for op in ops:
         if op[0] == "put":
@@ -83,11 +93,12 @@ def test_holders_are_kept_in_32_bits_until_a_docno_needs_more():
     assert into == {1: (3, 4), 2: (5,), 3: (2**40, 6), 4: COMMON}
 
 
-def test_a_packing_reuses_its_buffers_and_forgets_down_to_its_share():
+def test_a_packing_reuses_its_buffers_and_forgets_down_to_its_share(monkeypatch):
     """The packed arrays stay views of the buffers made at the first packing (no second
     copy of them is made), through packings that keep, replace and forget entries."""
     cache = PostingCache(0)
     cache.young_entries, cache.packed_bytes = 50, 64 * (ENTRY_BYTES + 3 * 4)
+    monkeypatch.setattr(posting_cache, "CHUNK", 7)  # several steps a packing
     cache.update({k: (k, k + 1, k + 2) for k in range(50)})
     buffers = [id(b) for b in cache._buffers]
     for r in range(1, 8):

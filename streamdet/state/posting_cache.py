@@ -20,11 +20,13 @@ and when the packed part is then over its bytes, the entries unused for the most
 first. A cache only: every value is a committed one (state.txn), and what it forgets is
 read again from the store.
 
-A packing works in place, in compiled loops (numba, like the markup guard): the packed
-arrays are the front of buffers sized once for the packed part's bytes, the entries kept
-move forward, and the young ones are merged in from the back. A merge into new arrays
-held the old and new ones at once, ~1.2 times the packed bytes above the budget for the
-length of a packing, and took ~10 passes of numpy over them.
+A packing works in place: the packed arrays are the front of buffers sized once for the
+packed part's bytes; the entries kept move forward, then the young ones are merged in
+from the back, CHUNK entries a step, so a packing's temporaries are a few MB. A merge
+into new arrays held the old and new ones at once, ~1.2 times the packed bytes above the
+budget while it ran. (Compiled loops would do it in one pass, but numba costs a process
+~130 MB resident once loaded, and the embedded runner's process does not load it
+otherwise.)
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from numba import njit
 
 from .schema import COMMON, Posting
 from .sorted_search import locate
@@ -42,6 +43,7 @@ ENTRY_BYTES = 21  # a packed entry but its holders: key 8, start 8, round 4, COM
 # a packing that must forget makes room down to this share of the packed part's bytes
 ROOM = 7 / 8
 YOUNG_SHARE = 4  # young holds 1/YOUNG_SHARE of the cache's bytes
+CHUNK = 1 << 16  # entries a step of a packing moves: its temporaries stay a few MB
 
 
 class PostingCache:
@@ -122,9 +124,8 @@ class PostingCache:
     def pack(self) -> None:
         """Merge `young` into the packed arrays (its values replace theirs), first
         forgetting the entries unused for the most rounds if the result would be over
-        the packed part's bytes. In place: the kept entries move to the front, then the
-        young ones are merged in from the back; each entry moves at most twice and no
-        second copy of the arrays is made."""
+        the packed part's bytes. In place, a chunk of entries at a time: the kept entries
+        move forward, then the young ones are merged in from the back."""
         if not self.young:
             return
         ykeys, ystarts, yholders, ycommon = _packed(self.young)
@@ -140,12 +141,12 @@ class PostingCache:
         if len(self.keys):
             at, held = locate(self.keys, ykeys)
             keep[at[held]] = False  # young's value wins
-        n, h = _compact(self.keys, self.starts, self.holders, self.common, self.used, keep,
-                        self._oldest_kept(keep, incoming))
+        if oldest := self._oldest_kept(keep, incoming):
+            keep &= self.used >= oldest
+        n, h = self._compact(keep)
         self._reserve(n, h, n + len(ykeys), h + len(yholders))
-        n, h = _merge_back(*self._buffers, n, h, ykeys, ystarts, yholders, ycommon,
-                           self.round)
-        self._view(n, h)
+        self._merge(n, h, ykeys, ystarts, yholders, ycommon)
+        self._view(n + len(ykeys), h + len(yholders))
         self.round += 1
 
     def _oldest_kept(self, keep: np.ndarray, incoming: int) -> int:
@@ -155,19 +156,74 @@ class PostingCache:
         held = ENTRY_BYTES * len(self.keys) + self.holders.nbytes
         if held + incoming <= self.packed_bytes:
             return 0
-        by_round = _bytes_by_round(self.starts, self.used, keep, self.round,
-                                   self.holders.itemsize)
+        by_round = np.zeros(self.round + 1)
+        for a, b in _chunks(len(self.keys)):
+            kept = keep[a:b]
+            size = ENTRY_BYTES + self.holders.itemsize * np.diff(self.starts[a:b + 1])
+            by_round += np.bincount(self.used[a:b][kept], weights=size[kept],
+                                    minlength=self.round + 1)
         from_newest = np.cumsum(by_round[::-1])[::-1]  # bytes kept of rounds >= r
         fits = np.flatnonzero(from_newest + incoming <= self.packed_bytes * ROOM)
         first = int(fits[0]) if len(fits) else self.round + 1
         self.dropped |= first > 0
         return first
 
+    def _compact(self, keep: np.ndarray) -> tuple[int, int]:
+        """Move the entries `keep` marks to the front, in order; (entries, holders) kept.
+        Chunk by chunk from the first entry that goes: a chunk's entries go to places
+        before its end, which no later chunk reads."""
+        keys, starts, holders, common, used = self._buffers
+        if keep.all():
+            return len(keep), int(starts[len(keep)])
+        w = int(np.argmin(keep))
+        hw = int(starts[w])
+        for a, b in _chunks(len(keep), w):
+            at = np.flatnonzero(keep[a:b]) + a
+            first, lengths = starts[at], starts[at + 1] - starts[at]
+            cells = int(lengths.sum())
+            holders[hw:hw + cells] = holders[_runs(first, lengths)]
+            k = len(at)
+            keys[w:w + k], common[w:w + k], used[w:w + k] = keys[at], common[at], used[at]
+            starts[w:w + k] = hw + np.cumsum(lengths) - lengths
+            w, hw = w + k, hw + cells
+        starts[w] = hw
+        return w, hw
+
+    def _merge(self, n: int, h: int, ykeys: np.ndarray, ystarts: np.ndarray,
+               yholders: np.ndarray, ycommon: np.ndarray) -> None:
+        """Merge young entries (sorted, no key among the first `n` packed ones, whose
+        holders are the first `h`) into the buffers. The old entries move first, chunk by
+        chunk from the back, each to its place plus the young entries before it: a chunk
+        lands at or after its own place, where no chunk still to move lies. Then the young
+        entries fill the gaps."""
+        keys, starts, holders, common, used = self._buffers
+        before = np.searchsorted(keys[:n], ykeys)  # old entries before each young one
+        yfirst = ystarts[:-1] + starts[before]  # where each young entry's holders go
+        ydest = np.arange(len(ykeys)) + before
+        for a, b in reversed(list(_chunks(n))):
+            p = np.searchsorted(ykeys, keys[a:b])  # young entries before each old one
+            if not p[-1]:
+                break  # no young entry before these: they and all before them stay put
+            lo, hi = int(starts[a]), int(starts[b])
+            shift = ystarts[p]  # young holders before each old entry
+            cells = np.arange(lo, hi) + np.repeat(shift, np.diff(starts[a:b + 1]))
+            holders[cells] = holders[lo:hi].copy()
+            moved = starts[a:b] + shift
+            dest = np.arange(a, b) + p
+            # copies: a chunk's values and its places overlap
+            keys[dest], common[dest] = keys[a:b].copy(), common[a:b].copy()
+            used[dest] = used[a:b].copy()
+            starts[dest] = moved
+        keys[ydest], common[ydest], used[ydest], starts[ydest] = ykeys, ycommon, self.round, \
+            yfirst
+        holders[_runs(yfirst, np.diff(ystarts))] = yholders
+        starts[n + len(ykeys)] = h + len(yholders)
+
     def _reserve(self, n: int, h: int, entries: int, holders: int) -> None:
         """Buffers for at least `entries` entries and `holders` holders, whose first `n`
-        entries and `h` holders are live. They are made
-        once, at what the packed part's bytes could ever hold: pages of memory are only
-        resident once written, so the unused end costs address space, not RAM."""
+        entries and `h` holders are live. They are made once, at what the packed part's
+        bytes could ever hold: pages of memory are only resident once written, so the
+        unused end costs address space, not RAM."""
         keys, starts, old_holders, common, used = self._buffers
         if len(keys) < entries:
             cap = max(entries, self.packed_bytes // ENTRY_BYTES + 1)
@@ -194,71 +250,23 @@ class PostingCache:
         starts[n] = h
 
 
+def _chunks(n: int, start: int = 0):
+    """[a, b) of CHUNK entries from `start` to `n`."""
+    for a in range(start, n, CHUNK):
+        yield a, min(a + CHUNK, n)
+
+
+def _runs(first: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Positions first[i] .. first[i] + lengths[i] - 1, run after run."""
+    offsets = np.cumsum(lengths) - lengths
+    return np.arange(int(lengths.sum())) + np.repeat(first - offsets, lengths)
+
+
 def _grown(buffer: np.ndarray, size: int, live: int) -> np.ndarray:
     """A buffer of `size` items holding the first `live` of `buffer`."""
     out = np.empty(size, dtype=buffer.dtype)
     out[:live] = buffer[:live]
     return out
-
-
-@njit(cache=True)
-def _bytes_by_round(starts, used, keep, rounds, itemsize):  # pragma: no cover - compiled
-    """Bytes of the entries `keep` marks, by the packing round of their last use."""
-    out = np.zeros(rounds + 1, dtype=np.int64)
-    for i in range(len(used)):
-        if keep[i]:
-            out[used[i]] += ENTRY_BYTES + itemsize * (starts[i + 1] - starts[i])
-    return out
-
-
-@njit(cache=True)
-def _compact(keys, starts, holders, common, used, keep, oldest):  # pragma: no cover
-    """Move the entries `keep` marks and last used in round `oldest` or later to the
-    front, in order (each to a place at or before its own); (entries, holders) kept."""
-    w = 0
-    while w < len(keys) and keep[w] and used[w] >= oldest:  # a kept prefix stays put
-        w += 1
-    hw = starts[w]
-    for i in range(w, len(keys)):
-        s, e = starts[i], starts[i + 1]  # read before starts[w] (w <= i) is written
-        if keep[i] and used[i] >= oldest:
-            keys[w], common[w], used[w], starts[w] = keys[i], common[i], used[i], hw
-            for t in range(s, e):
-                holders[hw] = holders[t]
-                hw += 1
-            w += 1
-    starts[w] = hw
-    return w, hw
-
-
-@njit(cache=True)
-def _merge_back(keys, starts, holders, common, used, n, h, ykeys, ystarts, yholders,
-                ycommon, round_):  # pragma: no cover - compiled
-    """Merge young entries (sorted, no key among the first `n` packed ones) into the
-    buffers from the back: with i old and j young entries left, the next goes to
-    i + j - 1 >= i, so no entry is overwritten before it moves. The end of old entry i is
-    kept aside (`end`), for starts[i + 1] may already hold a new start."""
-    i, j = n - 1, len(ykeys) - 1
-    e, top, end = n + len(ykeys), h + len(yholders), h
-    starts[e] = top
-    while j >= 0:
-        e -= 1
-        if i >= 0 and keys[i] > ykeys[j]:
-            s = starts[i]
-            top -= end - s
-            for t in range(end - s - 1, -1, -1):  # backwards: the two ranges may overlap
-                holders[top + t] = holders[s + t]
-            keys[e], common[e], used[e] = keys[i], common[i], used[i]
-            end, i = s, i - 1
-        else:
-            s = ystarts[j]
-            top -= ystarts[j + 1] - s
-            for t in range(ystarts[j + 1] - s):
-                holders[top + t] = yholders[s + t]
-            keys[e], common[e], used[e] = ykeys[j], ycommon[j], round_
-            j -= 1
-        starts[e] = top
-    return n + len(ykeys), h + len(yholders)
 
 
 def _packed(postings: dict[int, Posting]
@@ -280,6 +288,4 @@ def _packed(postings: dict[int, Posting]
     first = (np.cumsum(lengths) - lengths)[order]  # where each entry's holders start
     lengths = lengths[order]
     starts = np.concatenate(([0], np.cumsum(lengths)))
-    # holders in key order: cell j of entry i moves from first[i] + j to starts[i] + j
-    cells = np.arange(starts[-1]) + np.repeat(first - starts[:-1], lengths)
-    return keys[order], starts, holders[cells], common[order]
+    return keys[order], starts, holders[_runs(first, lengths)], common[order]
