@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from streamdet.state.budget import MemoryBudget
 from streamdet.state.keyed import KeyedTable
 from streamdet.state.kv import KV, MemoryKV
 from streamdet.state.rocks import RocksKV
@@ -82,5 +83,21 @@ def test_a_range_read_of_rocksdb_goes_to_its_end_whatever_is_allocated_meanwhile
         got = list(it)
         assert len(churn) == 10_000
         assert got == [(key.pack(1, b"c", i), b"v%d" % i) for i in range(300)]
+    finally:
+        kv.close()
+
+
+def test_empty_memtables_leave_room_under_a_worker_shards_memtable_share(tmp_path):
+    """A worker's shard gets a ninth of three quarters of the budget; its memtables, all
+    tables' together, must fit well within that share when empty, or RocksDB's write
+    buffer manager is over its limit from the start and switches a memtable (a new WAL
+    file) on every write (state.rocks._hash_buckets)."""
+    budget = MemoryBudget(MemoryBudget().total * 3 // 4).part(9)
+    kv = RocksKV(str(tmp_path / "state"), budget=budget)
+    try:
+        assert kv.memtables.get_buffer_size() == budget.memtables
+        assert kv.memtables.get_usage() < budget.memtables // 2
+        kv.write([("grams", struct.pack(">Q", i), b"x" * 8) for i in range(1000)])
+        assert kv.memtables.get_usage() < budget.memtables // 2
     finally:
         kv.close()
