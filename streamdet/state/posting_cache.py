@@ -22,11 +22,11 @@ read again from the store.
 
 A packing works in place: the packed arrays are the front of buffers sized once for the
 packed part's bytes; the entries kept move forward, then the young ones are merged in
-from the back, CHUNK entries a step, so a packing's temporaries are a few MB. A merge
-into new arrays held the old and new ones at once, ~1.2 times the packed bytes above the
-budget while it ran. (Compiled loops would do it in one pass, but numba costs a process
-~130 MB resident once loaded, and the embedded runner's process does not load it
-otherwise.)
+from the back, CHUNK entries a step, so a packing's temporaries are a few MB. Merging
+into new arrays would hold the old and new ones at once, ~1.2 times the packed bytes
+above the budget while it runs. (Compiled loops would do it in one pass, but numba costs
+a process ~130 MB resident once loaded, and the embedded runner's process does not load
+it otherwise.)
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Where queries sit in a sorted key array, and which of them it holds.
 
 `searchsorted` gives each query's insertion point; the query is held where the key at
-that point equals it. A point past the end is clipped by `take(mode="clip")` to the last
-key, which can only equal the query if the query is that key, so no bounds test is
-needed (and the fixed cost of each numpy call counts for the small arrays of one delta).
+that point equals it. A point past the end (a query above every key) is clipped by
+`take(mode="clip")` to the last key, which is below the query and so never equal to it:
+no bounds test is needed (the fixed cost of each numpy call counts for the small arrays
+of one delta).
 """
 
 from __future__ import annotations
