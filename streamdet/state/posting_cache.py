@@ -236,9 +236,9 @@ class PostingCache:
 
     def _widen(self) -> None:
         """Holders in 64 bits from now on."""
-        wide = np.empty(max(len(self.holders), self.packed_bytes // 8 + 1), dtype=np.uint64)
-        wide[:len(self.holders)] = self.holders
-        keys, starts, _, common, used = self._buffers
+        keys, starts, holders, common, used = self._buffers
+        h = len(self.holders)
+        wide = _grown(holders, max(h, self.packed_bytes // 8 + 1), h, np.uint64)
         self._buffers = keys, starts, wide, common, used
         self._view(len(self.keys), len(self.holders))
 
@@ -262,9 +262,11 @@ def _runs(first: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.arange(int(lengths.sum())) + np.repeat(first - offsets, lengths)
 
 
-def _grown(buffer: np.ndarray, size: int, live: int) -> np.ndarray:
-    """A buffer of `size` items holding the first `live` of `buffer`."""
-    out = np.empty(size, dtype=buffer.dtype)
+def _grown(buffer: np.ndarray, size: int, live: int, dtype: type | None = None
+           ) -> np.ndarray:
+    """A buffer of `size` items (of `dtype`, or `buffer`'s) holding the first `live` of
+    `buffer`."""
+    out = np.empty(size, dtype=dtype or buffer.dtype)
     out[:live] = buffer[:live]
     return out
 
