@@ -54,6 +54,8 @@ class DocView:
     """What the doc role needs from the state (implemented by state.txn.Txn)."""
 
     def doc(self, docno: int) -> DocState | None: ...
+    def load_docs(self, docnos: Iterable[int]) -> None: ...
+    def load_names(self, docnos: Iterable[int]) -> None: ...
     def touch_doc(self, docno: int) -> None: ...
     def name(self, docno: int) -> tuple[str, str] | None: ...
     def server(self, docno: int) -> str: ...
@@ -75,6 +77,8 @@ class DocRole:
         """Apply deltas in order; record each changed document with its cause in `dirty`.
 
         Returns the documents this call changed."""
+        deltas = deltas if isinstance(deltas, list) else list(deltas)
+        self._load(txn, deltas)
         changed: set[int] = set()
         for t, op, grams, arg, cause in deltas:
             doc = txn.doc(t)
@@ -112,6 +116,22 @@ class DocRole:
             changed.add(t)
         return changed
 
+    def _load(self, txn: DocView, deltas: list[Delta]) -> None:
+        """Read the deltas' documents, and the names their foreign checks need, with one
+        multi-get each instead of a get per document."""
+        txn.load_docs(d.target for d in deltas)
+        if self._anywhere:
+            return
+        docnos = set()
+        for t, op, _, arg, _ in deltas:
+            docnos.add(t)
+            if op == GAIN:
+                for holders in arg:
+                    docnos.update(holders)
+            elif arg is not None:
+                docnos.add(arg)
+        txn.load_names(docnos)
+
     def score(self, txn: DocView, doc: DocState, touch: Touch | None = None,
               exact: bool = False) -> DocResult:
         """The document's cover and quilted flag from its current patch set. When `touch`
@@ -133,11 +153,13 @@ class DocRole:
         if (touch is not None and touch.added is not None and not prev.stale
                 and prev.n_grams == doc.n_grams and len(prev.docnos) == len(prev.sources)):
             old = list(zip(prev.docnos, (n for _, n in prev.sources), strict=True))
+            txn.load_names(touch.added)
             kept = first_change(doc.masks, old, [u for u, _ in prev.sources],
                                 [(s, txn.url_of(s)) for s in touch.added])
         if kept is None:
             docnos, sources = prev.docnos, prev.sources
         else:
+            txn.load_names(doc.masks)  # the greedy's tie-break reads every source's URL
             cover = greedy_cover(doc.masks, txn.url_of, old[:kept] if kept else ())
             docnos = tuple(s for s, _ in cover)
             sources = prev.sources[:kept] + tuple((txn.url_of(s), n) for s, n in cover[kept:])

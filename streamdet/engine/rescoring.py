@@ -30,6 +30,9 @@ def rescore(role: DocRole, txn, dirty: Dirty, before: dict[int, DocResult],
     show states this owner, batching differently, never passes through (a page quilted
     and unquilted again within one of its batches)."""
     events = []
+    txn.load_docs(dirty)
+    if shown is not None:
+        txn.load_names(dirty)
     for docno, touch in dirty.items():
         doc = txn.doc(docno)
         if doc is None:

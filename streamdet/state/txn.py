@@ -13,7 +13,7 @@ import itertools
 import json
 import os
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import cached_property
 
 import numpy as np
@@ -191,7 +191,7 @@ class Txn:
         self.sites = KeyedTable(self.kv, "sites", group=9, grouped=b"s")
         # SPEC §8 (engine.labelled): a chunk's holders are scanned by their 9-byte prefix
         self.chunks = KeyedTable(self.kv, "chunks", group=9, grouped=b"p")
-        self.meta_puts: dict[str, bytes] = {}
+        self.meta_puts: dict[str, bytes | None] = {}
         self.early: dict[int, bytes | None] = {}  # changed early deltas, per target docno
         self.fresh: list[tuple[np.ndarray, int]] = []
         self._next_docno: int | None = None
@@ -315,6 +315,26 @@ class Txn:
         if d is not None:
             self._unfold(docno, len(d.slots))
         return d
+
+    def load_docs(self, docnos: Iterable[int]) -> None:
+        """Read the documents of `docnos` that neither this transaction nor the store's
+        cache holds with one multi-get per table, before a loop that asks `doc` for each
+        (a RocksDB get costs a call and a lookup of its own; a multi-get shares them)."""
+        docs, store = self.docs, self.store
+        missing = []
+        for d in dict.fromkeys(docnos):
+            if d not in docs:
+                cached = store.take_doc(d)
+                if cached is None:
+                    missing.append(d)
+                else:
+                    docs[d] = cached
+        if not missing:
+            return
+        keys = u64keys(missing)
+        raws, slots, deltas = (self.kv.get_many(t, keys) for t in ("docs", "slots", "docdelta"))
+        for d, raw, s, dd in zip(missing, raws, slots, deltas, strict=True):
+            docs[d] = None if raw is None else decode_doc(raw, s, dd)
 
     def held_slots(self) -> int:
         """Slots of the documents this transaction holds, folded or not: what its memory
@@ -494,6 +514,24 @@ class Txn:
             self.names[docno] = n
         return n
 
+    def load_names(self, docnos: Iterable[int]) -> None:
+        """Read the names of `docnos` that neither this transaction nor the store's cache
+        holds with one multi-get, before a loop that asks `name`, `server` or `url_of`
+        for each (a cover's tie-break needs every candidate source's URL)."""
+        names = self.names
+        missing = [d for d in dict.fromkeys(docnos) if d not in names]
+        if missing:
+            missing = self.store.names.get_many(missing, names)
+        if not missing:
+            return
+        keys = u64keys(missing)
+        found = {}
+        for d, raw in zip(missing, self.kv.get_many("names", keys), strict=True):
+            names[d] = n = None if raw is None else decode_name(raw)
+            if n is not None:
+                found[d] = n
+        self.store.names.update(found)  # committed values
+
     def server(self, docno: int) -> str:
         """Server of a document version."""
         n = self.names.get(docno)
@@ -564,8 +602,8 @@ class Txn:
     def put_waiting_add(self, docno: int, raw: bytes | None) -> None:
         self.put_early_deltas(docno, raw)
 
-    def put_meta(self, name: str, value: bytes) -> None:
-        """A meta value written with the rest (e.g. a shard's outbox)."""
+    def put_meta(self, name: str, value: bytes | None) -> None:
+        """A meta value written with the rest (e.g. a shard's outbox); None deletes it."""
         self.meta_puts[name] = value
 
     # -- commit -------------------------------------------------------------------------
