@@ -68,8 +68,27 @@ def test_a_gram_step_commits_its_outbox_with_its_state_before_it_can_be_sent():
     reopened = _restarted(state)  # a crash between the commit and the sends
     assert reopened.outboxes() == [outbox]  # everything to send is in the store
     assert reopened.offsets == {"grams": 3}
-    state.clear(outbox)  # acknowledged
-    assert _restarted(state).outboxes() == []
+    state.clear(outbox)  # acknowledged: not sent again by this owner
+    assert state.outboxes() == []
+    assert _restarted(state).outboxes() == [outbox]  # a crash now sends it again
+    state.flush_cleared()
+    assert _restarted(state).outboxes() == [] and state.cleared == []
+
+
+def test_an_acknowledged_outbox_goes_with_the_next_commit_not_a_write_of_its_own():
+    state = ShardState(Store(MemoryKV()))
+    adds = _adds()
+    role = GramShard(PARAMS, 0, 1)
+    first = process_grams(state, role, adds[:2], 2).commit()
+    assert first is not None
+    state.clear(first)
+    writes = []
+    real_write = state.store.kv.write
+    state.store.kv.write = lambda ops: writes.append(list(ops)) or real_write(writes[-1])
+    second = process_grams(state, role, adds[2:], 3).commit()
+    assert second is not None and len(writes) == 1  # one write: state, new outbox, delete
+    assert ("meta", first.key, None) in writes[0]
+    assert _restarted(state).outboxes() == [second] and state.cleared == []
 
 
 def test_outboxes_left_by_a_crash_come_back_oldest_first_until_cleared():
@@ -83,6 +102,8 @@ def test_outboxes_left_by_a_crash_come_back_oldest_first_until_cleared():
     reopened = _restarted(state)
     assert reopened.outboxes() == [first, second]
     reopened.clear(first)
+    assert reopened.outboxes() == [second]
+    reopened.flush_cleared()
     assert _restarted(state).outboxes() == [second]
     assert not reopened.is_empty()
 

@@ -5,12 +5,14 @@ broker and real workers: test_kafka_pipeline's rejoin tests."""
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 
 import pytest
 
 from streamdet.adapters import failpoints
-from streamdet.adapters.worker import Shard, SkippedRecords, _from_state
+from streamdet.adapters.kafka import Timing
+from streamdet.adapters.worker import Shard, SkippedRecords, Worker, _from_state
 from streamdet.engine.params import Params
 
 
@@ -49,3 +51,58 @@ def test_the_raise_failpoint_fails_the_nth_pass_only(monkeypatch):
     with pytest.raises(failpoints.Failpoint, match="round-acknowledged"):
         failpoints.hit("round-acknowledged")
     failpoints.hit("round-acknowledged")  # past it: nothing again
+
+
+class _Consumer:
+    """A consumer with a record ready at every fetch, noting when each fetch began."""
+
+    def __init__(self, stop, rounds: int) -> None:
+        self.stop, self.rounds, self.fetched = stop, rounds, []
+
+    async def getmany(self, timeout_ms: int, max_records: int) -> dict:
+        loop = asyncio.get_running_loop()
+        self.fetched.append(loop.time())
+        if len(self.fetched) >= self.rounds:
+            self.stop.set()
+        return {"tp": _records(len(self.fetched))}
+
+
+@pytest.mark.parametrize("round_ms", [0, 40])
+def test_rounds_start_no_closer_than_the_round_interval(round_ms, monkeypatch):
+    """STREAMDET_ROUND_MS: a worker takes a round at most every round_ms (records gather
+    meanwhile), and at once when it is 0."""
+    worker = Worker("127.0.0.1:1", "unused", Params(), 4,
+                    timing=Timing(session_ms=3000, heartbeat_ms=300, round_ms=round_ms))
+    handled, slept = [], []
+    real_sleep = asyncio.sleep
+
+    def sleep(seconds):
+        slept.append(seconds)
+        return real_sleep(seconds)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+
+    async def handle(batch):
+        handled.append(batch["tp"][0].offset)
+
+    async def nothing(*_args, **_kwargs):
+        return None
+
+    async def run():
+        stop = asyncio.Event()
+        worker.consumer = _Consumer(stop, rounds=5)
+        worker._handle, worker._bound_inflight = handle, nothing  # noqa: SLF001
+        await worker._rounds(stop)  # noqa: SLF001
+        return worker.consumer.fetched
+
+    try:
+        fetched = asyncio.run(run())
+    finally:
+        worker.cpu.shutdown()
+    assert handled == [1, 2, 3, 4, 5]
+    gaps = [b - a for a, b in zip(fetched, fetched[1:], strict=False)]
+    if round_ms:
+        assert len(slept) == 4 and all(0 < s <= round_ms / 1000 for s in slept), slept
+        assert min(gaps) >= round_ms / 1000 - 0.005, gaps  # the loop's clock resolution
+    else:
+        assert slept == []  # a round at once

@@ -114,7 +114,10 @@ class Shard(ShardState):
         self.events_queued: asyncio.Future | None = None
 
     def close(self) -> None:
-        self.store.close()
+        try:
+            self.flush_cleared()
+        finally:
+            self.store.close()
 
 
 class Worker:
@@ -235,8 +238,13 @@ class Worker:
             raise self.failure
 
     async def _rounds(self, stop: asyncio.Event) -> None:
+        began = 0.0
         while not stop.is_set():
+            if (wait := began + self.timing.round_ms / 1000 - time.monotonic()) > 0:
+                await asyncio.sleep(wait)
             batch = await self.consumer.getmany(timeout_ms=100, max_records=self.max_records)
+            if batch:
+                began = time.monotonic()
             async with self.lock:
                 if self.failure is not None:  # in a rebalance listener: aiokafka only logs it
                     raise self.failure
@@ -246,9 +254,16 @@ class Worker:
                 elif self.inflight or self.uncommitted:
                     await self._bound_inflight(0)  # idle: finish what is in flight
                     await self._commit_acknowledged(force=True)
+                    await self._cpu(self._flush_cleared)
             if batch and self.on_batch:
                 self.on_batch(self)
             self._gauges()
+
+    def _flush_cleared(self) -> None:
+        """Delete the acknowledged outboxes' keys of every shard (the worker is idle: no
+        commit comes soon to carry them)."""
+        for shard in [*self.doc_shards.values(), *self.gram_shards.values()]:
+            shard.flush_cleared()
 
     async def _abort_analysis_on(self, stop: asyncio.Event) -> None:
         """On a stop request, kill the analysis processes at once: a page in hand must

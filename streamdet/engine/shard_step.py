@@ -18,7 +18,8 @@ only do the sending, so the simulation checks the protocol the worker runs.
     step = process_docs(state, role, pages, deltas, ends)  # or process_grams
     outbox = step.commit(at)          # state, offsets and outbox in one write
     send outbox.first(), then outbox.events() once the first are acknowledged
-    state.clear(outbox)               # once every record is acknowledged
+    state.clear(outbox)               # once every record is acknowledged: deleted with
+                                      # the next commit, or by state.flush_cleared()
     on opening: state.outboxes()      # left by a crash: send them again, oldest first
 
 A doc shard's new owner (`take_over`) compares its events with what consumers were shown
@@ -81,6 +82,7 @@ class ShardState:
         # this disk before then reads `shown` again: resume_catch_up).
         self.catch_up: dict[str, int] = json.loads(store.meta("catch_up") or "{}")
         self.shown: dict[str, str] | None = None
+        self.cleared: list[bytes] = []  # outboxes acknowledged, their keys not deleted yet
 
     def offset(self, name: str) -> int:
         return self.offsets.get(name, 0)
@@ -115,12 +117,15 @@ class ShardState:
         None when there is nothing to send. Its key is made of the offsets, which only
         grow, so keys sort in commit order."""
         outbox = None
+        for key in self.cleared:
+            txn.put_meta(key.decode(), None)
         if records:
             outbox = Outbox(OUTBOX + b"%020d" % sum(offsets.values()), list(records))
             txn.put_meta(outbox.key.decode(), pack_outbox(outbox.records))
         if new_documents:
             txn.put_meta("documents", str(self.documents + new_documents).encode())
         txn.commit(offsets)
+        self.cleared = []
         self.offsets = dict(offsets)
         self.documents += new_documents
         self.store.compact()
@@ -128,11 +133,12 @@ class ShardState:
 
     def outboxes(self) -> list[Outbox]:
         """Outboxes not cleared yet, oldest first."""
-        out = []
+        out, cleared = [], set(self.cleared)
         for key, raw in self.store.kv.items("meta", OUTBOX):
             if not key.startswith(OUTBOX):
                 break
-            out.append(Outbox(key, unpack_outbox(raw)))
+            if key not in cleared:
+                out.append(Outbox(key, unpack_outbox(raw)))
         return out
 
     def held(self) -> int:
@@ -142,8 +148,19 @@ class ShardState:
         return sum(1 for _ in self.store.kv.items("early"))
 
     def clear(self, outbox: Outbox) -> None:
-        """Forget an outbox whose records are all acknowledged."""
-        self.store.kv.write([("meta", outbox.key, None)])
+        """Forget an outbox whose records are all acknowledged. Its key is deleted with
+        the shard's next commit (or by `flush_cleared`), not by a write of its own: a
+        stream of small rounds paid a RocksDB write per shard and round for it. Until
+        then a restart sends it again, as it does an outbox whose acknowledgement a crash
+        interrupted; the shards absorb records sent twice (docs/kafka-protocol.md)."""
+        self.cleared.append(outbox.key)
+
+    def flush_cleared(self) -> None:
+        """Delete the keys of the acknowledged outboxes now (an idle shard, or one about
+        to close: no commit will come to carry them)."""
+        if self.cleared:
+            self.store.kv.write([("meta", key, None) for key in self.cleared])
+            self.cleared = []
 
 
 @dataclass
