@@ -125,9 +125,12 @@ class DocRole:
         docnos = set()
         for t, op, _, arg, _ in deltas:
             docnos.add(t)
-            if op == GAIN:
+            if op == GAIN:  # a passage's grams share one holder tuple (engine.postings)
+                last = None
                 for holders in arg:
-                    docnos.update(holders)
+                    if holders is not last:
+                        docnos.update(holders)
+                        last = holders
             elif arg is not None:
                 docnos.add(arg)
         txn.load_names(docnos)
