@@ -149,8 +149,8 @@ class ShardState:
 
     def clear(self, outbox: Outbox) -> None:
         """Forget an outbox whose records are all acknowledged. Its key is deleted with
-        the shard's next commit (or by `flush_cleared`), not by a write of its own: a
-        stream of small rounds paid a RocksDB write per shard and round for it. Until
+        the shard's next commit (or by `flush_cleared`), not by a write of its own,
+        which would cost a stream of small rounds a RocksDB write per shard and round. Until
         then a restart sends it again, as it does an outbox whose acknowledgement a crash
         interrupted; the shards absorb records sent twice (docs/kafka-protocol.md)."""
         self.cleared.append(outbox.key)
