@@ -183,12 +183,13 @@ def run_metrics(port: int | None):
     return metrics()
 
 
-def memory_budget(args: argparse.Namespace):
-    """--memory (STREAMDET_MEMORY) as a MemoryBudget; a bad figure is a usage error."""
+def memory_budget(args: argparse.Namespace, analyzers: int):
+    """--memory (STREAMDET_MEMORY) as the MemoryBudget the engine's process shares out,
+    once `analyzers` analysis processes are charged; a bad figure is a usage error."""
     from .state.budget import MemoryBudget
 
     try:
-        return MemoryBudget.parse(args.memory)
+        return MemoryBudget.parse(args.memory).for_analysis(analyzers)
     except ValueError as exc:
         raise UsageError(f"--memory: {exc}") from None
 
@@ -207,8 +208,9 @@ def add_analysis_options(p: argparse.ArgumentParser) -> None:
                    help="processes that parse pages beside the engine, under a watchdog "
                    "(default 1; 0: parse in this process, with no watchdog)")
     p.add_argument("--memory", default=env("MEMORY", "1GiB"), metavar="SIZE",
-                   help="memory for caches, memtables and batches in flight, e.g. 512MiB or "
-                   "4GiB (default 1GiB; interpreters come on top, ~100 MB a process)")
+                   help="memory for caches, memtables, batches in flight and the analysis "
+                   "processes (140 MiB each), e.g. 512MiB or 4GiB (default 1GiB; "
+                   "interpreters come on top, ~100 MB a process)")
     p.add_argument("--page-timeout", type=float, default=float(
         env("PAGE_TIMEOUT") or DEFAULT_PAGE_TIMEOUT), metavar="S",
         help="a page still being analysed after S seconds is dead-lettered too_slow "
@@ -223,7 +225,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.max_body < 1:
         raise UsageError(f"--max-body must be at least 1 byte, got {args.max_body}")
     check_page_timeout(args)
-    budget = memory_budget(args)
+    from .adapters.analyzers import default_processes
+
+    analyzers = default_processes() if args.analyzers is None else args.analyzers
+    budget = memory_budget(args, analyzers)
     params = params_of(args)
     sources = [open_source(p) for p in args.input] if args.input else [sample_source()]
     seen: dict[str, str] = {}
@@ -243,10 +248,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # absolute: dead letters name the files that hold oversized originals
     spill_dir = os.path.abspath(dead_path + ".records" if dead_path != "-"
                                 else os.path.join(args.state, "dead-letter.records"))
-    from .adapters.analyzers import default_processes
     from .adapters.embedded import EmbeddedRunner
-
-    analyzers = default_processes() if args.analyzers is None else args.analyzers
 
     if any(src.key == "stdin" for src in sources) and sys.stdin.isatty():
         print("streamdet: reading JSONL records from the terminal; end with Ctrl-D",
@@ -767,7 +769,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         raise UsageError(f"--analyzers must be 0 or more, got {args.analyzers}")
     analyzers = default_processes() if args.analyzers is None else args.analyzers
     check_page_timeout(args)
-    budget = memory_budget(args)
+    budget = memory_budget(args, analyzers)
     log_to_stderr()
 
     async def main() -> None:

@@ -13,7 +13,12 @@ from streamdet.adapters.embedded import EmbeddedRunner
 from streamdet.adapters.inputs import open_source
 from streamdet.adapters.outputs import JsonlSink
 from streamdet.engine.params import Params
-from streamdet.state.budget import DOC_SLOT_BYTES, MemoryBudget, parse_bytes
+from streamdet.state.budget import (
+    ANALYSIS_PROCESS_BYTES,
+    DOC_SLOT_BYTES,
+    MemoryBudget,
+    parse_bytes,
+)
 from streamdet.state.posting_cache import YOUNG_ENTRY_BYTES
 from streamdet.state.rocks import RocksKV
 from streamdet.state.schema import key_u64
@@ -52,6 +57,26 @@ def test_shares_scale_with_the_budget_and_stay_inside_it():
         assert abs(getattr(big, share) - 16 * getattr(small, share)) <= 16, share
     assert big.part(8).total == big.total // 8
     assert MemoryBudget().batch_bytes(3) == (1 << 30) // 4 // 3
+
+
+def test_analysis_processes_are_charged_before_the_budget_is_shared_out():
+    budget = MemoryBudget(1 << 30)
+    assert budget.for_analysis(0) == budget
+    assert budget.for_analysis(1).total == (1 << 30) - ANALYSIS_PROCESS_BYTES
+    assert budget.for_analysis(2).total == (1 << 30) - 2 * ANALYSIS_PROCESS_BYTES
+    assert budget.for_analysis(1).doc_slots < budget.doc_slots
+    # many processes on a small budget: the engine's caches keep a quarter of it
+    assert MemoryBudget(256 << 20).for_analysis(8).total == 64 << 20
+
+
+@pytest.mark.parametrize(("analyzers", "charged"), [(0, 0), (1, 1), (3, 3)])
+def test_run_and_worker_share_out_what_their_analysis_processes_leave(analyzers, charged):
+    from argparse import Namespace
+
+    from streamdet.cli import memory_budget
+
+    got = memory_budget(Namespace(memory="2GiB"), analyzers)
+    assert got.total == (2 << 30) - charged * ANALYSIS_PROCESS_BYTES
 
 
 def test_a_state_takes_its_caches_from_the_budget(tmp_path):

@@ -5,9 +5,12 @@ An operator runs streamdet for months beside a crawler and chooses its memory as
 number. What grows with the state is kept out of the process (the gram index's filters
 and fences are mapped from segment files, state.segment_files; RocksDB's index and filter
 blocks are read through its block cache), so what remains are caches and batches, each
-sized from this budget:
+sized from this budget, and the page analysis processes (adapters.watchdog). Those come
+out first (`for_analysis`): each peaks at ~240 MB (the interpreter, numpy, lexbor, the
+markup guard's compiled code, one page's parse tree), of which ANALYSIS_PROCESS_BYTES are
+charged to the budget; the engine's process shares out the rest:
 
-| share | of the budget | what it holds |
+| share | of what is shared out | what it holds |
 |---|---|---|
 | RocksDB block cache | 3/16 | data, index and filter blocks, and the memtables (charged to it) |
 | of which memtables | 1/16 | writes not yet flushed, all column families together |
@@ -21,9 +24,10 @@ transaction, the pickled results coming back from the analysis process. Of it, 3
 the budget bounds the documents a batch's transaction holds (`batch_slots`, at 72 B of
 resident memory a slot): the embedded runner closes batches, and a worker its doc
 shards' rounds, at fewer records when they held more (adapters.batch_sizer). Interpreters,
-libraries and code (~100 MB a process) are outside the budget. The benchmarks measure
-peak RSS of all of a run's processes against budget + 200 MB (loadtest/bench_embedded.py,
-loadtest/bench_growth.py).
+libraries and code (~100 MB a process) are outside the budget: with the default of one
+analysis process, the 200 MB over the budget at which the benchmarks measure the peak
+RSS of all of a run's processes (loadtest/bench_embedded.py, loadtest/bench_growth.py,
+loadtest/bench_kafka.py).
 """
 
 from __future__ import annotations
@@ -51,6 +55,10 @@ NAME_BYTES = 250  # a cached (server, URL) pair
 # (2.8 M slots under 1 GiB) all processes of that run peak at 1,200 MiB, against 1,252 at
 # 64 B, for 2% more CPU (CHANGELOG.md)
 HELD_SLOT_BYTES = 72
+# an analysis process's peak RSS beyond an interpreter's ~100 MB: 227-241 MiB in a
+# 20,000-page run, of which ~125 MB is numba loading the markup guard's cached code
+# (engine.nesting) and ~30 MB the largest page's parse tree
+ANALYSIS_PROCESS_BYTES = 140 << 20
 
 
 def parse_bytes(text: str) -> int:
@@ -77,6 +85,13 @@ class MemoryBudget:
             raise ValueError(f"a memory budget below {MIN_MEMORY >> 20} MiB is too small "
                              f"(got {text})")
         return cls(total)
+
+    def for_analysis(self, processes: int) -> MemoryBudget:
+        """What is left to share out in the process that runs the engine once
+        `processes` analysis processes are charged; at least a quarter of the budget, so
+        a small budget with many processes still has caches (and runs over)."""
+        return MemoryBudget(max(self.total // 4,
+                                self.total - processes * ANALYSIS_PROCESS_BYTES))
 
     def part(self, n: int) -> MemoryBudget:
         """One of n equal parts (a worker's shard states share its budget)."""
