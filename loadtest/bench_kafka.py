@@ -115,6 +115,66 @@ def _children(pid: int) -> list[int]:
     return kids
 
 
+class CpuSeries:
+    """CPU seconds of the broker and of the workers (their analysis processes included),
+    read every `interval` seconds by a thread: what each used in every minute of a
+    latency run, beside that minute's latency (`by_minute`)."""
+
+    def __init__(self, broker_pid: int, pipe, interval: float = 5.0) -> None:
+        import threading
+
+        self.broker_pid, self.pipe, self.interval = broker_pid, pipe, interval
+        self.samples: list[tuple[float, float, float]] = []  # (time, broker, workers)
+        self._stop = threading.Event()
+        self._sample()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        self.samples.append((time.time(), cpu_seconds(self.broker_pid), self.pipe.cpu()))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def stop(self) -> list[tuple[float, float, float]]:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+        return self.samples
+
+
+def by_minute(series: list, t_first: float, samples: list, span: float = 60.0) -> list[dict]:
+    """Latency percentiles of the events of the pages sent in each minute of a run (by
+    the page's send time, `series` being (sent at - t_first, latency) pairs), with the
+    cores the broker and the workers used over that minute (from `samples`, CpuSeries):
+    whether the latency grows with the broker's CPU or the workers'."""
+    import numpy as np
+
+    if not series:
+        return []
+    sent = np.array([s for s, _ in series])
+    lat = np.array([x for _, x in series])
+    times = np.array([t for t, _, _ in samples])
+    out = []
+    for m in range(int(sent.max() // span) + 1):
+        inside = lat[(sent >= m * span) & (sent < (m + 1) * span)]
+        row: dict = {"minute": m, "events": int(len(inside))}
+        if len(inside):
+            row["p50_s"] = float(np.quantile(inside, 0.5))
+            row["p99_s"] = float(np.quantile(inside, 0.99))
+        start, end = t_first + m * span, t_first + (m + 1) * span
+        # the last sample at or before the minute's start, the first at or after its end
+        i = max(0, int(np.searchsorted(times, start, "right")) - 1)
+        j = min(len(samples) - 1, int(np.searchsorted(times, end, "left")))
+        if j > i:
+            dt = samples[j][0] - samples[i][0]
+            row["broker_cores"] = (samples[j][1] - samples[i][1]) / dt
+            row["workers_cores"] = (samples[j][2] - samples[i][2]) / dt
+        out.append(row)
+    return out
+
+
 # -- stream -------------------------------------------------------------------------------
 
 
@@ -503,7 +563,7 @@ async def _latency_run(pipe: Pipeline, records: list[tuple[str, bytes]], rate: f
     def pct(q: float) -> float:
         return lat[min(len(lat) - 1, int(q * len(lat)))]
 
-    out = {"events": len(lat), "all_events": len(got), "p50_s": pct(0.50),
+    out = {"events": len(lat), "all_events": len(got), "t_first": t_first, "p50_s": pct(0.50),
            "p90_s": pct(0.90), "p99_s": pct(0.99), "max_s": lat[-1], "rate": rate,
            "pages": len(records), "latencies_s": [round(x, 4) for x in lat], "series": series}
     if desk:
@@ -554,8 +614,11 @@ def latency(broker, work: Path, warm: Path, segment: Path, n_warm: int, rate: fl
         desk = start_desk(pipe) if review_desk else None
         wall, cpu_w, cpu_b, me = time.perf_counter(), pipe.cpu(), cpu_seconds(
             broker.process.pid), time.process_time()
+        cpu_series = CpuSeries(broker.process.pid, pipe)
         res = run_sync(_latency_run(pipe, records, rate, desk))
+        samples = cpu_series.stop()
         wall = time.perf_counter() - wall
+        res["by_minute"] = by_minute(res.get("series", []), res.get("t_first", 0.0), samples)
         # cores busy while the stream was sent and its events received (of the 2 here)
         res["cores"] = {"workers": (pipe.cpu() - cpu_w) / wall,
                         "broker": (cpu_seconds(broker.process.pid) - cpu_b) / wall,
@@ -563,8 +626,10 @@ def latency(broker, work: Path, warm: Path, segment: Path, n_warm: int, rate: fl
         res["vm_speed_s"] = vm_speed()
         log(f"latency at {rate:.1f} pages/s: " + ", ".join(
             f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in res.items()
-            if k not in ("latencies_s", "series", "cores")) + "; cores busy " + ", ".join(
-            f"{k} {v:.2f}" for k, v in res["cores"].items()))
+            if k not in ("latencies_s", "series", "cores", "by_minute", "t_first"))
+            + "; cores busy " + ", ".join(f"{k} {v:.2f}" for k, v in res["cores"].items()))
+        for row in res["by_minute"]:
+            log(format_minute(row))
         if desk:  # page views once the workers and the desk are idle: its cost alone
             run_sync(wait_done(pipe, n_warm + len(records)))
             if desk_idle(desk, time.monotonic() + 600) is None:
@@ -575,6 +640,15 @@ def latency(broker, work: Path, warm: Path, segment: Path, n_warm: int, rate: fl
         return res
     finally:
         pipe.stop()
+
+
+def format_minute(row: dict) -> str:
+    """One minute of a latency run as a line: its events' p50 and p99, and the cores."""
+    lat = (f"p50 {row['p50_s'] * 1000:6.0f} ms  p99 {row['p99_s'] * 1000:6.0f} ms"
+           if row["events"] else "no events")
+    cores = (f"; broker {row['broker_cores']:.2f} cores, workers {row['workers_cores']:.2f}"
+             if "broker_cores" in row else "")
+    return f"  minute {row['minute']:3d}: {row['events']:6,} events  {lat}{cores}"
 
 
 def desk_page_views(base: str, n: int = 50) -> dict:
@@ -674,6 +748,8 @@ def latency_only(pages: int, seed: int, rate: float, review_desk: bool = False) 
     print(f"latency @ {rate:.1f}/s  p50 {lat['p50_s'] * 1000:.0f} ms  p90 "
           f"{lat['p90_s'] * 1000:.0f} ms  p99 {lat['p99_s'] * 1000:.0f} ms over "
           f"{lat['events']} events")
+    for row in lat.get("by_minute", []):
+        print(format_minute(row))
     print_desk(lat)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     out = OUT_DIR / (f"bench_kafka_latency-{rate:g}ps-"
@@ -795,6 +871,9 @@ def main(argv: list[str] | None = None) -> int:
             print("  each run: " + ", ".join(
                 f"p50 {x['p50_s'] * 1000:.0f} / p99 {x['p99_s'] * 1000:.0f} ms" for x in runs
                 if x.get("events")))
+        print("  by the minute its pages were sent (the median run):")
+        for row in lat.get("by_minute", []):
+            print(format_minute(row))
     print_desk(lat)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     out = Path(args.out) if args.out else OUT_DIR / (

@@ -178,6 +178,7 @@ def headline(name: str, r: dict) -> list[str]:
                    f"{lat.get('p99_s', 0) * 1000:.0f} ms** (target < "
                    f"{r['targets']['p99_s'] * 1000:.0f} ms){_pass(r['pass']['p99'])}"]
                   if lat else []),
+                *_kafka_minutes(lat.get("by_minute", [])),
                 *(_kafka_memory(r) if "memory" in r else [])]
     if name == "bench_lsh":
         f, ls, q = r["figures"], r["lsh"], r["streamdet"]["quality"]
@@ -218,6 +219,22 @@ def headline(name: str, r: dict) -> list[str]:
         return ["; ".join(f"{k} {_fmt(v)}" for k, v in summary.items()
                           if not isinstance(v, dict | list))]
     return []
+
+
+def _kafka_minutes(rows: list[dict]) -> list[str]:
+    """The latency run's first and last full minutes side by side, with the cores the
+    broker and the workers used in each: whether the latency grew with the broker."""
+    full = [r for r in rows if r.get("events") and "broker_cores" in r]
+    if len(full) < 3:
+        return []
+    first, last = full[0], full[-2]  # the very last minute holds a part of one
+
+    def minute(r: dict) -> str:
+        return (f"minute {r['minute']}: p50 {r['p50_s'] * 1000:.0f} / p99 "
+                f"{r['p99_s'] * 1000:.0f} ms, broker {r['broker_cores']:.2f} cores, "
+                f"workers {r['workers_cores']:.2f}")
+
+    return [f"latency by the minute its pages were sent: {minute(first)}; {minute(last)}"]
 
 
 def _kafka_memory(r: dict) -> list[str]:

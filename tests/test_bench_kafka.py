@@ -16,3 +16,24 @@ def test_raw_records_are_the_lines_bytes_as_written(tmp_path):
     path = tmp_path / "segment.jsonl"
     path.write_bytes(lines[0] + b"\n\n" + lines[1])
     assert raw_records(path) == [(p["url"], raw) for p, raw in zip(pages, lines, strict=True)]
+
+
+def test_latency_by_minute_buckets_events_by_send_time_with_the_cores_of_that_minute():
+    """Events go to the minute their page was sent in; the cores of a minute come from
+    the CPU samples that bracket it (here the broker uses 1 CPU s per s in the first
+    minute and 0.5 in the second, the workers 0.25 throughout)."""
+    from loadtest.bench_kafka import by_minute, format_minute
+
+    t0 = 1_000.0
+    series = [(1.0, 0.1), (30.0, 0.3), (59.9, 0.2), (60.0, 2.0), (119.0, 4.0)]
+    samples = [(t0 + s, (s if s <= 60 else 60 + (s - 60) * 0.5), 0.25 * s)
+               for s in (0.0, 30.0, 60.0, 90.0, 120.0)]
+    rows = by_minute(series, t0, samples)
+    assert [r["minute"] for r in rows] == [0, 1]
+    assert [r["events"] for r in rows] == [3, 2]
+    assert rows[0]["p50_s"] == 0.2 and rows[1]["p50_s"] == 3.0
+    assert abs(rows[0]["broker_cores"] - 1.0) < 1e-9
+    assert abs(rows[1]["broker_cores"] - 0.5) < 1e-9
+    assert abs(rows[1]["workers_cores"] - 0.25) < 1e-9
+    assert "broker 1.00 cores" in format_minute(rows[0])
+    assert by_minute([], t0, samples) == []

@@ -93,3 +93,16 @@ def test_growth_headline_gives_the_growth_after_the_warm_up_beside_the_literal_o
     page = report.build(tmp_path, publish=None).read_text(encoding="utf-8")
     assert "per VM speed **1.64x** (target <= 1.5) ❌ missed" in page
 
+
+
+def test_the_kafka_headline_sets_the_first_full_minute_beside_the_last():
+    rows = [{"minute": m, "events": 100, "p50_s": 0.1 * (m + 1), "p99_s": 0.5 * (m + 1),
+             "broker_cores": 0.5 + 0.1 * m, "workers_cores": 1.0} for m in range(4)]
+    lines = report.headline("bench_kafka", dict(KAFKA, latency=dict(KAFKA["latency"],
+                                                                    by_minute=rows)))
+    got = [x for x in lines if x.startswith("latency by the minute")]
+    assert got == ["latency by the minute its pages were sent: minute 0: p50 100 / p99 500 ms, "
+                   "broker 0.50 cores, workers 1.00; minute 2: p50 300 / p99 1500 ms, broker "
+                   "0.70 cores, workers 1.00"]
+    assert not [x for x in report.headline("bench_kafka", KAFKA)
+                if x.startswith("latency by the minute")]  # a result without them
