@@ -183,6 +183,15 @@ def run_metrics(port: int | None):
     return metrics()
 
 
+def analysis_processes(args: argparse.Namespace) -> int:
+    """--analyzers (STREAMDET_ANALYZERS), or the default count; below 0 is a usage error."""
+    if args.analyzers is not None and args.analyzers < 0:
+        raise UsageError(f"--analyzers must be 0 or more, got {args.analyzers}")
+    from .adapters.analyzers import default_processes
+
+    return default_processes() if args.analyzers is None else args.analyzers
+
+
 def memory_budget(args: argparse.Namespace, analyzers: int):
     """--memory (STREAMDET_MEMORY) as the MemoryBudget the engine's process shares out,
     once `analyzers` analysis processes are charged; a bad figure is a usage error."""
@@ -220,14 +229,10 @@ def add_analysis_options(p: argparse.ArgumentParser) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     if args.batch < 1:
         raise UsageError(f"--batch must be at least 1, got {args.batch}")
-    if args.analyzers is not None and args.analyzers < 0:
-        raise UsageError(f"--analyzers must be 0 or more, got {args.analyzers}")
+    analyzers = analysis_processes(args)
     if args.max_body < 1:
         raise UsageError(f"--max-body must be at least 1 byte, got {args.max_body}")
     check_page_timeout(args)
-    from .adapters.analyzers import default_processes
-
-    analyzers = default_processes() if args.analyzers is None else args.analyzers
     budget = memory_budget(args, analyzers)
     params = params_of(args)
     sources = [open_source(p) for p in args.input] if args.input else [sample_source()]
@@ -763,11 +768,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.shards < 1:
         raise UsageError(f"--shards must be at least 1, got {args.shards}")
     params = params_of(args)
-    from .adapters.analyzers import default_processes
-
-    if args.analyzers is not None and args.analyzers < 0:
-        raise UsageError(f"--analyzers must be 0 or more, got {args.analyzers}")
-    analyzers = default_processes() if args.analyzers is None else args.analyzers
+    analyzers = analysis_processes(args)
     check_page_timeout(args)
     budget = memory_budget(args, analyzers)
     log_to_stderr()

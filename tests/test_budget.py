@@ -79,6 +79,19 @@ def test_run_and_worker_share_out_what_their_analysis_processes_leave(analyzers,
     assert got.total == (2 << 30) - charged * ANALYSIS_PROCESS_BYTES
 
 
+def test_run_and_worker_read_the_analysis_processes_alike():
+    from argparse import Namespace
+
+    from streamdet.adapters.analyzers import default_processes
+    from streamdet.cli import UsageError, analysis_processes
+
+    assert analysis_processes(Namespace(analyzers=None)) == default_processes()
+    assert analysis_processes(Namespace(analyzers=0)) == 0
+    assert analysis_processes(Namespace(analyzers=3)) == 3
+    with pytest.raises(UsageError, match="--analyzers must be 0 or more, got -1"):
+        analysis_processes(Namespace(analyzers=-1))
+
+
 def test_a_state_takes_its_caches_from_the_budget(tmp_path):
     budget = MemoryBudget(512 << 20)
     kv = RocksKV(str(tmp_path / "s"), budget=budget)
