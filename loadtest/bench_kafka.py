@@ -612,16 +612,17 @@ def latency(broker, work: Path, warm: Path, segment: Path, n_warm: int, rate: fl
     try:
         records = raw_records(segment)
         desk = start_desk(pipe) if review_desk else None
-        wall, cpu_w, cpu_b, me = time.perf_counter(), pipe.cpu(), cpu_seconds(
-            broker.process.pid), time.process_time()
+        me = time.process_time()
         cpu_series = CpuSeries(broker.process.pid, pipe)
         res = run_sync(_latency_run(pipe, records, rate, desk))
         samples = cpu_series.stop()
-        wall = time.perf_counter() - wall
         res["by_minute"] = by_minute(res.get("series", []), res.get("t_first", 0.0), samples)
-        # cores busy while the stream was sent and its events received (of the 2 here)
-        res["cores"] = {"workers": (pipe.cpu() - cpu_w) / wall,
-                        "broker": (cpu_seconds(broker.process.pid) - cpu_b) / wall,
+        # cores busy while the stream was sent and its events received (of the 2 here):
+        # the first and the last of the samples the minutes are read from
+        (t0, broker0, workers0), (t1, broker1, workers1) = samples[0], samples[-1]
+        wall = t1 - t0
+        res["cores"] = {"workers": (workers1 - workers0) / wall,
+                        "broker": (broker1 - broker0) / wall,
                         "sender_and_receiver": (time.process_time() - me) / wall}
         res["vm_speed_s"] = vm_speed()
         log(f"latency at {rate:.1f} pages/s: " + ", ".join(
