@@ -55,8 +55,25 @@ def test_shares_scale_with_the_budget_and_stay_inside_it():
         assert b.memtables < b.block_cache  # memtables are charged to the cache
     for share in ("doc_slots", "postings", "names", "block_cache", "records"):
         assert abs(getattr(big, share) - 16 * getattr(small, share)) <= 16, share
-    assert big.part(8).total == big.total // 8
     assert MemoryBudget().batch_bytes(3) == (1 << 30) // 4 // 3
+
+
+@pytest.mark.parametrize("shards", [1, 4, 8])
+def test_a_shard_state_gets_a_part_of_the_shares_its_role_reads(shards):
+    """A worker's states (state.budget.ShardShare): documents to doc shards, overlay
+    postings to gram shards, names to both; a worker that owns every shard holds at most
+    the whole of each share, and one state no more than a 1/shards part of it."""
+    whole = MemoryBudget(768 << 20)
+    doc, gram = whole.shard_state("doc", shards), whole.shard_state("gram", shards)
+    assert doc.postings == 0 and gram.doc_slots == 0
+    assert doc.doc_slots == whole.doc_slots // shards
+    assert gram.postings == whole.postings // shards
+    for share in ("doc_slots", "postings", "names", "memtables"):
+        held = shards * (getattr(doc, share) + getattr(gram, share))
+        assert getattr(whole, share) - 2 * shards <= held <= getattr(whole, share), share
+    assert doc.block_cache == gram.block_cache == whole.block_cache  # one cache, shared
+    with pytest.raises(ValueError, match="no shard role"):
+        whole.shard_state("site", shards)
 
 
 def test_analysis_processes_are_charged_before_the_budget_is_shared_out():

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from streamdet.state.budget import MemoryBudget
 from streamdet.state.keyed import KeyedTable
 from streamdet.state.kv import KV, MemoryKV
-from streamdet.state.rocks import RocksKV
+from streamdet.state.rocks import RocksKV, RocksMemory
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -87,17 +87,25 @@ def test_a_range_read_of_rocksdb_goes_to_its_end_whatever_is_allocated_meanwhile
         kv.close()
 
 
-def test_empty_memtables_leave_room_under_a_worker_shards_memtable_share(tmp_path):
-    """A worker's shard gets a ninth of three quarters of the budget; its memtables, all
-    tables' together, must fit well within that share when empty, or RocksDB's write
-    buffer manager is over its limit from the start and switches a memtable (a new WAL
-    file) on every write (state.rocks._hash_buckets)."""
-    budget = MemoryBudget(MemoryBudget().total * 3 // 4).part(9)
-    kv = RocksKV(str(tmp_path / "state"), budget=budget)
+def test_a_workers_states_share_one_cache_and_their_empty_memtables_leave_room(tmp_path):
+    """A worker's shard states share one block cache and one write buffer manager
+    (state.rocks.RocksMemory); their memtables, all tables' of all states together, must
+    fit well within the manager's limit when empty, or it is over its limit from the
+    start and switches a memtable (a new WAL file) on every write
+    (state.rocks._hash_buckets)."""
+    states = MemoryBudget(MemoryBudget().total * 3 // 4)
+    memory = RocksMemory(states)
+    kvs = [RocksKV(str(tmp_path / f"{role}-{i}"), budget=states.shard_state(role, 8),
+                   memory=memory) for role in ("doc", "gram") for i in range(8)]
     try:
-        assert kv.memtables.get_buffer_size() == budget.memtables
-        assert kv.memtables.get_usage() < budget.memtables // 2
-        kv.write([("grams", struct.pack(">Q", i), b"x" * 8) for i in range(1000)])
-        assert kv.memtables.get_usage() < budget.memtables // 2
+        assert all(kv.cache is memory.cache and kv.memtables is memory.memtables
+                   for kv in kvs)
+        assert memory.memtables.get_buffer_size() == states.memtables
+        assert memory.memtables.get_usage() < states.memtables // 2
+        for kv in kvs:
+            kv.write([("grams", struct.pack(">Q", i), b"x" * 8) for i in range(1000)])
+        assert memory.memtables.get_usage() < states.memtables // 2
+        assert all(kv.get("grams", struct.pack(">Q", 999)) == b"x" * 8 for kv in kvs)
     finally:
-        kv.close()
+        for kv in kvs:
+            kv.close()

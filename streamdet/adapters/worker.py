@@ -54,8 +54,8 @@ from ..engine.shard_step import (
 )
 from ..engine.shards import DocShard, GramShard, page_adds
 from ..engine.site_shard import SITE_SHARD
-from ..state.budget import MemoryBudget
-from ..state.rocks import RocksKV, dir_bytes
+from ..state.budget import DOC_ROLE, GRAM_ROLE, MemoryBudget
+from ..state.rocks import RocksKV, RocksMemory, dir_bytes
 from ..state.txn import StateError, Store
 from . import failpoints
 from .allocator import map_large_blocks, release_free_memory
@@ -99,9 +99,10 @@ class Shard(ShardState):
     are engine.shard_step's."""
 
     def __init__(self, kind: str, index: int, path: str, params: Params, shards: int,
-                 budget: MemoryBudget | None = None) -> None:
+                 budget: MemoryBudget | None = None, memory: RocksMemory | None = None
+                 ) -> None:
         self.kind, self.index, self.path = kind, index, path
-        store = Store(RocksKV(path, budget=budget))
+        store = Store(RocksKV(path, budget=budget, memory=memory))
         try:
             check_state(store, SHARD, params, f"state {path}", shards)
         except Exception:
@@ -134,10 +135,14 @@ class Worker:
         self.max_body, self.max_records = max_body, max_records
         self.timing = timing or Timing()
         self.on_batch = on_batch
-        # a worker may come to own every doc and gram shard and the site shard: each state
-        # gets an equal part of the budget but for the records in flight (fetches, rounds)
+        # a worker may come to own every doc and gram shard: its states share three
+        # quarters of the budget (one RocksDB cache, the engine's caches by role: state.
+        # budget.ShardShare), the rest is the records in flight (fetches, rounds)
         self.budget = budget or MemoryBudget()
-        self._shard_budget = MemoryBudget(self.budget.total * 3 // 4).part(2 * shards + 1)
+        states = MemoryBudget(self.budget.total * 3 // 4)
+        self._rocks_memory = RocksMemory(states)
+        self._shard_budgets = {kind: states.shard_state(kind, shards) for kind in (
+            DOC_ROLE, GRAM_ROLE)}
         self._fetch_bytes = min(64 << 20, self.budget.records // 4)
         # a doc shard's round holds the earlier documents its pages and deltas reach;
         # rounds run one shard at a time, so each may hold the budget's share for a batch
@@ -677,13 +682,16 @@ class Worker:
         off = await self.consumer.committed(TopicPartition(topic, partition))
         return off or 0
 
+    def _open_state(self, kind: str, index: int, path: str) -> Shard:
+        return Shard(kind, index, path, self.params, self.shards, self._shard_budgets[kind],
+                     self._rocks_memory)
+
     async def _claim(self, kind: str, index: int) -> Shard:
         """Open a shard's state as its new owner (a new epoch on the meta topic); a state
         written under an older epoch than the newest is from a history another worker
         has since replaced: it is wiped, outboxes included, and rebuilt by replay."""
         path = os.path.join(self.state_dir, f"{kind}-{index}")
-        shard = await self._cpu(Shard, kind, index, path, self.params, self.shards,
-                                self._shard_budget)
+        shard = await self._cpu(self._open_state, kind, index, path)
         newest, mine = await claim_shard(self.broker, self.topics.meta, self.producer, kind,
                                          index)
         taken_over = shard.epoch != newest  # someone else (or no one) owned it last
@@ -693,14 +701,13 @@ class Worker:
                         newest)
             await self._cpu(shard.close)
             await self._cpu(shutil.rmtree, path)
-            shard = await self._cpu(Shard, kind, index, path, self.params, self.shards,
-                                    self._shard_budget)
+            shard = await self._cpu(self._open_state, kind, index, path)
         await self._cpu(shard.set_epoch, mine)
         shard.taken_over = taken_over and newest > 0
         return shard
 
     async def _open_gram(self, g: int) -> None:
-        shard = await self._claim("gram", g)
+        shard = await self._claim(GRAM_ROLE, g)
         self.gram_shards[g] = shard
         await self._send_outboxes(shard)  # left by a crash between commit and acknowledgement
         committed = await self._committed(self.topics.grams, g)
@@ -717,7 +724,7 @@ class Worker:
         self._seek(TopicPartition(self.topics.grams, g), shard.offset("grams"), committed)
 
     async def _open_doc(self, s: int) -> None:
-        shard = await self._claim("doc", s)
+        shard = await self._claim(DOC_ROLE, s)
         self.doc_shards[s] = shard
         await self._send_outboxes(shard)  # left by a crash between commit and acknowledgement
         t = self.topics

@@ -133,6 +133,20 @@ def _ordered(table: str) -> ReadOptions:
     return opts
 
 
+class RocksMemory:
+    """RocksDB's block cache and the write buffer manager that charges the memtables to
+    it, sized from a budget's shares. A worker opens one state per shard it owns and
+    gives them all one RocksMemory: RocksDB's way for several databases in a process
+    (the cache and the manager are shared objects), so the process's figure is the
+    budget's whatever the number of states, and a state that is read more gets more of
+    the cache."""
+
+    def __init__(self, budget: MemoryBudget) -> None:
+        self.cache = Cache(budget.block_cache)
+        self.memtables = WriteBufferManager.new_write_buffer_manager_with_cache(
+            budget.memtables, False, self.cache)
+
+
 class RocksKV(KV):
     """A RocksDB database in `path`, one column family per table. `read_only` opens it
     for readers (dump, explain): no lock taken, nothing written, so a state on a
@@ -140,7 +154,8 @@ class RocksKV(KV):
 
     def __init__(self, path: str, read_only: bool = False,
                  tables: tuple[str, ...] | None = None,
-                 budget: MemoryBudget | None = None) -> None:
+                 budget: MemoryBudget | None = None,
+                 memory: RocksMemory | None = None) -> None:
         self.path = path
         self.read_only = read_only
         self.budget = budget = budget or MemoryBudget()
@@ -152,9 +167,9 @@ class RocksKV(KV):
                                     f"{exc.strerror}") from None
             if not os.access(path, os.W_OK | os.X_OK):
                 raise StateDirError(f"state directory {path} is not writable")
-        self.cache = cache = Cache(budget.block_cache)
-        self.memtables = memtables = WriteBufferManager.new_write_buffer_manager_with_cache(
-            budget.memtables, False, cache)
+        memory = memory or RocksMemory(budget)  # a state of its own: its own cache
+        self.cache = cache = memory.cache
+        self.memtables = memtables = memory.memtables
         if tables is not None and not read_only:
             raise ValueError("only a read-only state opens some of its tables")
         wanted = TABLES if tables is None else tables
