@@ -17,7 +17,7 @@ from streamdet.engine.params import Params
 
 
 def _records(*offsets: int) -> list:
-    return [SimpleNamespace(offset=o) for o in offsets]
+    return [SimpleNamespace(offset=o, value=b"") for o in offsets]
 
 
 @pytest.fixture
@@ -66,6 +66,9 @@ class _Consumer:
             self.stop.set()
         return {"tp": _records(len(self.fetched))}
 
+    def highwater(self, _tp) -> None:  # no fetch response seen: not known to be behind
+        return None
+
 
 @pytest.mark.parametrize("round_ms", [0, 40])
 def test_rounds_start_no_closer_than_the_round_interval(round_ms, monkeypatch):
@@ -106,3 +109,82 @@ def test_rounds_start_no_closer_than_the_round_interval(round_ms, monkeypatch):
         assert min(gaps) >= round_ms / 1000 - 0.005, gaps  # the loop's clock resolution
     else:
         assert slept == []  # a round at once
+
+
+class _Backlog:
+    """A consumer over partitions that hold `ends[tp]` records, each fetch bringing the
+    next `per_fetch` records of the first partition with any left (as one response of a
+    broker that caps its size), each record `size` bytes."""
+
+    def __init__(self, ends: dict, per_fetch: int, size: int = 10) -> None:
+        self.ends, self.per_fetch, self.size = ends, per_fetch, size
+        self.at = dict.fromkeys(ends, 0)
+        self.high: dict = {}
+        self.calls = 0
+
+    async def getmany(self, timeout_ms: int, max_records: int) -> dict:
+        self.calls += 1
+        for tp, end in self.ends.items():
+            if self.at[tp] < end:
+                n = min(self.per_fetch, end - self.at[tp], max_records)
+                recs = [SimpleNamespace(offset=o, value=b"x" * self.size)
+                        for o in range(self.at[tp], self.at[tp] + n)]
+                self.at[tp] += n
+                self.high[tp] = end
+                return {tp: recs}
+        return {}
+
+    def highwater(self, tp) -> int | None:
+        return self.high.get(tp)
+
+
+def _fetch(consumer: _Backlog, max_records: int, fetch_bytes: int | None = None) -> dict:
+    worker = Worker("127.0.0.1:1", "unused", Params(), 4, max_records=max_records)
+    try:
+        worker.consumer = consumer
+        if fetch_bytes is not None:
+            worker._fetch_bytes = fetch_bytes  # noqa: SLF001
+        return asyncio.run(worker._fetch())  # noqa: SLF001
+    finally:
+        worker.cpu.shutdown()
+
+
+def test_a_round_gathers_fetches_while_a_backlog_lasts_up_to_its_records():
+    """Under a backlog a round takes fetch after fetch, each partition's records in
+    offset order, and stops at max_records (the last fetch asked for what was left)."""
+    backlog = _Backlog({"a": 1000, "b": 120}, per_fetch=100)
+    batch = _fetch(backlog, max_records=450)
+    assert [r.offset for r in batch["a"]] == list(range(450))
+    assert "b" not in batch and backlog.calls == 5
+
+
+def test_a_round_is_one_fetch_when_the_worker_keeps_up():
+    backlog = _Backlog({"a": 80, "b": 0}, per_fetch=100)
+    batch = _fetch(backlog, max_records=450)
+    assert [r.offset for r in batch["a"]] == list(range(80)) and backlog.calls == 1
+    assert _fetch(_Backlog({"a": 0}, per_fetch=100), max_records=450) == {}
+
+
+def test_a_round_stops_gathering_at_the_records_bytes_share():
+    """Each fetch here brings 100 records of 1 kB: a round stops once 250 kB are in."""
+    backlog = _Backlog({"a": 1000}, per_fetch=100, size=1000)
+    batch = _fetch(backlog, max_records=2000, fetch_bytes=250_000)
+    assert len(batch["a"]) == 300 and backlog.calls == 3
+
+
+def test_a_round_keeps_what_a_partition_reads_after_its_position_moved():
+    """A rebalance between two fetches resets a partition's position (to the group's
+    committed offset): the round holds the records read since, never a run that goes
+    back on itself."""
+    backlog = _Backlog({"a": 1000}, per_fetch=100)
+    real = backlog.getmany
+
+    async def getmany(timeout_ms: int, max_records: int) -> dict:
+        if backlog.calls == 2:
+            backlog.at["a"] = 150  # the committed offset, after a rebalance
+        return await real(timeout_ms, max_records)
+
+    backlog.getmany = getmany
+    batch = _fetch(backlog, max_records=450)
+    # fetches: 0-99, 100-199, then 150-249 (moved), 250-349, 350-399 (450 records read)
+    assert [r.offset for r in batch["a"]] == list(range(150, 400))

@@ -85,6 +85,9 @@ FETCH_WAIT_MS = 20  # a fetch returns at once when data is there; this bounds th
 # a failed membership rejoins after a pause, doubled at each failure in a row, up to a max
 REJOIN_PAUSE_S, REJOIN_PAUSE_MAX_S = 1.0, 60.0
 REFUSALS = (PipelineError, StateError)  # not retried: the operator must act
+# records a round takes at most (a doc shard's part of it also by the documents it holds:
+# adapters.batch_sizer); under a backlog a round gathers several fetches (Worker._fetch)
+ROUND_RECORDS = 2000
 MAX_INFLIGHT = 3  # rounds waiting for acknowledgements while the next one is processed
 # Group offsets are committed at most this often while rounds keep coming (and at once when
 # the worker goes idle, before a rebalance and on shutdown): a commit per round was a third
@@ -125,7 +128,7 @@ class Worker:
     def __init__(self, broker: str, state_dir: str, params: Params, shards: int, *,
                  topics: Topics | None = None, group: str = "streamdet",
                  pages_partitions: int = 4, max_body: int = DEFAULT_MAX_BODY,
-                 max_records: int = 500, timing: Timing | None = None,
+                 max_records: int = ROUND_RECORDS, timing: Timing | None = None,
                  on_batch: Callable[[Worker], None] | None = None, analyzers: int = 0,
                  page_timeout: float = DEFAULT_PAGE_TIMEOUT,
                  budget: MemoryBudget | None = None) -> None:
@@ -247,7 +250,7 @@ class Worker:
         while not stop.is_set():
             if (wait := began + self.timing.round_ms / 1000 - time.monotonic()) > 0:
                 await asyncio.sleep(wait)
-            batch = await self.consumer.getmany(timeout_ms=100, max_records=self.max_records)
+            batch = await self._fetch()
             if batch:
                 began = time.monotonic()
             async with self.lock:
@@ -263,6 +266,37 @@ class Worker:
             if batch and self.on_batch:
                 self.on_batch(self)
             self._gauges()
+
+    async def _fetch(self) -> dict:
+        """A round's records: a fetch, and while the partitions it read hold more (a
+        backlog), further fetches, up to max_records and the records' bytes share. A
+        fetch brings what one response holds (~6 MB from the test broker: ~70 pages and
+        their internal records); a doc shard's work is per document a round touches and
+        a document a backlog's pages share is touched in each of their rounds, so rounds
+        grow under load and stay one fetch when the worker keeps up."""
+        batch = await self.consumer.getmany(timeout_ms=100, max_records=self.max_records)
+        records = sum(len(recs) for recs in batch.values())
+        size = sum(len(rec.value or b"") for recs in batch.values() for rec in recs)
+        while batch and records < self.max_records and size < self._fetch_bytes and any(
+                self._behind(tp, recs[-1].offset) for tp, recs in batch.items()):
+            more = await self.consumer.getmany(timeout_ms=FETCH_WAIT_MS,
+                                               max_records=self.max_records - records)
+            if not more:
+                break
+            for tp, recs in more.items():
+                held = batch.get(tp, [])
+                # a rebalance between two fetches may have moved the position (to the
+                # group's committed offset): the records read since then are what counts
+                batch[tp] = held + recs if held and recs[0].offset == held[-1].offset + 1 \
+                    else recs
+                records += len(recs)
+                size += sum(len(rec.value or b"") for rec in recs)
+        return batch
+
+    def _behind(self, tp: TopicPartition, last: int) -> bool:
+        """Whether partition tp holds records past offset `last` (as of its last fetch)."""
+        high = self.consumer.highwater(tp)
+        return high is not None and high > last + 1
 
     def _flush_cleared(self) -> None:
         """Delete the acknowledged outboxes' keys of every shard (the worker is idle: no
