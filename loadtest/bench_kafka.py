@@ -175,6 +175,31 @@ def by_minute(series: list, t_first: float, samples: list, span: float = 60.0) -
     return out
 
 
+def by_kind(received: list[tuple[str, float, str]], sent: dict[str, float]) -> dict[str, dict]:
+    """Latency percentiles of each kind of event (`received`: (cause URL, received at,
+    kind) triples), with its slowest event's cause: the kinds a page's arrival brings
+    about later (a site's figures, a cluster's) show apart from a page's own."""
+    import numpy as np
+
+    per: dict[str, list[tuple[float, str]]] = {}
+    for url, at, kind in received:
+        if url in sent:
+            per.setdefault(kind, []).append((at - sent[url], url))
+    out = {}
+    for kind, rows in sorted(per.items()):
+        lat = np.array([x for x, _ in rows])
+        slowest = max(rows)
+        out[kind] = {"events": len(rows), "p50_s": float(np.quantile(lat, 0.5)),
+                     "p99_s": float(np.quantile(lat, 0.99)), "max_s": slowest[0],
+                     "slowest_cause": slowest[1]}
+    return out
+
+
+def format_kind(kind: str, row: dict) -> str:
+    return (f"  {kind:12s} {row['events']:7,} events  p50 {row['p50_s'] * 1000:6.0f} ms  "
+            f"p99 {row['p99_s'] * 1000:6.0f} ms  max {row['max_s']:7.1f} s")
+
+
 # -- stream -------------------------------------------------------------------------------
 
 
@@ -521,7 +546,7 @@ async def _latency_run(pipe: Pipeline, records: list[tuple[str, bytes]], rate: f
     from streamdet.adapters.kafka import high_watermarks
 
     t_events = f"{pipe.prefix}-events"
-    got: list[tuple[str, float]] = []
+    got: list[tuple[str, float, str]] = []  # (cause, received at, kind)
     on_topic: dict[tuple[str, int], float] = {}  # a quilt event's (url, seq) -> received
     consumer = AIOKafkaConsumer(bootstrap_servers=pipe.broker.bootstrap,
                                 enable_auto_commit=False, fetch_max_wait_ms=20)
@@ -540,7 +565,7 @@ async def _latency_run(pipe: Pipeline, records: list[tuple[str, bytes]], rate: f
             now = time.time()
             for recs in batch.values():
                 for ev in (json.loads(r.value) for r in recs):
-                    got.append((ev["cause"], now))
+                    got.append((ev["cause"], now, ev.get("event", "")))
                     if ev.get("event") in ("quilt", "rescore", "unquilt"):
                         on_topic.setdefault((ev["url"], ev["seq"]), now)
 
@@ -555,7 +580,7 @@ async def _latency_run(pipe: Pipeline, records: list[tuple[str, bytes]], rate: f
     await consumer.stop()
     t_first = min(sent.values(), default=0.0)
     series = sorted((round(sent[u] - t_first, 3), round(t - sent[u], 4))
-                    for u, t in got if u in sent)  # (sent at, latency): queueing shows here
+                    for u, t, _ in got if u in sent)  # (sent at, latency): queueing shows here
     lat = sorted(x for _, x in series)
     if not lat:
         return {"events": 0, "all_events": len(got)}
@@ -565,7 +590,8 @@ async def _latency_run(pipe: Pipeline, records: list[tuple[str, bytes]], rate: f
 
     out = {"events": len(lat), "all_events": len(got), "t_first": t_first, "p50_s": pct(0.50),
            "p90_s": pct(0.90), "p99_s": pct(0.99), "max_s": lat[-1], "rate": rate,
-           "pages": len(records), "latencies_s": [round(x, 4) for x in lat], "series": series}
+           "pages": len(records), "latencies_s": [round(x, 4) for x in lat], "series": series,
+           "by_kind": by_kind(got, sent)}
     if desk:
         out["desk"] = desk_lag(on_topic, in_view, polls)
     return out
@@ -627,10 +653,12 @@ def latency(broker, work: Path, warm: Path, segment: Path, n_warm: int, rate: fl
         res["vm_speed_s"] = vm_speed()
         log(f"latency at {rate:.1f} pages/s: " + ", ".join(
             f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in res.items()
-            if k not in ("latencies_s", "series", "cores", "by_minute", "t_first"))
+            if k not in ("latencies_s", "series", "cores", "by_minute", "t_first", "by_kind"))
             + "; cores busy " + ", ".join(f"{k} {v:.2f}" for k, v in res["cores"].items()))
         for row in res["by_minute"]:
             log(format_minute(row))
+        for kind, row in res.get("by_kind", {}).items():
+            log(format_kind(kind, row))
         if desk:  # page views once the workers and the desk are idle: its cost alone
             run_sync(wait_done(pipe, n_warm + len(records)))
             if desk_idle(desk, time.monotonic() + 600) is None:
@@ -875,6 +903,9 @@ def main(argv: list[str] | None = None) -> int:
         print("  by the minute its pages were sent (the median run):")
         for row in lat.get("by_minute", []):
             print(format_minute(row))
+        print("  by the kind of event (the median run):")
+        for kind, row in lat.get("by_kind", {}).items():
+            print(format_kind(kind, row))
     print_desk(lat)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     out = Path(args.out) if args.out else OUT_DIR / (

@@ -37,3 +37,23 @@ def test_latency_by_minute_buckets_events_by_send_time_with_the_cores_of_that_mi
     assert abs(rows[1]["workers_cores"] - 0.25) < 1e-9
     assert "broker 1.00 cores" in format_minute(rows[0])
     assert by_minute([], t0, samples) == []
+
+
+def test_latency_by_kind_keeps_each_kind_apart_with_its_slowest_cause():
+    """A site event that names a page sent long before shows under `site`, not in the
+    page events' figures; events of pages this run did not send are left out."""
+    from loadtest.bench_kafka import by_kind, format_kind
+
+    sent = {"http://a/": 100.0, "http://b/": 101.0}
+    received = [("http://a/", 100.2, "quilt"), ("http://b/", 101.4, "quilt"),
+                ("http://b/", 101.5, "rescore"), ("http://a/", 160.0, "site"),
+                ("http://warm-up/", 102.0, "quilt")]
+    rows = by_kind(received, sent)
+    assert sorted(rows) == ["quilt", "rescore", "site"]
+    assert rows["quilt"]["events"] == 2
+    assert abs(rows["quilt"]["max_s"] - 0.4) < 1e-9
+    assert rows["quilt"]["slowest_cause"] == "http://b/"
+    assert abs(rows["site"]["p50_s"] - 60.0) < 1e-9
+    assert rows["site"]["slowest_cause"] == "http://a/"
+    assert "site" in format_kind("site", rows["site"])
+    assert by_kind([], sent) == {}
