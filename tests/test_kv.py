@@ -93,7 +93,7 @@ def test_a_workers_states_share_one_cache_and_their_empty_memtables_leave_room(t
     fit well within the manager's limit when empty, or it is over its limit from the
     start and switches a memtable (a new WAL file) on every write
     (state.rocks._hash_buckets)."""
-    states = MemoryBudget(MemoryBudget().total * 3 // 4)
+    states = MemoryBudget(MemoryBudget().total // 2)
     memory = RocksMemory(states)
     kvs = [RocksKV(str(tmp_path / f"{role}-{i}"), budget=states.shard_state(role, 8),
                    memory=memory) for role in ("doc", "gram") for i in range(8)]

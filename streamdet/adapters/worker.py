@@ -138,11 +138,13 @@ class Worker:
         self.max_body, self.max_records = max_body, max_records
         self.timing = timing or Timing()
         self.on_batch = on_batch
-        # a worker may come to own every doc and gram shard: its states share three
-        # quarters of the budget (one RocksDB cache, the engine's caches by role: state.
-        # budget.ShardShare), the rest is the records in flight (fetches, rounds)
+        # a worker may come to own every doc and gram shard: its states share half of the
+        # budget (one RocksDB cache, the engine's caches by role: state.budget.ShardShare),
+        # the rest is the records in flight (fetches, rounds) and the rounds' work. At three
+        # quarters, with every share filled, a worker that took 20,000 pages alone peaked
+        # at 1,286 MiB of all its processes under 1 GiB (CHANGELOG.md)
         self.budget = budget or MemoryBudget()
-        states = MemoryBudget(self.budget.total * 3 // 4)
+        states = MemoryBudget(self.budget.total // 2)
         self._rocks_memory = RocksMemory(states)
         self._shard_budgets = {kind: states.shard_state(kind, shards) for kind in (
             DOC_ROLE, GRAM_ROLE)}
