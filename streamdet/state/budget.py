@@ -156,8 +156,8 @@ class ShardShare(MemoryBudget):
     keeps within its budget. An equal part of every share for every state gave a gram
     shard a documents cache it never fills and a doc shard postings it never reads: a
     worker that took 20,000 pages alone (four shards) read overlay postings back from
-    RocksDB for 41 s of its engine thread's 590, against 10 s with the shares by role
-    (CHANGELOG.md)."""
+    RocksDB for 41 s of its engine thread's 590, against 19 s of 544 with the shares by
+    role (CHANGELOG.md)."""
 
     role: str = GRAM_ROLE
     shards: int = 1
