@@ -166,18 +166,16 @@ class ShardShare(MemoryBudget):
     def memtables(self) -> int:
         """Sizes this state's tables' memtables; the shared write buffer manager bounds
         all states' together at the whole share."""
-        return MemoryBudget(self.total).memtables // (2 * self.shards)
+        return super().memtables // (2 * self.shards)
 
     @property
     def doc_slots(self) -> int:
-        whole = MemoryBudget(self.total).doc_slots
-        return whole // self.shards if self.role == DOC_ROLE else 0
+        return super().doc_slots // self.shards if self.role == DOC_ROLE else 0
 
     @property
     def postings(self) -> int:
-        whole = MemoryBudget(self.total).postings
-        return whole // self.shards if self.role == GRAM_ROLE else 0
+        return super().postings // self.shards if self.role == GRAM_ROLE else 0
 
     @property
     def names(self) -> int:
-        return MemoryBudget(self.total).names // (2 * self.shards)
+        return super().names // (2 * self.shards)
