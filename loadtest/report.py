@@ -22,6 +22,7 @@ import json
 import re
 import shutil
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -447,11 +448,23 @@ def _fmt(v) -> str:
     return f"{v:,.3f}" if isinstance(v, float) else str(v)
 
 
+def _machine(host: dict) -> str:
+    return (f"{host['cpu_model']}, {host['cpus']} CPUs, {host['memory_gb']} GB, "
+            f"Python {host['python']}")
+
+
+def _usual_machine(results: dict[str, tuple[Path, dict]], host: dict) -> str:
+    """The machine most of the results were measured on (this one if none says)."""
+    named = Counter(_machine(r["host"]) for _, r in results.values() if r.get("host"))
+    return named.most_common(1)[0][0] if named else _machine(host)
+
+
 def render(results: dict[str, tuple[Path, dict]], host: dict) -> str:
-    """The Markdown page."""
+    """The Markdown page. A result measured on another machine than most says so: figures
+    compare within one result, and across results of one machine only."""
+    usual = _usual_machine(results, host)
     lines = ["# streamdet benchmark report", "",
-             f"Machine: {host['cpu_model']}, {host['cpus']} CPUs, {host['memory_gb']} GB, "
-             f"Python {host['python']}, {host['platform']}.", "",
+             f"Machine: {usual}, unless a result names another.", "",
              "Regenerate: run the commands below, then `python loadtest/report.py`.", ""]
     for name in BENCHES:
         if name not in results:
@@ -460,6 +473,8 @@ def render(results: dict[str, tuple[Path, dict]], host: dict) -> str:
         path, r = results[name]
         lines += [f"## {name}", "", f"`{command(name, r)}` — {path.name}, at {r.get('at', '?')}"
                   + (f", git {r['git']}" if r.get("git") else ""), ""]
+        if r.get("host") and _machine(r["host"]) != usual:
+            lines += [f"Measured on another machine: {_machine(r['host'])}.", ""]
         if int(_NAME.match(path.name).group(2)) < SMOKE_MAX:
             lines += ["**A smoke-size run: its figures say nothing; see the README's "
                       "figures or run the command above.**", ""]

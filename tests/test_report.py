@@ -106,3 +106,18 @@ def test_the_kafka_headline_sets_the_first_full_minute_beside_the_last():
                    "0.70 cores, workers 1.00"]
     assert not [x for x in report.headline("bench_kafka", KAFKA)
                 if x.startswith("latency by the minute")]  # a result without them
+
+
+def test_a_result_of_another_machine_names_it(tmp_path):
+    """The page names the machine most results come from; a result measured elsewhere
+    says where, so that nobody compares its figures with the others'."""
+    usual = {"cpu_model": "AMD EPYC", "cpus": 2, "memory_gb": 23.5, "python": "3.11.7"}
+    other = dict(usual, cpu_model="Intel(R) Xeon(R) Processor")
+    path = _write(tmp_path, "bench_kafka-2000p-20261122T020000Z.json", dict(KAFKA, host=other))
+    results = {"bench_kafka": (path, dict(KAFKA, host=other)),  # and two of the usual one
+               "a": (path, {"host": usual}), "b": (path, {"host": usual})}
+    page = report.render(results, dict(usual, cpu_model="this machine"))
+    assert "Machine: AMD EPYC, 2 CPUs, 23.5 GB, Python 3.11.7, unless a result" in page
+    kafka = page.split("## bench_kafka")[1].split("## ")[0]
+    assert "Measured on another machine: Intel(R) Xeon(R) Processor, 2 CPUs" in kafka
+    assert page.count("Measured on another machine") == 1
