@@ -121,12 +121,16 @@ def main(argv: list[str] | None = None) -> int:
         wall = record(args.stream, raw, args.memory)
         title += f" ({wall:,.0f} s wall under py-spy)"
     by_part, by_role = read_raw(raw)
-    text = table(by_part, by_role, RATE, title, args.top)
-    print(text)
-    if args.out:
-        with open(args.out, "a", encoding="utf-8") as f:
-            f.write(text + "\n")
+    emit(table(by_part, by_role, RATE, title, args.top), args.out)
     return 0
+
+
+def emit(text: str, out: str | None) -> None:
+    """Print a table, and append it to `out` (e.g. docs/benchmarks/profile.md)."""
+    print(text)
+    if out:
+        with open(out, "a", encoding="utf-8") as f:
+            f.write(text + "\n")
 
 
 if __name__ == "__main__":

@@ -188,3 +188,62 @@ def test_a_round_keeps_what_a_partition_reads_after_its_position_moved():
     batch = _fetch(backlog, max_records=450)
     # fetches: 0-99, 100-199, then 150-249 (moved), 250-349, 350-399 (450 records read)
     assert [r.offset for r in batch["a"]] == list(range(150, 400))
+
+
+class _Assignable:
+    """A consumer's pause / resume / assignment, as aiokafka keeps them."""
+
+    def __init__(self) -> None:
+        self.held: set = set()
+        self.paused: set = set()
+
+    def assignment(self) -> set:
+        return self.held
+
+    def pause(self, *tps) -> None:
+        self.paused |= set(tps)
+
+    def resume(self, *tps) -> None:
+        self.paused -= set(tps)
+
+
+def test_shards_assigned_open_in_the_members_loop_not_in_the_listener(monkeypatch):
+    """aiokafka heartbeats only once the assignment listener returns, so the listener
+    notes the new shards and pauses their inputs; the member's loop opens them (a replay
+    may take minutes) and resumes each shard's partitions once it is open. A shard
+    revoked before it was opened is not opened."""
+    from aiokafka import TopicPartition as TP
+
+    worker = Worker("127.0.0.1:1", "unused", Params(), 4)
+    t = worker.topics
+    worker.consumer = consumer = _Assignable()
+    opened = []
+
+    async def open_gram(g):
+        assert TP(t.grams, g) in consumer.paused  # fetches skip it while it is replayed
+        opened.append(("gram", g))
+        worker.gram_shards[g] = object()
+
+    async def open_doc(s):
+        opened.append(("doc", s))
+        worker.doc_shards[s] = object()
+
+    monkeypatch.setattr(worker, "_open_gram", open_gram)
+    monkeypatch.setattr(worker, "_open_doc", open_doc)
+    assigned = {TP(t.pages, 0), TP(t.grams, 0), TP(t.grams, 1), TP(t.docs, 1),
+                TP(t.deltas, 1)}
+    consumer.held = set(assigned)
+
+    async def scenario():
+        await worker.assigned_now(assigned)
+        assert opened == [] and worker.assigned == assigned
+        assert consumer.paused == assigned - {TP(t.pages, 0)}
+        await worker._drop({TP(t.grams, 1)})  # revoked before it was opened
+        consumer.held -= {TP(t.grams, 1)}
+        await worker._open_assigned()
+        assert opened == [("doc", 1), ("gram", 0)]  # in partition order, as assigned
+        assert consumer.paused == {TP(t.grams, 1)}  # the others resumed; that one is gone
+        await worker.assigned_now(assigned - {TP(t.grams, 1)})  # the same again: open
+        assert worker.opening == []
+
+    asyncio.run(scenario())

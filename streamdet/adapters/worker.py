@@ -168,6 +168,7 @@ class Worker:
         self.consumer: AIOKafkaConsumer | None = None
         self.producer = None
         self.assigned: set[TopicPartition] = set()
+        self.opening: list[tuple[str, int]] = []  # shards assigned, not opened yet
         self.applied: dict[TopicPartition, int] = {}  # next offset to apply, per partition
         self.inflight: deque[asyncio.Task] = deque()  # rounds waiting for acknowledgements
         self.uncommitted: dict[TopicPartition, int] = {}  # acknowledged, not committed yet
@@ -236,6 +237,7 @@ class Worker:
             **self.timing.group_settings())
         self.consumer.subscribe([t.pages, t.docs, t.deltas, t.grams], listener=_Rebalance(self))
         self.failure = None
+        self.opening = []  # a new membership opens what its assignment gives
         log.info("worker joining group %s", self.group)
         try:
             await self.producer.start()
@@ -258,6 +260,7 @@ class Worker:
             async with self.lock:
                 if self.failure is not None:  # in a rebalance listener: aiokafka only logs it
                     raise self.failure
+                await self._open_assigned()
                 if batch:
                     await self._handle(batch)
                     await self._bound_inflight(MAX_INFLIGHT)
@@ -687,6 +690,8 @@ class Worker:
         """Forget partitions: their offsets and lag (the next owner's to report), and
         close the shards they hold."""
         self.assigned -= tps
+        self.opening = [shard for shard in self.opening
+                        if not tps & set(self._shard_partitions(*shard))]
         t = self.topics
         for tp in tps:
             self.applied.pop(tp, None)
@@ -699,20 +704,47 @@ class Worker:
                 self._site_gauges(None)  # the next owner reports them
 
     async def assigned_now(self, assigned: set[TopicPartition]) -> None:
-        """Open the shards of the new assignment: claim, send left outboxes, replay. A
-        failure is kept for the member's loop (aiokafka would only log it)."""
+        """Note the shards of the new assignment and pause their partitions; the member's
+        loop opens them (`_open_assigned`). aiokafka sends no heartbeat until this
+        listener returns, so a replay in here that outlasts the session got the member
+        evicted: another rebalance, shards moved to the other worker, rebuilt there from
+        their partitions, and again on its next eviction."""
         self.metrics.rebalances.inc()
         async with self.lock:
             t = self.topics
-            try:
-                for tp in sorted(assigned):
-                    if tp.topic == t.grams and tp.partition not in self.gram_shards:
-                        await self._open_gram(tp.partition)
-                    elif tp.topic == t.docs and tp.partition not in self.doc_shards:
-                        await self._open_doc(tp.partition)
-            except Exception as exc:  # noqa: BLE001 - kept, raised by the member's loop
-                self._keep(exc)
+            for tp in sorted(assigned):
+                if tp.topic == t.grams and tp.partition not in self.gram_shards:
+                    shard = (GRAM_ROLE, tp.partition)
+                elif tp.topic == t.docs and tp.partition not in self.doc_shards:
+                    shard = (DOC_ROLE, tp.partition)
+                else:
+                    continue
+                if shard not in self.opening:
+                    self.opening.append(shard)
             self.assigned = set(assigned)
+            self.consumer.pause(*(tp for tp in assigned if self._opening(tp)))
+
+    def _shard_partitions(self, kind: str, index: int) -> list[TopicPartition]:
+        t = self.topics
+        if kind == GRAM_ROLE:
+            return [TopicPartition(t.grams, index)]
+        return [TopicPartition(t.docs, index), TopicPartition(t.deltas, index)]
+
+    def _opening(self, tp: TopicPartition) -> bool:
+        """Whether tp is an input of a shard assigned and not opened yet."""
+        return any(tp in self._shard_partitions(*shard) for shard in self.opening)
+
+    async def _open_assigned(self) -> None:
+        """Open the shards assigned since the last round, one at a time (claim, send left
+        outboxes, replay, seek), each partition resumed once its shard is open. Under the
+        lock, in the member's loop: heartbeats go on meanwhile."""
+        while self.opening:
+            kind, index = self.opening[0]
+            await (self._open_gram if kind == GRAM_ROLE else self._open_doc)(index)
+            self.opening.pop(0)
+            held = self.consumer.assignment()
+            self.consumer.resume(*(tp for tp in self._shard_partitions(kind, index)
+                                   if tp in held))
 
     async def _committed(self, topic: str, partition: int) -> int:
         off = await self.consumer.committed(TopicPartition(topic, partition))

@@ -1,0 +1,194 @@
+"""Where a Kafka worker's CPU goes under a backlog and when paced: bench_kafka's latency
+setup (a fresh test broker, two `streamdet worker` processes, 4 shards), with py-spy on
+the first worker's main process in each phase.
+
+    python loadtest/profile_worker.py                      # 4,000 pages, paced at 8/s
+    python loadtest/profile_worker.py --pages 6000 --rate 8 --out docs/benchmarks/profile.md
+
+1. Backlog: the stream's first half is produced at once and the workers take it.
+2. Paced: its second half is sent at `--rate` pages/s (bench_kafka's `_latency_run`,
+   records stamped with `fetched_at`).
+
+For each phase: the two workers' CPU (all their processes, from /proc) per page, the
+latency of the paced phase, the rebalances their logs show (LOG_COUNTS), and a table of
+the first worker's samples charged to a stage (the shard role whose step the thread is
+in, or the analysis, or the event loop) and its innermost known part (STAGES, PARTS),
+in ms of that worker's CPU per page of the phase: a part whose ms a page grows when paced
+is a cost paid per round, not per page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from loadtest.profile_run import emit  # noqa: E402
+
+RATE = 50  # py-spy samples a second
+STAGES = [("analysis", "analyze_payloads"), ("gram shard step", "Worker._gram_shard."),
+          ("doc shard step", "Worker._doc_shard.")]
+PARTS = [  # innermost first wins
+    ("segment lookups", ("SegmentIndex.find", "SegmentIndex.maybe")),
+    ("keyed tables (RocksDB multi-gets)", ("KeyedTable.get_many",)),
+    ("site shard", ("SiteShard.process",)),
+    ("commit", ("Txn.commit",)),
+    ("other gram lookups", ("Txn.prefetch",)),
+    ("deltas applied", ("DocRole.apply",)),
+    ("re-scoring", ("rescore",)),
+    ("partial duplicates", ("PartialRole.",)),
+    ("clusters", ("cluster_events",)),
+    ("messages decoded", ("Worker._decoded",)),
+    ("outbox and its encoding", ("Step.commit",)),
+    # a thread's samples include its waits for the GIL after a system call returns
+    ("results handed to the event loop", ("BaseEventLoop.call_soon_threadsafe",)),
+    ("epoll, and the GIL after it", ("EpollSelector.select",)),
+    ("Kafka client", ("AIOKafka", "Fetcher.", "Sender.", "SendProduceReqHandler.")),
+]
+_FRAME = re.compile(r"^(\S+) \(")
+
+
+def charge(frames: list[str]) -> tuple[str, str]:
+    """(stage, part) of one sample's stack (thread first, root to leaf)."""
+    names = [m.group(1) for f in frames[1:] if (m := _FRAME.match(f))]
+    thread = frames[0]
+    stage = next((s for s, fn in STAGES if any(n.startswith(fn) for n in names)), None)
+    if stage is None:
+        stage = "event loop (aiokafka)" if "MainThread" in thread else "engine thread, other"
+    for name in reversed(names):
+        for part, fns in PARTS:
+            if name.startswith(fns):
+                return stage, part
+    return stage, "the rest"
+
+
+def read(path: Path) -> Counter:
+    out: Counter = Counter()
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if count.isdigit():
+            out[charge(stack.split(";"))] += int(count)
+    return out
+
+
+# what the workers' logs say of rebalances: a shard that moves to the other worker is
+# rebuilt there from its partitions (adapters.worker: _claim, then the replay)
+LOG_COUNTS = {"sessions expired": "member_id was not recognized",
+              "shards replayed": ": replaying ", "doc shards taken over": ": taken over;"}
+
+
+def log_counts(pipe) -> dict[str, int]:
+    """LOG_COUNTS over every worker's log so far."""
+    text = "".join(p.read_text(encoding="utf-8", errors="replace")
+                   for p in sorted(pipe.work.glob(f"{pipe.prefix}-w*.log")))
+    return {name: text.count(needle) for name, needle in LOG_COUNTS.items()}
+
+
+def _since(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {k: after[k] - before[k] for k in after}
+
+
+class Spy:
+    """py-spy on one process until stopped (SIGINT makes it write what it sampled)."""
+
+    def __init__(self, pid: int, out: Path) -> None:
+        spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        self.proc = subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", str(RATE),
+                                      "--format", "raw", "--threads", "--nonblocking",
+                                      "--output", str(out)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(60)
+
+
+def phases(pages: int, rate: float, seed: int, work: Path) -> dict:
+    from loadtest import bench_kafka as bk
+    from tests.kafka_broker import broker_session, run_sync
+
+    stream, warm, seg = work / "stream.jsonl", work / "warm.jsonl", work / "seg.jsonl"
+    bk.make_stream(stream, pages, seed)
+    n_warm, n_seg = bk.split_stream(stream, warm, seg)
+    res: dict = {}
+    with broker_session() as broker:
+        pipe = bk.Pipeline(broker, work, "prof")
+        try:
+            pipe.produce(warm)
+            pipe.start_workers(2)
+            spy, cpu, logs = Spy(pipe.procs[0].pid, work / "backlog.txt"), pipe.cpu(), \
+                log_counts(pipe)
+            run_sync(bk.wait_done(pipe, n_warm))
+            res["backlog"] = {"pages": n_warm, "cpu_s": pipe.cpu() - cpu,
+                              "rebalances": _since(logs, log_counts(pipe))}
+            spy.stop()
+            records = bk.raw_records(seg)
+            spy, cpu, logs = Spy(pipe.procs[0].pid, work / "paced.txt"), pipe.cpu(), \
+                log_counts(pipe)
+            lat = run_sync(bk._latency_run(pipe, records, rate, None))
+            res["paced"] = {"pages": n_seg, "cpu_s": pipe.cpu() - cpu, "rate": rate,
+                            "p50_s": lat["p50_s"], "p99_s": lat["p99_s"],
+                            "rebalances": _since(logs, log_counts(pipe))}
+            spy.stop()
+        finally:
+            pipe.stop()
+    for name in ("backlog", "paced"):
+        res[name]["parts"] = {f"{s} / {p}": n / RATE
+                              for (s, p), n in read(work / f"{name}.txt").items()}
+    return res
+
+
+def table(res: dict, top: int = 18) -> str:
+    b, p = res["backlog"], res["paced"]
+    ms = {k: {part: 1000 * s / r["pages"] for part, s in r["parts"].items()}
+          for k, r in (("backlog", b), ("paced", p))}
+    rows = sorted(set(ms["backlog"]) | set(ms["paced"]),
+                  key=lambda k: -ms["paced"].get(k, 0.0))
+    lines = [f"Both workers, all their processes: {1000 * b['cpu_s'] / b['pages']:.1f} ms of CPU "
+             f"a page under a backlog ({b['pages']:,} pages sent at once), "
+             f"{1000 * p['cpu_s'] / p['pages']:.1f} paced ({p['pages']:,} at {p['rate']:g} "
+             f"pages/s: p50 {p['p50_s']:.2f} s, p99 {p['p99_s']:.2f} s).", "",
+             *(f"Rebalances {phase}: " + ", ".join(f"{k} {v}" for k, v in r["rebalances"].items())
+               + "." for phase, r in (("under the backlog", b), ("paced", p))
+               if "rebalances" in r), "",
+             "The first worker's main process, ms of CPU a page of the phase:", "",
+             "| stage / part | backlog | paced | paced / backlog |", "|---|---:|---:|---:|"]
+    for k in rows[:top]:
+        x, y = ms["backlog"].get(k, 0.0), ms["paced"].get(k, 0.0)
+        lines.append(f"| {k} | {x:.1f} | {y:.1f} | {y / x:.1f}x |" if x else
+                     f"| {k} | {x:.1f} | {y:.1f} | |")
+    tb, tp = sum(ms["backlog"].values()), sum(ms["paced"].values())
+    lines.append(f"| all | {tb:.1f} | {tp:.1f} | " + (f"{tp / tb:.1f}x |" if tb else "|"))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pages", type=int, default=4000)
+    ap.add_argument("--rate", type=float, default=8.0, help="pages/s of the paced phase")
+    ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--out", help="append the table to this file")
+    ap.add_argument("--json", help="write the figures to this file")
+    args = ap.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="streamdet-profile-worker-"))
+    try:
+        res = phases(args.pages, args.rate, args.seed, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=1), encoding="utf-8")
+    emit(table(res), args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
