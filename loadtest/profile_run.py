@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 RATE = 50  # samples a second
@@ -55,21 +56,29 @@ def part_of(frames: list[str]) -> str:
     return "other (interpreter, libraries)"
 
 
+def samples(path: str | Path) -> Iterator[tuple[list[str], int]]:
+    """(frames, samples) of each stack of a py-spy raw file (root first)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            stack, _, count = line.rstrip("\n").rpartition(" ")
+            if count.isdigit():
+                yield stack.split(";"), int(count)
+
+
+def py_spy() -> str:
+    """The py-spy of this environment (`pip install -e .[bench]`)."""
+    return shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+
+
 def read_raw(path: str) -> tuple[Counter, Counter]:
     """(samples by (process role, part), samples by process role) of a py-spy raw file."""
     by_part: Counter = Counter()
     by_role: Counter = Counter()
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            stack, _, count = line.rstrip("\n").rpartition(" ")
-            if not count.isdigit():
-                continue
-            frames = stack.split(";")
-            procs = [f for f in frames[:3] if f.startswith("process ")]
-            role = "analysis process" if any("spawn_main" in p for p in procs) else "main process"
-            n = int(count)
-            by_part[(role, part_of(frames[len(procs):]))] += n
-            by_role[role] += n
+    for frames, n in samples(path):
+        procs = [f for f in frames[:3] if f.startswith("process ")]
+        role = "analysis process" if any("spawn_main" in p for p in procs) else "main process"
+        by_part[(role, part_of(frames[len(procs):]))] += n
+        by_role[role] += n
     return by_part, by_role
 
 
@@ -88,7 +97,7 @@ def table(by_part: Counter, by_role: Counter, rate: int, title: str, top: int = 
 
 def record(stream: str, out_raw: str, memory: str | None) -> float:
     """py-spy over `streamdet run` on the stream, in a fresh state; returns the wall time."""
-    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    spy = py_spy()
     work = tempfile.mkdtemp(prefix="streamdet-profile-")
     cmd = [spy, "record", "--subprocesses", "--rate", str(RATE), "--format", "raw",
            "-o", out_raw, "--", sys.executable, "-m", "streamdet", "run", "--input", stream,

@@ -20,6 +20,7 @@ is a cost paid per round, not per page.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import shutil
@@ -28,11 +29,12 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from loadtest.profile_run import emit  # noqa: E402
+from loadtest.profile_run import emit, py_spy, samples  # noqa: E402
 
 RATE = 50  # py-spy samples a second
 STAGES = [("analysis", "analyze_payloads"), ("gram shard step", "Worker._gram_shard."),
@@ -73,10 +75,8 @@ def charge(frames: list[str]) -> tuple[str, str]:
 
 def read(path: Path) -> Counter:
     out: Counter = Counter()
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        stack, _, count = line.rpartition(" ")
-        if count.isdigit():
-            out[charge(stack.split(";"))] += int(count)
+    for frames, n in samples(path):
+        out[charge(frames)] += n
     return out
 
 
@@ -93,16 +93,24 @@ def log_counts(pipe) -> dict[str, int]:
     return {name: text.count(needle) for name, needle in LOG_COUNTS.items()}
 
 
-def _since(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
-    return {k: after[k] - before[k] for k in after}
+@contextlib.contextmanager
+def _measured(pipe, raw: Path) -> Iterator[dict]:
+    """py-spy on the first worker into `raw` over the block; the dict yielded gets the
+    workers' CPU seconds and the rebalances their logs show meanwhile."""
+    spy, cpu, logs, out = Spy(pipe.procs[0].pid, raw), pipe.cpu(), log_counts(pipe), {}
+    try:
+        yield out
+        after = log_counts(pipe)
+        out.update(cpu_s=pipe.cpu() - cpu, rebalances={k: after[k] - logs[k] for k in after})
+    finally:
+        spy.stop()
 
 
 class Spy:
     """py-spy on one process until stopped (SIGINT makes it write what it sampled)."""
 
     def __init__(self, pid: int, out: Path) -> None:
-        spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-        self.proc = subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", str(RATE),
+        self.proc = subprocess.Popen([py_spy(), "record", "--pid", str(pid), "--rate", str(RATE),
                                       "--format", "raw", "--threads", "--nonblocking",
                                       "--output", str(out)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -125,20 +133,13 @@ def phases(pages: int, rate: float, seed: int, work: Path) -> dict:
         try:
             pipe.produce(warm)
             pipe.start_workers(2)
-            spy, cpu, logs = Spy(pipe.procs[0].pid, work / "backlog.txt"), pipe.cpu(), \
-                log_counts(pipe)
-            run_sync(bk.wait_done(pipe, n_warm))
-            res["backlog"] = {"pages": n_warm, "cpu_s": pipe.cpu() - cpu,
-                              "rebalances": _since(logs, log_counts(pipe))}
-            spy.stop()
+            with _measured(pipe, work / "backlog.txt") as res["backlog"]:
+                run_sync(bk.wait_done(pipe, n_warm))
+            res["backlog"]["pages"] = n_warm
             records = bk.raw_records(seg)
-            spy, cpu, logs = Spy(pipe.procs[0].pid, work / "paced.txt"), pipe.cpu(), \
-                log_counts(pipe)
-            lat = run_sync(bk._latency_run(pipe, records, rate, None))
-            res["paced"] = {"pages": n_seg, "cpu_s": pipe.cpu() - cpu, "rate": rate,
-                            "p50_s": lat["p50_s"], "p99_s": lat["p99_s"],
-                            "rebalances": _since(logs, log_counts(pipe))}
-            spy.stop()
+            with _measured(pipe, work / "paced.txt") as res["paced"]:
+                lat = run_sync(bk._latency_run(pipe, records, rate, None))
+            res["paced"].update(pages=n_seg, rate=rate, p50_s=lat["p50_s"], p99_s=lat["p99_s"])
         finally:
             pipe.stop()
     for name in ("backlog", "paced"):

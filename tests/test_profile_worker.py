@@ -60,3 +60,31 @@ def test_rebalances_are_counted_from_the_workers_logs(tmp_path: Path):
     text = pw.table(res)
     assert "Rebalances under the backlog: sessions expired 0." in text
     assert "Rebalances paced: sessions expired 2." in text
+
+
+def test_a_measured_phase_takes_cpu_and_rebalances_before_py_spy_stops(tmp_path, monkeypatch):
+    stopped = []
+
+    class FakeSpy:
+        def __init__(self, pid, out):
+            assert (pid, out) == (7, tmp_path / "p.txt")
+
+        def stop(self):
+            stopped.append(True)
+
+    class Pipe:
+        work, prefix, procs = tmp_path, "q-1", [type("P", (), {"pid": 7})()]
+        seconds = iter([10.0, 14.5])
+
+        def cpu(self):
+            assert not stopped  # read while py-spy still samples the phase
+            return next(self.seconds)
+
+    monkeypatch.setattr(pw, "Spy", FakeSpy)
+    log = tmp_path / "q-1-w0.log"
+    log.write_text("gram shard 0: replaying 0..9\n")
+    with pw._measured(Pipe(), tmp_path / "p.txt") as got:
+        log.write_text("gram shard 0: replaying 0..9\ndoc shard 1: replaying docs 0..3\n")
+    assert got == {"cpu_s": 4.5, "rebalances": {"sessions expired": 0, "shards replayed": 1,
+                                                "doc shards taken over": 0}}
+    assert stopped == [True]

@@ -706,9 +706,9 @@ class Worker:
     async def assigned_now(self, assigned: set[TopicPartition]) -> None:
         """Note the shards of the new assignment and pause their partitions; the member's
         loop opens them (`_open_assigned`). aiokafka sends no heartbeat until this
-        listener returns, so a replay in here that outlasts the session got the member
-        evicted: another rebalance, shards moved to the other worker, rebuilt there from
-        their partitions, and again on its next eviction."""
+        listener returns, so a replay in here that outlasted the session would get the
+        member evicted: another rebalance, its shards moved to the other worker and
+        rebuilt there from their partitions, and again at that one's next eviction."""
         self.metrics.rebalances.inc()
         async with self.lock:
             t = self.topics
@@ -722,17 +722,14 @@ class Worker:
                 if shard not in self.opening:
                     self.opening.append(shard)
             self.assigned = set(assigned)
-            self.consumer.pause(*(tp for tp in assigned if self._opening(tp)))
+            self.consumer.pause(*(tp for shard in self.opening
+                                  for tp in self._shard_partitions(*shard) if tp in assigned))
 
     def _shard_partitions(self, kind: str, index: int) -> list[TopicPartition]:
         t = self.topics
         if kind == GRAM_ROLE:
             return [TopicPartition(t.grams, index)]
         return [TopicPartition(t.docs, index), TopicPartition(t.deltas, index)]
-
-    def _opening(self, tp: TopicPartition) -> bool:
-        """Whether tp is an input of a shard assigned and not opened yet."""
-        return any(tp in self._shard_partitions(*shard) for shard in self.opening)
 
     async def _open_assigned(self) -> None:
         """Open the shards assigned since the last round, one at a time (claim, send left
