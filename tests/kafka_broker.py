@@ -28,6 +28,9 @@ tansu quirks that matter to callers (each reproduced against tansu 0.6.0):
   watermark in a Fetch response is right: use `high_watermarks()` below, or
   `consumer.highwater(tp)` once the consumer has fetched from that partition.
 - No transactions / idempotent producer; no CreatePartitions; storage is RAM only.
+- A fetch may skip a batch that another producer's request is still storing: the high
+  watermark counts it before it is stored (loadtest/broker_gaps.py). Read internal
+  partitions gapless (streamdet.adapters.contiguity).
 """
 
 from __future__ import annotations

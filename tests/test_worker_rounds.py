@@ -1,5 +1,6 @@
 """The worker's guards around a round (adapters.worker), without a broker: a fetch that
-skips records past a shard state's offset is refused (applying it would lose them), and
+skips records past a shard state's offset is read again from the hole (applying it would
+lose them) and fails the round only when the hole stays (adapters.contiguity), and
 the `raise` failpoint the pipeline tests use to fail a round. The same paths with a real
 broker and real workers: test_kafka_pipeline's rejoin tests."""
 
@@ -9,10 +10,13 @@ import asyncio
 from types import SimpleNamespace
 
 import pytest
+from aiokafka import TopicPartition
 
 from streamdet.adapters import failpoints
+from streamdet.adapters.contiguity import Gaps, SkippedRecords
 from streamdet.adapters.kafka import Timing
-from streamdet.adapters.worker import Shard, SkippedRecords, Worker, _from_state
+from streamdet.adapters.metrics import metrics
+from streamdet.adapters.worker import Shard, Worker
 from streamdet.engine.params import Params
 
 
@@ -30,17 +34,73 @@ def shard(tmp_path):
     s.close()
 
 
+class _Seeks:
+    """A consumer that notes where it was sent back to."""
+
+    def __init__(self) -> None:
+        self.seeks: list[tuple[object, int]] = []
+
+    def seek(self, tp, offset: int) -> None:
+        self.seeks.append((tp, offset))
+
+
+def _unapplied_worker(patience_s: float = 45.0) -> Worker:
+    worker = Worker("127.0.0.1:1", "unused", Params(), 4)
+    worker.consumer = _Seeks()
+    worker.gaps = Gaps(patience_s)
+    return worker
+
+
+def _gaps_counted() -> float:
+    return metrics().fetch_gaps._value.get()
+
+
 def test_records_already_applied_are_dropped_and_the_rest_must_follow_on(shard):
-    assert [r.offset for r in _from_state(shard, "grams", _records(8, 9, 10, 11))] == [10, 11]
-    assert _from_state(shard, "grams", _records(7, 8, 9)) == []
-    assert [r.offset for r in _from_state(shard, "grams", _records(10))] == [10]
-    assert _from_state(shard, "grams", []) == []
+    worker = _unapplied_worker()
+    assert [r.offset for r in worker._unapplied(shard, "grams", _records(8, 9, 10, 11))] \
+        == [10, 11]
+    assert worker._unapplied(shard, "grams", _records(7, 8, 9)) == []
+    assert [r.offset for r in worker._unapplied(shard, "grams", _records(10))] == [10]
+    assert worker._unapplied(shard, "grams", []) == []
+    assert worker.consumer.seeks == []
 
 
-def test_a_fetch_that_starts_past_the_state_is_refused(shard):
-    with pytest.raises(SkippedRecords, match=r"gram shard 2: grams records fetched from "
-                                             r"offset 12, but its state is at 10"):
-        _from_state(shard, "grams", _records(12, 13))
+def test_a_fetch_past_the_state_or_with_a_hole_is_read_again_from_the_hole(shard):
+    """A broker may serve a later batch before an earlier one it counted (tansu under
+    concurrent producers): the shard takes what follows on and the consumer goes back."""
+    worker = _unapplied_worker()
+    tp = TopicPartition(worker.topics.grams, 2)
+    before = _gaps_counted()
+    assert worker._unapplied(shard, "grams", _records(12, 13)) == []
+    assert [r.offset for r in worker._unapplied(shard, "grams", _records(9, 10, 11, 14))] \
+        == [10, 11]
+    assert worker.consumer.seeks == [(tp, 10), (tp, 12)]
+    assert _gaps_counted() == before + 2
+
+
+def test_a_hole_that_stays_past_the_patience_fails_the_round(shard, monkeypatch):
+    worker = _unapplied_worker(patience_s=30.0)
+    now = [1000.0]
+    monkeypatch.setattr("streamdet.adapters.worker.time.monotonic", lambda: now[0])
+    worker._unapplied(shard, "grams", _records(12, 13))
+    now[0] += 29.0
+    worker._unapplied(shard, "grams", _records(11, 12))  # still 10 missing: patience
+    now[0] += 2.0
+    with pytest.raises(SkippedRecords, match=r"gram shard 2: grams: offset 10 has been "
+                                             r"missing for 31 s"):
+        worker._unapplied(shard, "grams", _records(12, 13))
+
+
+def test_a_hole_filled_in_time_starts_the_patience_again(shard, monkeypatch):
+    worker = _unapplied_worker(patience_s=30.0)
+    now = [1000.0]
+    monkeypatch.setattr("streamdet.adapters.worker.time.monotonic", lambda: now[0])
+    worker._unapplied(shard, "grams", _records(12))
+    now[0] += 20.0
+    assert [r.offset for r in worker._unapplied(shard, "grams", _records(10, 11))] == [10, 11]
+    now[0] += 20.0  # a hole at the same offset later is a new one
+    assert worker._unapplied(shard, "grams", _records(12)) == []
+    assert worker.gaps.since[TopicPartition(worker.topics.grams, 2)] == (10, 1040.0)
 
 
 def test_the_raise_failpoint_fails_the_nth_pass_only(monkeypatch):
@@ -188,6 +248,22 @@ def test_a_round_keeps_what_a_partition_reads_after_its_position_moved():
     batch = _fetch(backlog, max_records=450)
     # fetches: 0-99, 100-199, then 150-249 (moved), 250-349, 350-399 (450 records read)
     assert [r.offset for r in batch["a"]] == list(range(150, 400))
+
+
+def test_a_round_keeps_both_sides_of_a_hole_between_two_fetches():
+    """A fetch that skips offsets (a batch the broker did not serve yet) keeps the run
+    before the hole: the shard takes it and reads again from the hole (_unapplied)."""
+    backlog = _Backlog({"a": 1000}, per_fetch=100)
+    real = backlog.getmany
+
+    async def getmany(timeout_ms: int, max_records: int) -> dict:
+        if backlog.calls == 1:
+            backlog.at["a"] = 103  # 100-102 skipped
+        return await real(timeout_ms, max_records)
+
+    backlog.getmany = getmany
+    batch = _fetch(backlog, max_records=250)
+    assert [r.offset for r in batch["a"]] == [*range(100), *range(103, 253)]
 
 
 class _Assignable:

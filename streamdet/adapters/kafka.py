@@ -28,6 +28,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from ..engine.params import Params, ParamsError
+from .contiguity import Gaps, following_on
 
 # How the shards of a pipeline talk. shards-2: grams adds leave from the pages stage and
 # gram shards keep a URL table (see engine.shards). shards-3: a page's record carries its
@@ -201,9 +202,11 @@ async def _wait_leaders(admin: AIOKafkaAdminClient, names: list[str], timeout: f
 
 
 async def read_all(broker: str, topic: str, partition: int, start: int, end: int | None,
-                   idle_s: float = 2.0, max_records: int = 2000):
+                   idle_s: float = 2.0, max_records: int = 2000, gapless: bool = False):
     """Records of one partition from `start` up to `end` (exclusive), or, with end None,
-    until nothing new arrived for idle_s. Async iterator of batches."""
+    until nothing new arrived for idle_s. Async iterator of batches. `gapless` (an
+    internal topic, where every offset holds a record): past a missing offset the read
+    goes back to it, as a worker's rounds do (adapters.contiguity)."""
     if end is not None and start >= end:
         return
     c = AIOKafkaConsumer(**connection(broker), enable_auto_commit=False,
@@ -217,9 +220,15 @@ async def read_all(broker: str, topic: str, partition: int, start: int, end: int
         pos = start
         loop = asyncio.get_running_loop()
         last = loop.time()
+        gaps = Gaps()
         while end is None or pos < end:
             got = await c.getmany(tp, timeout_ms=200, max_records=max_records)
             recs = got.get(tp, [])
+            if gapless:
+                recs, missing = following_on(recs, pos)
+                if missing is not None and (end is None or missing < end):
+                    gaps.missing(tp, missing, loop.time(), f"{topic}[{partition}]")
+                    c.seek(tp, missing)
             if end is not None:
                 recs = [r for r in recs if r.offset < end]
             if recs:

@@ -72,8 +72,13 @@ class Metrics:
         self.rejoins = Counter(
             "streamdet_worker_rejoins_total",
             "Times the worker left its group after a failed round (a send never "
-            "acknowledged, skipped records, a shard that would not open) and joined it "
+            "acknowledged, records missing for good, a shard that would not open) and joined it "
             "again from its shards' states.", registry=r)
+        self.fetch_gaps = Counter(
+            "streamdet_fetch_gaps_total",
+            "Fetches of an internal partition that skipped offsets (a batch the broker "
+            "counted but did not serve yet): the worker read again from the gap "
+            "(adapters.contiguity).", registry=r)
         self.replayed = Counter("streamdet_replayed_records_total",
                                 "Records replayed to rebuild shard state.", registry=r)
         self.deferred = Counter(
@@ -111,7 +116,7 @@ METRICS = ("streamdet_pages_total", "streamdet_input_bytes_total",
            "streamdet_consumer_lag_records", "streamdet_worker_up", "streamdet_rebalances_total",
            "streamdet_shards_owned", "streamdet_replayed_records_total",
            "streamdet_deferred_records_total",
-           "streamdet_worker_rejoins_total",
+           "streamdet_worker_rejoins_total", "streamdet_fetch_gaps_total",
            "streamdet_implausible_times_total", "streamdet_analysis_restarts_total",
            "streamdet_monster_sites", "streamdet_bad_neighbourhoods")
 

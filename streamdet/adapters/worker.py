@@ -60,6 +60,7 @@ from ..state.txn import StateError, Store
 from . import failpoints
 from .allocator import map_large_blocks, release_free_memory
 from .batch_sizer import BatchSizer
+from .contiguity import Gaps, following_on
 from .kafka import (
     PipelineError,
     Timing,
@@ -169,6 +170,7 @@ class Worker:
         self.producer = None
         self.assigned: set[TopicPartition] = set()
         self.opening: list[tuple[str, int]] = []  # shards assigned, not opened yet
+        self.gaps = Gaps()  # offsets a fetch skipped, read again (adapters.contiguity)
         self.applied: dict[TopicPartition, int] = {}  # next offset to apply, per partition
         self.inflight: deque[asyncio.Task] = deque()  # rounds waiting for acknowledgements
         self.uncommitted: dict[TopicPartition, int] = {}  # acknowledged, not committed yet
@@ -179,11 +181,12 @@ class Worker:
     # -- life cycle -----------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         """Join the pipeline, then be a member of its group until `stop`. A round that
-        fails (a send the broker never acknowledged, a fetch that skips records, a shard
-        that would not open) ends the membership: the worker leaves the group and joins
-        again from its shards' committed states, as a restarted process would, after a
-        pause that doubles up to REJOIN_PAUSE_MAX_S. Refusals (another pipeline's
-        parameters or format) are not retried: they end the run."""
+        fails (a send the broker never acknowledged, records missing for good
+        (adapters.contiguity), a shard that would not open) ends the membership: the
+        worker leaves the group and joins again from its shards' committed states, as a
+        restarted process would, after a pause that doubles up to REJOIN_PAUSE_MAX_S.
+        Refusals (another pipeline's parameters or format) are not retried: they end the
+        run."""
         os.makedirs(self.state_dir, exist_ok=True)
         map_large_blocks()  # rounds' arrays go back when freed (adapters.allocator)
         loop = asyncio.get_running_loop()
@@ -237,7 +240,7 @@ class Worker:
             **self.timing.group_settings())
         self.consumer.subscribe([t.pages, t.docs, t.deltas, t.grams], listener=_Rebalance(self))
         self.failure = None
-        self.opening = []  # a new membership opens what its assignment gives
+        self.opening, self.gaps = [], Gaps()  # a new membership opens what it is given
         log.info("worker joining group %s", self.group)
         try:
             await self.producer.start()
@@ -290,9 +293,10 @@ class Worker:
                 break
             for tp, recs in more.items():
                 held = batch.get(tp, [])
-                # a rebalance between two fetches may have moved the position (to the
-                # group's committed offset): the records read since then are what counts
-                batch[tp] = held + recs if held and recs[0].offset == held[-1].offset + 1 \
+                # a rebalance between two fetches may have moved the position back (to
+                # the group's committed offset): the records read since then are what
+                # counts; a later start (a gap) is cut by the shard (_unapplied)
+                batch[tp] = held + recs if held and recs[0].offset > held[-1].offset \
                     else recs
                 records += len(recs)
                 size += sum(len(rec.value or b"") for rec in recs)
@@ -491,7 +495,7 @@ class Worker:
         shard = self.gram_shards.get(g)
         if shard is None:
             return
-        recs = _from_state(shard, "grams", recs)
+        recs = self._unapplied(shard, "grams", recs)
         if not recs:
             return
         role = GramShard(self.params, g, self.shards)
@@ -514,7 +518,8 @@ class Worker:
         shard = self.doc_shards.get(s)
         if shard is None:
             return
-        docs, deltas = _from_state(shard, "docs", docs), _from_state(shard, "deltas", deltas)
+        docs = self._unapplied(shard, "docs", docs)
+        deltas = self._unapplied(shard, "deltas", deltas)
         if not docs and not deltas:
             return
         sizer = self.sizers.setdefault(s, BatchSizer(self.max_records, self.batch_slots))
@@ -543,6 +548,21 @@ class Worker:
         await self._queue_outbox(shard, outbox, r)
         r.offsets[TopicPartition(self.topics.docs, s)] = d_end
         r.offsets[TopicPartition(self.topics.deltas, s)] = e_end
+
+    def _unapplied(self, shard: Shard, name: str, recs: list) -> list:
+        """The fetched records of the shard's input `name` that follow on from its
+        state's offset (adapters.contiguity). Past a missing offset the consumer goes
+        back to it, and the next fetch brings it once the broker serves it."""
+        tp = TopicPartition(getattr(self.topics, name), shard.index)
+        run, missing = following_on(recs, shard.offset(name))
+        if missing is None:
+            self.gaps.filled(tp)
+            return run
+        self.metrics.fetch_gaps.inc()
+        self.gaps.missing(tp, missing, time.monotonic(), f"{shard.kind} shard {shard.index}: "
+                          f"{name}")
+        self.consumer.seek(tp, missing)
+        return run
 
     def _cut(self, s: int, limit: int, docs: list, deltas: list) -> tuple[list, list]:
         """At most `limit` of doc shard s's fetched records, each input cut in proportion
@@ -782,7 +802,7 @@ class Worker:
             log.info("gram shard %d: replaying %d..%d", g, start, committed)
             gs = GramShard(self.params, g, self.shards)
             async for recs in read_all(self.broker, self.topics.grams, g, start, committed,
-                                       max_records=REPLAY_CHUNK):
+                                       max_records=REPLAY_CHUNK, gapless=True):
                 msgs = [m for _, m in self._decoded(GramsMsg.decode, recs)]
                 await self._cpu(replay_grams, shard, gs, msgs, recs[-1].offset + 1)
                 self.metrics.replayed.inc(len(recs))
@@ -799,14 +819,14 @@ class Worker:
             log.info("doc shard %d: replaying docs %d..%d, deltas %d..%d", s,
                      shard.offset("docs"), cd, shard.offset("deltas"), ce)
         async for recs in read_all(self.broker, t.docs, s, shard.offset("docs"), cd,
-                                   max_records=REPLAY_CHUNK):
+                                   max_records=REPLAY_CHUNK, gapless=True):
             pages = [(r.offset, m) for r, m in self._decoded(PageMsg.decode, recs)]
             await self._cpu(replay_docs, shard, ds, pages, [],
                             {"docs": recs[-1].offset + 1, "deltas": shard.offset("deltas")})
             self.metrics.replayed.inc(len(recs))
         shown: list[tuple[int, bytes]] = []  # the ShownMsg records among them
         async for recs in read_all(self.broker, t.deltas, s, shard.offset("deltas"), ce,
-                                   max_records=REPLAY_CHUNK):
+                                   max_records=REPLAY_CHUNK, gapless=True):
             decoded = self._decoded(decode_doc_input, recs)
             msgs = [m for _, m in decoded]
             shown.extend((r.offset, r.value) for r, m in decoded if isinstance(m, ShownMsg))
@@ -859,7 +879,7 @@ class Worker:
         """(offset, value) of doc shard s's deltas partition from `start` to `end`."""
         out = []
         async for recs in read_all(self.broker, self.topics.deltas, s, start, end,
-                                   max_records=REPLAY_CHUNK):
+                                   max_records=REPLAY_CHUNK, gapless=True):
             out.extend((r.offset, r.value) for r in recs if r.value is not None)
         return out
 
@@ -893,22 +913,6 @@ class _Rebalance(ConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned) -> None:
         await self.worker.assigned_now(set(assigned))
-
-
-class SkippedRecords(RuntimeError):
-    """A fetch began past a shard state's offset: applying it would lose the records in
-    between (the topics keep every record, so this is a fault, not retention)."""
-
-
-def _from_state(shard: Shard, name: str, recs: list) -> list:
-    """The fetched records of a shard's input `name` from its state's offset on (those
-    before it are applied already); they must begin right there."""
-    start = shard.offset(name)
-    recs = [x for x in recs if x.offset >= start]
-    if recs and recs[0].offset != start:
-        raise SkippedRecords(f"{shard.kind} shard {shard.index}: {name} records fetched from "
-                             f"offset {recs[0].offset}, but its state is at {start}")
-    return recs
 
 
 def _each(fns: list[Callable[[], object]]) -> None:
