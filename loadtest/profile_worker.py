@@ -80,10 +80,14 @@ def read(path: Path) -> Counter:
     return out
 
 
-# what the workers' logs say of rebalances: a shard that moves to the other worker is
-# rebuilt there from its partitions (adapters.worker: _claim, then the replay)
+# what the workers' logs say of rebalances (a shard that moves to the other worker is
+# rebuilt there from its partitions: adapters.worker, _claim, then the replay), of rounds
+# failed and joined again, and of fetches that skipped offsets (adapters.contiguity)
 LOG_COUNTS = {"sessions expired": "member_id was not recognized",
-              "shards replayed": ": replaying ", "doc shards taken over": ": taken over;"}
+              "shards replayed": ": replaying ", "doc shards taken over": ": taken over;",
+              "rejoins": "leaving the group and joining it again",
+              "fetch gaps": "missing from a fetch; reading again",
+              "openings cut short": "opening cut short by a rebalance"}
 
 
 def log_counts(pipe) -> dict[str, int]:

@@ -48,11 +48,18 @@ def test_rebalances_are_counted_from_the_workers_logs(tmp_path: Path):
     (tmp_path / "p-1-w0.log").write_text(
         "WARNING aiokafka: Heartbeat failed: local member_id was not recognized; resetting\n"
         "INFO streamdet.worker: doc shard 0: replaying docs 0..903, deltas 0..5627\n"
-        "INFO streamdet.worker: doc shard 0: taken over; 675 URLs shown, 8 events\n")
-    (tmp_path / "p-1-w1.log").write_text("INFO streamdet.worker: gram shard 1: replaying 0..3\n")
+        "INFO streamdet.worker: doc shard 0: taken over; 675 URLs shown, 8 events\n"
+        "INFO streamdet.worker: doc shard 0: deltas: offset 4072 missing from a fetch; "
+        "reading again from it\n"
+        "ERROR streamdet.worker: worker: boom; leaving the group and joining it again from "
+        "the shards' states in 1 s\n")
+    (tmp_path / "p-1-w1.log").write_text(
+        "INFO streamdet.worker: gram shard 1: replaying 0..3\n"
+        "INFO streamdet.worker: doc shard 3: opening cut short by a rebalance\n")
     (tmp_path / "other-w0.log").write_text("gram shard 1: replaying 0..3\n")
     assert pw.log_counts(Pipe) == {"sessions expired": 1, "shards replayed": 2,
-                                   "doc shards taken over": 1}
+                                   "doc shards taken over": 1, "rejoins": 1, "fetch gaps": 1,
+                                   "openings cut short": 1}
     res = {"backlog": {"pages": 10, "cpu_s": 1.0, "parts": {}, "rebalances":
                        {"sessions expired": 0}},
            "paced": {"pages": 10, "cpu_s": 2.0, "rate": 8.0, "p50_s": 1.0, "p99_s": 3.0,
@@ -85,6 +92,7 @@ def test_a_measured_phase_takes_cpu_and_rebalances_before_py_spy_stops(tmp_path,
     log.write_text("gram shard 0: replaying 0..9\n")
     with pw._measured(Pipe(), tmp_path / "p.txt") as got:
         log.write_text("gram shard 0: replaying 0..9\ndoc shard 1: replaying docs 0..3\n")
-    assert got == {"cpu_s": 4.5, "rebalances": {"sessions expired": 0, "shards replayed": 1,
-                                                "doc shards taken over": 0}}
+    assert got == {"cpu_s": 4.5, "rebalances": {
+        "sessions expired": 0, "shards replayed": 1, "doc shards taken over": 0, "rejoins": 0,
+        "fetch gaps": 0, "openings cut short": 0}}
     assert stopped == [True]

@@ -215,3 +215,20 @@ def test_a_restart_on_its_own_disk_while_catching_up_reads_what_was_shown_again(
     replay_docs(again, DocShard(PARAMS, 0, 1), _pages(), [], {"docs": 3, "deltas": 2})
     assert again.catching_up() is None  # past the ends: compares with its own results
     assert not _restarted(again).needs_shown()
+
+
+def test_a_take_over_is_kept_in_the_state_until_it_commits():
+    """A new owner's opening may be cut short (a rebalance, a crash) between its claim
+    and its take-over: the state says it is taking over until take_over commits, so the
+    next opening on this disk takes over too, under the same owner's next epoch."""
+    partition, _ = _shown_partition(ShardState(Store(MemoryKV())), "t")
+    state = ShardState(Store(MemoryKV()))
+    state.set_epoch(4, taking_over=True)
+    again = _restarted(state)
+    assert (again.epoch, again.taking_over) == (4, True)
+    again.set_epoch(5, taking_over=again.taking_over)
+    take_over(again, partition, 2, {"docs": 3, "deltas": 2})
+    assert not again.taking_over
+    assert (_restarted(again).epoch, _restarted(again).taking_over) == (5, False)
+    state.set_epoch(6)  # an owner going on with its own history
+    assert not _restarted(state).taking_over

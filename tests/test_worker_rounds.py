@@ -299,10 +299,12 @@ def test_shards_assigned_open_in_the_members_loop_not_in_the_listener(monkeypatc
         assert TP(t.grams, g) in consumer.paused  # fetches skip it while it is replayed
         opened.append(("gram", g))
         worker.gram_shards[g] = object()
+        return True
 
     async def open_doc(s):
         opened.append(("doc", s))
         worker.doc_shards[s] = object()
+        return True
 
     monkeypatch.setattr(worker, "_open_gram", open_gram)
     monkeypatch.setattr(worker, "_open_doc", open_doc)
@@ -323,3 +325,139 @@ def test_shards_assigned_open_in_the_members_loop_not_in_the_listener(monkeypatc
         assert worker.opening == []
 
     asyncio.run(scenario())
+
+
+class _Closable:
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_an_opening_stops_when_a_rebalance_begins(monkeypatch):
+    """A rebalance waits for the revocation listener, which waits for the lock an
+    opening holds: the opening stops at its next replay chunk (the shard's open step
+    returns False), its state is closed, and no other shard opens until the next
+    assignment, which opens the shard again if it is still this worker's."""
+    from aiokafka import TopicPartition as TP
+
+    worker = Worker("127.0.0.1:1", "unused", Params(), 4)
+    t = worker.topics
+    worker.consumer = consumer = _Assignable()
+    opened, cut = [], _Closable()
+
+    async def open_doc(s):
+        opened.append(("doc", s))
+        worker.doc_shards[s] = cut
+        worker.revoking = True  # the listener began while this shard replayed
+        return False
+
+    async def open_gram(g):
+        opened.append(("gram", g))
+        return True
+
+    monkeypatch.setattr(worker, "_open_doc", open_doc)
+    monkeypatch.setattr(worker, "_open_gram", open_gram)
+    assigned = {TP(t.docs, 1), TP(t.deltas, 1), TP(t.grams, 2)}
+    consumer.held = set(assigned)
+
+    async def scenario():
+        await worker.assigned_now(assigned)
+        await worker._open_assigned()
+        assert opened == [("doc", 1)] and cut.closed and 1 not in worker.doc_shards
+        assert worker.opening == [("doc", 1), ("gram", 2)] and consumer.paused == assigned
+        await worker.revoked(assigned)
+        assert worker.opening == [] and worker.revoking
+        await worker.assigned_now(assigned)  # given back: opened again from its state
+        assert not worker.revoking and worker.opening == [("doc", 1), ("gram", 2)]
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        worker.cpu.shutdown()
+
+
+def _claims(*answers):
+    """claim_shard's (newest epoch, this claim's epoch), one answer per claim."""
+    left = list(answers)
+
+    async def claim(*_args):
+        return left.pop(0)
+    return claim
+
+
+def test_a_replay_stops_at_the_chunk_after_a_rebalance_began_and_goes_on_later(
+        tmp_path, monkeypatch):
+    """A gram shard's replay is cut short between two chunks: the state keeps what the
+    first chunk applied, the partition's reader is closed, and the next opening replays
+    on from there (same owner: the state is not rebuilt)."""
+    from aiokafka import TopicPartition as TP
+
+    worker = Worker("127.0.0.1:1", str(tmp_path), Params(), 4)
+    readers = []
+
+    async def read_all(_broker, _topic, _partition, start, end, **_kw):
+        readers.append([start, "open"])
+        try:
+            for first in range(start, end, 100):
+                yield [SimpleNamespace(offset=o, value=b"", topic=_topic, partition=_partition)
+                       for o in range(first, min(first + 100, end))]
+                worker.revoking = len(readers) == 1  # the first: a rebalance began
+        finally:
+            readers[-1][1] = "closed"
+
+    class _Committed(_Seeks):
+        async def committed(self, _tp):
+            return 300
+
+    monkeypatch.setattr("streamdet.adapters.worker.read_all", read_all)
+    monkeypatch.setattr("streamdet.adapters.worker.claim_shard", _claims((0, 1), (1, 2)))
+    worker.consumer = _Committed()
+
+    async def scenario():
+        assert await worker._open_gram(3) is False
+        shard = worker.gram_shards.pop(3)
+        assert shard.offset("grams") == 100
+        await worker._cpu(shard.close)
+        worker.revoking = False
+        assert await worker._open_gram(3) is True
+        assert worker.gram_shards[3].offset("grams") == 300
+        await worker._cpu(worker.gram_shards.pop(3).close)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        worker.cpu.shutdown()
+    assert readers == [[0, "closed"], [100, "closed"]]
+    assert worker.consumer.seeks == [(TP(worker.topics.grams, 3), 300)]
+
+
+def test_a_take_over_an_opening_left_unfinished_is_taken_up_by_the_next_one(tmp_path,
+                                                                             monkeypatch):
+    """The claim of a doc shard whose last owner was another worker takes over; cut
+    short, the next claim on this disk (its own epoch the newest) takes over still, on
+    the state replayed so far (not rebuilt). A gram shard never takes over."""
+    worker = Worker("127.0.0.1:1", str(tmp_path), Params(), 4)
+    monkeypatch.setattr("streamdet.adapters.worker.claim_shard",
+                        _claims((3, 4), (4, 5), (5, 6), (2, 3)))
+
+    async def scenario():
+        first = await worker._claim("doc", 1)
+        assert (first.epoch, first.taking_over) == (4, True)
+        txn = first.store.begin()
+        first.commit(txn, {"docs": 40, "deltas": 7})  # replayed in part
+        await worker._cpu(first.close)
+        again = await worker._claim("doc", 1)
+        assert (again.epoch, again.taking_over, again.offset("docs")) == (5, True, 40)
+        await worker._cpu(again.close)
+        third = await worker._claim("doc", 1)  # still taking over until take_over commits
+        assert third.taking_over
+        await worker._cpu(third.close)
+        gram = await worker._claim("gram", 0)
+        assert not gram.taking_over
+        await worker._cpu(gram.close)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        worker.cpu.shutdown()

@@ -113,7 +113,6 @@ class Shard(ShardState):
             store.close()
             raise
         super().__init__(store)
-        self.taken_over = False  # set by the worker: the last owner's history is not here
         # resolved once the shard's last queued events are on the producer: the next
         # round's events queue after them, so each URL's events leave in seq order
         self.events_queued: asyncio.Future | None = None
@@ -170,6 +169,7 @@ class Worker:
         self.producer = None
         self.assigned: set[TopicPartition] = set()
         self.opening: list[tuple[str, int]] = []  # shards assigned, not opened yet
+        self.revoking = False  # a rebalance began: openings stop at their next chunk
         self.gaps = Gaps()  # offsets a fetch skipped, read again (adapters.contiguity)
         self.applied: dict[TopicPartition, int] = {}  # next offset to apply, per partition
         self.inflight: deque[asyncio.Task] = deque()  # rounds waiting for acknowledgements
@@ -241,6 +241,7 @@ class Worker:
         self.consumer.subscribe([t.pages, t.docs, t.deltas, t.grams], listener=_Rebalance(self))
         self.failure = None
         self.opening, self.gaps = [], Gaps()  # a new membership opens what it is given
+        self.revoking = False
         log.info("worker joining group %s", self.group)
         try:
             await self.producer.start()
@@ -559,8 +560,9 @@ class Worker:
             self.gaps.filled(tp)
             return run
         self.metrics.fetch_gaps.inc()
-        self.gaps.missing(tp, missing, time.monotonic(), f"{shard.kind} shard {shard.index}: "
-                          f"{name}")
+        what = f"{shard.kind} shard {shard.index}: {name}"
+        log.info("%s: offset %d missing from a fetch; reading again from it", what, missing)
+        self.gaps.missing(tp, missing, time.monotonic(), what)
         self.consumer.seek(tp, missing)
         return run
 
@@ -695,7 +697,10 @@ class Worker:
         acknowledged while the partitions are still ours, then close the shards - even
         when a round failed: aiokafka only logs a listener's exception, so the failure
         is kept for the member's loop, and shards left open here would be skipped by
-        the next assignment (no claim, no replay, their outboxes never sent)."""
+        the next assignment (no claim, no replay, their outboxes never sent). A shard
+        being opened stops at its next replay chunk (`revoking`): the rebalance waits
+        for this listener, and a member must rejoin within the rebalance timeout."""
+        self.revoking = True
         async with self.lock:
             try:
                 failpoints.hit("revoking")  # tests: a round in flight failed
@@ -730,6 +735,7 @@ class Worker:
         member evicted: another rebalance, its shards moved to the other worker and
         rebuilt there from their partitions, and again at that one's next eviction."""
         self.metrics.rebalances.inc()
+        self.revoking = False
         async with self.lock:
             t = self.topics
             for tp in sorted(assigned):
@@ -754,10 +760,17 @@ class Worker:
     async def _open_assigned(self) -> None:
         """Open the shards assigned since the last round, one at a time (claim, send left
         outboxes, replay, seek), each partition resumed once its shard is open. Under the
-        lock, in the member's loop: heartbeats go on meanwhile."""
-        while self.opening:
+        lock, in the member's loop: heartbeats go on meanwhile. A rebalance cuts an
+        opening short between two replay chunks: the state keeps what was replayed (and
+        whether it takes over), and the shard opens again from there if the next
+        assignment gives it back."""
+        while self.opening and not self.revoking:
             kind, index = self.opening[0]
-            await (self._open_gram if kind == GRAM_ROLE else self._open_doc)(index)
+            if not await (self._open_gram if kind == GRAM_ROLE else self._open_doc)(index):
+                table = self.gram_shards if kind == GRAM_ROLE else self.doc_shards
+                await self._cpu(table.pop(index).close)
+                log.info("%s shard %d: opening cut short by a rebalance", kind, index)
+                return
             self.opening.pop(0)
             held = self.consumer.assignment()
             self.consumer.resume(*(tp for tp in self._shard_partitions(kind, index)
@@ -787,11 +800,14 @@ class Worker:
             await self._cpu(shard.close)
             await self._cpu(shutil.rmtree, path)
             shard = await self._cpu(self._open_state, kind, index, path)
-        await self._cpu(shard.set_epoch, mine)
-        shard.taken_over = taken_over and newest > 0
+        # a doc shard takes over from its last owner, or goes on with a take-over that
+        # an opening cut short left in its state
+        taking_over = kind == DOC_ROLE and (taken_over and newest > 0 or shard.taking_over)
+        await self._cpu(shard.set_epoch, mine, taking_over)
         return shard
 
-    async def _open_gram(self, g: int) -> None:
+    async def _open_gram(self, g: int) -> bool:
+        """Open gram shard g; False when a rebalance cut its replay short."""
         shard = await self._claim(GRAM_ROLE, g)
         self.gram_shards[g] = shard
         await self._send_outboxes(shard)  # left by a crash between commit and acknowledgement
@@ -801,14 +817,25 @@ class Worker:
         if start < committed:
             log.info("gram shard %d: replaying %d..%d", g, start, committed)
             gs = GramShard(self.params, g, self.shards)
-            async for recs in read_all(self.broker, self.topics.grams, g, start, committed,
-                                       max_records=REPLAY_CHUNK, gapless=True):
-                msgs = [m for _, m in self._decoded(GramsMsg.decode, recs)]
-                await self._cpu(replay_grams, shard, gs, msgs, recs[-1].offset + 1)
-                self.metrics.replayed.inc(len(recs))
+            async with self._replay(self.topics.grams, g, start, committed) as chunks:
+                async for recs in chunks:
+                    if self.revoking:
+                        return False
+                    msgs = [m for _, m in self._decoded(GramsMsg.decode, recs)]
+                    await self._cpu(replay_grams, shard, gs, msgs, recs[-1].offset + 1)
+                    self.metrics.replayed.inc(len(recs))
         self._seek(TopicPartition(self.topics.grams, g), shard.offset("grams"), committed)
+        return True
 
-    async def _open_doc(self, s: int) -> None:
+    def _replay(self, topic: str, partition: int, start: int, end: int
+                ) -> contextlib.AbstractAsyncContextManager:
+        """A partition's records from `start` to `end` in chunks, closed on leaving (an
+        opening that a rebalance cuts short leaves in the middle)."""
+        return contextlib.aclosing(read_all(self.broker, topic, partition, start, end,
+                                            max_records=REPLAY_CHUNK, gapless=True))
+
+    async def _open_doc(self, s: int) -> bool:
+        """Open doc shard s; False when a rebalance cut its replay short."""
         shard = await self._claim(DOC_ROLE, s)
         self.doc_shards[s] = shard
         await self._send_outboxes(shard)  # left by a crash between commit and acknowledgement
@@ -818,29 +845,38 @@ class Worker:
         if shard.offset("docs") < cd or shard.offset("deltas") < ce:
             log.info("doc shard %d: replaying docs %d..%d, deltas %d..%d", s,
                      shard.offset("docs"), cd, shard.offset("deltas"), ce)
-        async for recs in read_all(self.broker, t.docs, s, shard.offset("docs"), cd,
-                                   max_records=REPLAY_CHUNK, gapless=True):
-            pages = [(r.offset, m) for r, m in self._decoded(PageMsg.decode, recs)]
-            await self._cpu(replay_docs, shard, ds, pages, [],
-                            {"docs": recs[-1].offset + 1, "deltas": shard.offset("deltas")})
-            self.metrics.replayed.inc(len(recs))
+        async with self._replay(t.docs, s, shard.offset("docs"), cd) as chunks:
+            async for recs in chunks:
+                if self.revoking:
+                    return False
+                pages = [(r.offset, m) for r, m in self._decoded(PageMsg.decode, recs)]
+                await self._cpu(replay_docs, shard, ds, pages, [], {
+                    "docs": recs[-1].offset + 1, "deltas": shard.offset("deltas")})
+                self.metrics.replayed.inc(len(recs))
+        replayed_from = shard.offset("deltas")
         shown: list[tuple[int, bytes]] = []  # the ShownMsg records among them
-        async for recs in read_all(self.broker, t.deltas, s, shard.offset("deltas"), ce,
-                                   max_records=REPLAY_CHUNK, gapless=True):
-            decoded = self._decoded(decode_doc_input, recs)
-            msgs = [m for _, m in decoded]
-            shown.extend((r.offset, r.value) for r, m in decoded if isinstance(m, ShownMsg))
-            await self._cpu(replay_docs, shard, ds, [], msgs,
-                            {"docs": shard.offset("docs"), "deltas": recs[-1].offset + 1})
-            self.metrics.replayed.inc(len(recs))
-        if shard.taken_over:
-            await self._take_over(shard, shown, ce)
+        async with self._replay(t.deltas, s, replayed_from, ce) as chunks:
+            async for recs in chunks:
+                if self.revoking:
+                    return False
+                decoded = self._decoded(decode_doc_input, recs)
+                msgs = [m for _, m in decoded]
+                shown.extend((r.offset, r.value) for r, m in decoded
+                             if isinstance(m, ShownMsg))
+                await self._cpu(replay_docs, shard, ds, [], msgs, {
+                    "docs": shard.offset("docs"), "deltas": recs[-1].offset + 1})
+                self.metrics.replayed.inc(len(recs))
+        if shard.taking_over:
+            # a take-over resumed on a state replayed in part reads what it did not replay
+            earlier = await self._deltas_records(s, 0, replayed_from) if replayed_from else []
+            await self._take_over(shard, earlier + shown, ce)
         elif shard.needs_shown():
             await self._resume_catch_up(shard)
         if s == SITE_SHARD:
             self._site_gauges(shard.store)
         self._seek(TopicPartition(t.docs, s), shard.offset("docs"), cd)
         self._seek(TopicPartition(t.deltas, s), shard.offset("deltas"), ce)
+        return True
 
     async def _take_over(self, shard: Shard, replayed: list[tuple[int, bytes]],
                          committed: int) -> None:

@@ -81,15 +81,21 @@ class ShardState:
         # partitions' ends when it took over; kept in the state, so that a restart on
         # this disk before then reads `shown` again: resume_catch_up).
         self.catch_up: dict[str, int] = json.loads(store.meta("catch_up") or "{}")
+        # A new owner's take-over (replay, then take_over) not committed yet: an opening
+        # cut short by a rebalance, or by a crash, takes over again on this disk.
+        self.taking_over = store.meta("taking_over") == "1"
         self.shown: dict[str, str] | None = None
         self.cleared: list[bytes] = []  # outboxes acknowledged, their keys not deleted yet
 
     def offset(self, name: str) -> int:
         return self.offsets.get(name, 0)
 
-    def set_epoch(self, epoch: int) -> None:
-        self.store.set_meta("epoch", str(epoch))
-        self.epoch = epoch
+    def set_epoch(self, epoch: int, taking_over: bool = False) -> None:
+        """The owner's epoch and whether it takes over from another owner, in one write
+        (`taking_over` stays until take_over commits)."""
+        self.store.kv.write([("meta", b"epoch", str(epoch).encode()),
+                             ("meta", b"taking_over", b"1" if taking_over else None)])
+        self.epoch, self.taking_over = epoch, taking_over
 
     def is_empty(self) -> bool:
         return not self.offsets and not self.outboxes()
@@ -261,9 +267,12 @@ def take_over(state: ShardState, records: Iterable[tuple[int, bytes]], committed
     state.catch_up = dict(ends)
     txn = state.store.begin()
     txn.put_meta("catch_up", json.dumps(ends, sort_keys=True).encode())
+    txn.put_meta("taking_over", None)
     reconcile_shown(txn, state.shown)
     again = [(EVENTS_OUT, 0, raw) for raw in unsent_events(records, committed)]
-    return state.commit(txn, state.offsets, again)
+    outbox = state.commit(txn, state.offsets, again)
+    state.taking_over = False
+    return outbox
 
 
 def resume_catch_up(state: ShardState, records: Iterable[tuple[int, bytes]]) -> None:
