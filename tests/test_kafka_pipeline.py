@@ -514,6 +514,37 @@ def test_a_restart_while_catching_up_reads_what_was_shown_again(pipeline, crawl)
     assert "restarted while catching up" in log, log[-3000:]
 
 
+def test_a_take_over_cut_short_by_a_crash_is_taken_up_again_on_the_same_disk(
+        pipeline, crawl, tmp_path):
+    """A new owner dies amid the replay that precedes its take-over (doc shard 0's docs
+    and a first chunk of its deltas replayed, nothing compared yet) and restarts on its
+    own disk, under an epoch that is now the newest: its state says it is taking over
+    still, so it replays on from there, reads the deltas it replayed before for what
+    consumers were shown, and takes over; consumers see each change once."""
+    path, reference_dump, reference_pairs = crawl
+    lines = path.read_bytes().splitlines(keepends=True)
+    cut = len(lines) * 3 // 5
+    head = _write_lines(tmp_path / "head.jsonl", lines[:cut])
+    tail = _write_lines(tmp_path / "tail.jsonl", lines[cut:])
+    first = pipeline.start("w1")
+    time.sleep(3)
+    pipeline.produce(head)
+    deadline = time.monotonic() + 120
+    while not run_sync(pipeline.committed("deltas")).get(0):
+        assert time.monotonic() < deadline, "doc shard 0 committed no deltas"
+        time.sleep(0.3)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    shutil.rmtree(pipeline.tmp / "w1")  # the next owner takes over, from the topics
+    second = pipeline.start("w1", extra_env={"STREAMDET_FAILPOINT": "replayed-deltas-0:1"})
+    assert second.wait(90) == 137  # doc shard 0 claimed, its docs and deltas replayed
+    assert "doc shard 0: taken over;" not in (pipeline.tmp / "w1.log").read_text()
+    pipeline.start("w1")  # the same disk
+    pipeline.produce(tail)
+    log = _finish_and_check(pipeline, reference_dump, reference_pairs)
+    assert "doc shard 0: taken over;" in log, log[-3000:]
+
+
 def test_worker_dies_between_commit_and_send_and_sends_its_outboxes_again(pipeline, crawl):
     """A worker dies right after committing a round's outbox, before sending it (and with
     earlier rounds perhaps still unacknowledged); restarted on the same state it sends

@@ -866,6 +866,7 @@ class Worker:
                 await self._cpu(replay_docs, shard, ds, [], msgs, {
                     "docs": shard.offset("docs"), "deltas": recs[-1].offset + 1})
                 self.metrics.replayed.inc(len(recs))
+                failpoints.hit(f"replayed-deltas-{s}")  # tests: die amid a take-over's replay
         if shard.taking_over:
             # a take-over resumed on a state replayed in part reads what it did not replay
             earlier = await self._deltas_records(s, 0, replayed_from) if replayed_from else []
