@@ -894,12 +894,13 @@ class Worker:
         records = replayed + await self._deltas_records(s, shard.offset("deltas"), ends[deltas])
         outbox = await self._cpu(take_over, shard, records, committed,
                                  {"docs": ends[docs], "deltas": ends[deltas]})
-        shown = shard.catching_up()
-        log.info("doc shard %d: taken over; %d URLs shown, %d events recorded after the "
-                 "group's commit sent again; %s", s, len(shown or ()),
-                 len(outbox.records) if outbox else 0,
-                 f"comparing with what was shown up to docs {ends[docs]}, deltas "
-                 f"{ends[deltas]}" if shown is not None else "nothing past the commit")
+        if shard.catching_up() is not None:
+            log.info("doc shard %d: taken over; %d URLs shown, %d events recorded after the "
+                     "group's commit sent again; comparing with what was shown up to docs "
+                     "%d, deltas %d", s, len(shard.shown),
+                     len(outbox.records) if outbox else 0, ends[docs], ends[deltas])
+        else:
+            log.info("doc shard %d: taken over; nothing past the group's commit", s)
         await self._send_now(shard, [outbox] if outbox is not None else [])
 
     async def _resume_catch_up(self, shard: Shard) -> None:
