@@ -7,6 +7,7 @@ broker and real workers: test_kafka_pipeline's rejoin tests."""
 from __future__ import annotations
 
 import asyncio
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -461,3 +462,106 @@ def test_a_take_over_an_opening_left_unfinished_is_taken_up_by_the_next_one(tmp_
         asyncio.run(scenario())
     finally:
         worker.cpu.shutdown()
+
+
+class _Producer:
+    """A producer whose every send is acknowledged at once, noting (topic, partition)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, int | None]] = []
+
+    async def send(self, topic: str, value: bytes, key: bytes | None = None,
+                   partition: int | None = None, headers=None):
+        self.sent.append((topic, partition))
+        done = asyncio.get_running_loop().create_future()
+        done.set_result(SimpleNamespace(offset=len(self.sent) - 1))
+        return done
+
+
+def _adds_worker(tmp_path) -> tuple[Worker, dict]:
+    """A worker owning gram shards 0 and 1 (real states), and a fetched batch of one
+    page's adds to each, as the pages stage sends them (engine.shards.page_adds)."""
+    from streamdet.adapters.payloads import analyze_payloads
+    from streamdet.engine.messages import PageMsg
+    from streamdet.engine.shards import page_adds
+
+    params = Params()
+    worker = Worker("127.0.0.1:1", str(tmp_path), params, 4)
+    worker.consumer, worker.producer = _Seeks(), _Producer()
+    worker._released = float("inf")  # noqa: SLF001 - no memory release amid the round
+    page = {"url": "http://a.example/1", "fetched_at": 1.0,
+            "html": "<p>" + " ".join(f"word{i}" for i in range(60)) + "</p>"}
+    res = analyze_payloads([json.dumps(page).encode()], params, 1 << 20)[0]
+    msg = PageMsg(res.url, res.server, res.grams, res.fetched_at, res.text, res.sentences,
+                  res.sketch, res.chunks)
+    adds = dict(page_adds(msg, docno=7, shards=4))
+    batch = {}
+    for g in (0, 1):
+        worker.gram_shards[g] = Shard("gram", g, str(tmp_path / f"gram-{g}"), params, 4)
+        tp = TopicPartition(worker.topics.grams, g)
+        worker.assigned.add(tp)
+        batch[tp] = [SimpleNamespace(offset=0, value=adds[g], key=None, timestamp=0)]
+    return worker, batch
+
+
+def _close(worker: Worker) -> None:
+    for shard in worker.gram_shards.values():
+        shard.close()
+    worker.cpu.shutdown()
+
+
+def test_a_rounds_shard_steps_take_one_hand_off_to_the_engine_thread(tmp_path):
+    """Every shard step of a round runs in one call on the engine thread (a hand-off
+    trades the GIL between the loop and that thread), each shard then queues its outbox
+    and the round its offsets, as when each step was a hand-off of its own."""
+    worker, batch = _adds_worker(tmp_path)
+    calls = []
+    cpu = worker._cpu  # noqa: SLF001
+
+    async def counted(fn, *args):
+        calls.append(fn)
+        return await cpu(fn, *args)
+
+    worker._cpu = counted  # noqa: SLF001
+    seconds = metrics().batch_seconds.labels("gram_shard")._sum.get()
+    try:
+        asyncio.run(worker._handle(batch))  # noqa: SLF001
+        offsets = {g: s.offset("grams") for g, s in worker.gram_shards.items()}
+    finally:
+        _close(worker)
+    assert len(calls) == 1, calls
+    assert offsets == {0: 1, 1: 1}
+    assert worker.applied == {TopicPartition(worker.topics.grams, 0): 1,
+                              TopicPartition(worker.topics.grams, 1): 1}
+    assert {t for t, _ in worker.producer.sent} == {worker.topics.deltas}  # both outboxes
+    assert metrics().batch_seconds.labels("gram_shard")._sum.get() > seconds
+
+
+def test_a_failed_shard_step_ends_the_round_after_the_steps_before_it(tmp_path,
+                                                                       monkeypatch):
+    """The step that fails is raised on the loop; the steps before it are committed and
+    their outboxes queued, the steps after it are not taken (as a hand-off per step
+    left them)."""
+    from streamdet.adapters import worker as worker_module
+
+    worker, batch = _adds_worker(tmp_path)
+    real = worker_module.process_grams
+
+    def process_grams(shard, role, msgs, end):
+        if shard.index == 1:
+            raise RuntimeError("gram shard 1 fails")
+        return real(shard, role, msgs, end)
+
+    monkeypatch.setattr(worker_module, "process_grams", process_grams)
+    batch[TopicPartition(worker.topics.grams, 2)] = batch[
+        TopicPartition(worker.topics.grams, 1)]
+    worker.gram_shards[2] = Shard("gram", 2, str(tmp_path / "gram-2"), Params(), 4)
+    worker.assigned.add(TopicPartition(worker.topics.grams, 2))
+    try:
+        with pytest.raises(RuntimeError, match="gram shard 1 fails"):
+            asyncio.run(worker._handle(batch))  # noqa: SLF001
+        offsets = {g: s.offset("grams") for g, s in worker.gram_shards.items()}
+    finally:
+        _close(worker)
+    assert offsets == {0: 1, 1: 0, 2: 0}
+    assert worker.producer.sent  # gram shard 0's outbox, the one step before

@@ -26,7 +26,7 @@ import os
 import shutil
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -397,16 +397,14 @@ class Worker:
             if tp in self.assigned:  # a batch fetched just before a rebalance: drop the rest
                 by_topic.setdefault(tp.topic, {})[tp.partition] = recs
         r = _Round()
-        timed = self.metrics.batch_seconds.labels
         ingest = asyncio.create_task(self._ingest(by_topic.get(t.pages, {}), r))
         try:
-            with timed("gram_shard").time():
-                for g, recs in sorted(by_topic.get(t.grams, {}).items()):
-                    await self._gram_shard(g, recs, r)
-            with timed("doc_shard").time():
-                docs, deltas = by_topic.get(t.docs, {}), by_topic.get(t.deltas, {})
-                for s in sorted(set(docs) | set(deltas)):
-                    await self._doc_shard(s, docs.get(s, []), deltas.get(s, []), r)
+            docs, deltas = by_topic.get(t.docs, {}), by_topic.get(t.deltas, {})
+            steps = [*(self._gram_shard(g, recs, r)
+                       for g, recs in sorted(by_topic.get(t.grams, {}).items())),
+                     *(self._doc_shard(s, docs.get(s, []), deltas.get(s, []), r)
+                       for s in sorted(set(docs) | set(deltas)))]
+            await self._steps([step for step in steps if step is not None])
         finally:  # a failed shard step leaves no analysis running past its membership
             await ingest
         self.applied.update(r.offsets)
@@ -491,64 +489,88 @@ class Worker:
                 for g, raw in page_adds(msg, docno, self.shards)]
         await asyncio.gather(*sent)
 
-    async def _gram_shard(self, g: int, recs: list, r: _Round) -> None:
+    def _gram_shard(self, g: int, recs: list, r: _Round) -> _Step | None:
         """State, offset and the deltas to send committed together, then sent."""
         shard = self.gram_shards.get(g)
         if shard is None:
-            return
+            return None
         recs = self._unapplied(shard, "grams", recs)
         if not recs:
-            return
+            return None
         role = GramShard(self.params, g, self.shards)
         end = recs[-1].offset + 1
 
-        def work() -> Outbox | None:  # on the engine thread, in one hand-off
+        def work() -> Outbox | None:  # on the engine thread (Worker._steps)
             msgs = [m for _, m in self._decoded(GramsMsg.decode, recs)]
             return process_grams(shard, role, msgs, end).commit()
 
-        outbox = await self._cpu(work)
-        for n in role.fanout:
-            self.metrics.fanout.observe(n)
-        self.metrics.common.inc(role.went_common)
-        await self._queue_outbox(shard, outbox, r)
-        r.offsets[TopicPartition(self.topics.grams, g)] = end
+        async def done(outbox: Outbox | None) -> None:
+            for n in role.fanout:
+                self.metrics.fanout.observe(n)
+            self.metrics.common.inc(role.went_common)
+            await self._queue_outbox(shard, outbox, r)
+            r.offsets[TopicPartition(self.topics.grams, g)] = end
 
-    async def _doc_shard(self, s: int, docs: list, deltas: list, r: _Round) -> None:
+        return _Step("gram_shard", work, done)
+
+    def _doc_shard(self, s: int, docs: list, deltas: list, r: _Round) -> _Step | None:
         """State, offsets and outbox committed first, then the outbox is sent: a document
         exists for good before any of its grams leave."""
         shard = self.doc_shards.get(s)
         if shard is None:
-            return
+            return None
         docs = self._unapplied(shard, "docs", docs)
         deltas = self._unapplied(shard, "deltas", deltas)
         if not docs and not deltas:
-            return
+            return None
         sizer = self.sizers.setdefault(s, BatchSizer(self.max_records, self.batch_slots))
         docs, deltas = self._cut(s, sizer.records, docs, deltas)
         d_end = docs[-1].offset + 1 if docs else shard.offset("docs")
         e_end = deltas[-1].offset + 1 if deltas else shard.offset("deltas")
         role = DocShard(self.params, s, self.shards)
+        catching_up = shard.catching_up() is not None
 
-        def work() -> tuple[Outbox | None, list[dict], int]:  # on the engine thread, at once
+        def work() -> tuple[Outbox | None, list[dict], int]:  # on the engine thread
             pages = [(x.offset, m) for x, m in self._decoded(PageMsg.decode, docs)]
             msgs = [m for _, m in self._decoded(decode_doc_input, deltas)]
             step = process_docs(shard, role, pages, msgs, {"docs": d_end, "deltas": e_end})
             held = step.txn.held_slots()
-            return step.commit(utc_now()), step.events, held
+            outbox = step.commit(utc_now())
+            if catching_up:  # tests: die amid a takeover's catch-up, the next shards' not run
+                failpoints.hit("catching-up")
+            return outbox, step.events, held
 
-        catching_up = shard.catching_up() is not None
-        outbox, events, held = await self._cpu(work)
-        sizer.observe(len(docs) + len(deltas), held)
-        if catching_up:
-            failpoints.hit("catching-up")  # tests: die amid a takeover's catch-up
-        if role.held:
-            log.info("doc shard %d: %d deltas about pages not applied yet wait for them", s,
-                     role.held)
-        r.event_causes.extend(role.cause_times[ev["cause"]] for ev in events
-                              if ev["cause"] in role.cause_times)
-        await self._queue_outbox(shard, outbox, r)
-        r.offsets[TopicPartition(self.topics.docs, s)] = d_end
-        r.offsets[TopicPartition(self.topics.deltas, s)] = e_end
+        async def done(result: tuple[Outbox | None, list[dict], int]) -> None:
+            outbox, events, held = result
+            sizer.observe(len(docs) + len(deltas), held)
+            if role.held:
+                log.info("doc shard %d: %d deltas about pages not applied yet wait for them",
+                         s, role.held)
+            r.event_causes.extend(role.cause_times[ev["cause"]] for ev in events
+                                  if ev["cause"] in role.cause_times)
+            await self._queue_outbox(shard, outbox, r)
+            r.offsets[TopicPartition(self.topics.docs, s)] = d_end
+            r.offsets[TopicPartition(self.topics.deltas, s)] = e_end
+
+        return _Step("doc_shard", work, done)
+
+    async def _steps(self, steps: list[_Step]) -> None:
+        """The round's shard steps: their work in one hand-off to the engine thread, in
+        order and up to the first that fails; then, on the loop, each finished step's
+        outbox queued. Each hand-off has the loop and the engine thread trade the GIL, a
+        fixed cost that a round holding a page or two pays per page: one a round, not one
+        a shard (docs/benchmarks/profile.md)."""
+        if not steps:
+            return
+        outcomes = await self._cpu(_work_of, steps)
+        spent: dict[str, float] = {}
+        for step, (seconds, result) in zip(steps, outcomes, strict=False):
+            spent[step.stage] = spent.get(step.stage, 0.0) + seconds
+            if isinstance(result, BaseException):
+                raise result
+            await step.done(result)
+        for stage, seconds in spent.items():
+            self.metrics.batch_seconds.labels(stage).observe(seconds)
 
     def _unapplied(self, shard: Shard, name: str, recs: list) -> list:
         """The fetched records of the shard's input `name` that follow on from its
@@ -952,6 +974,31 @@ class _Rebalance(ConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned) -> None:
         await self.worker.assigned_now(set(assigned))
+
+
+@dataclass
+class _Step:
+    """One shard's step of a round: `work` on the engine thread, beside the round's other
+    steps (Worker._steps); `done` on the loop with what it returned."""
+
+    stage: str  # streamdet_batch_seconds' stage label
+    work: Callable[[], object]
+    done: Callable[[object], Awaitable[None]]
+
+
+def _work_of(steps: list[_Step]) -> list[tuple[float, object]]:
+    """Each step's work and its seconds, in order; the first failure ends the list (as
+    its result), so no later shard commits past a step that failed."""
+    outcomes: list[tuple[float, object]] = []
+    for step in steps:
+        began = time.perf_counter()
+        try:
+            result = step.work()
+        except Exception as exc:  # noqa: BLE001 - raised on the loop, after the others
+            outcomes.append((time.perf_counter() - began, exc))
+            break
+        outcomes.append((time.perf_counter() - began, result))
+    return outcomes
 
 
 def _each(fns: list[Callable[[], object]]) -> None:
