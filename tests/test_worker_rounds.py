@@ -512,8 +512,8 @@ def _close(worker: Worker) -> None:
 
 def test_a_rounds_shard_steps_take_one_hand_off_to_the_engine_thread(tmp_path):
     """Every shard step of a round runs in one call on the engine thread (a hand-off
-    trades the GIL between the loop and that thread), each shard then queues its outbox
-    and the round its offsets, as when each step was a hand-off of its own."""
+    trades the GIL between the loop and that thread); then each shard queues its outbox
+    and the round records each shard's offsets."""
     worker, batch = _adds_worker(tmp_path)
     calls = []
     cpu = worker._cpu  # noqa: SLF001
@@ -540,8 +540,8 @@ def test_a_rounds_shard_steps_take_one_hand_off_to_the_engine_thread(tmp_path):
 def test_a_failed_shard_step_ends_the_round_after_the_steps_before_it(tmp_path,
                                                                        monkeypatch):
     """The step that fails is raised on the loop; the steps before it are committed and
-    their outboxes queued, the steps after it are not taken (as a hand-off per step
-    left them)."""
+    their outboxes queued, the steps after it are not taken: no shard commits past a
+    step that failed."""
     from streamdet.adapters import worker as worker_module
 
     worker, batch = _adds_worker(tmp_path)
