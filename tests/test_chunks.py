@@ -447,7 +447,7 @@ def test_the_end_of_a_catch_up_tells_consumers_every_status_they_hold_wrongly():
     store = Store(kv)
     txn = store.begin()
     shown = dict(held)
-    events = SiteShard(params).reconcile(txn, lambda last: max(last + 1, 1000), shown)
+    events = SiteShard(params, 2).reconcile(txn, lambda last: max(last + 1, 1000), shown)
     told = {(e.get("site") or e["neighbourhood"], e["level"]): e.get("monster", e.get("bad"))
             for e in events}
     assert told == {("h.example/clean/", "neighbourhood"): False,
@@ -458,7 +458,7 @@ def test_the_end_of_a_catch_up_tells_consumers_every_status_they_hold_wrongly():
                             site_slot("neighbourhood", "h.example/spam/"): "1",
                             site_slot("host", "h.example"): "1",
                             site_slot("host", "gone.example"): "0"}
-    assert SiteShard(params).reconcile(txn, lambda last: last + 1, shown) == []
+    assert SiteShard(params, 2).reconcile(txn, lambda last: last + 1, shown) == []
     store.close()
 
 

@@ -160,7 +160,7 @@ class DocShard:
         self.shards = shards
         self.docs = DocRole(params)
         self.partials = PartialRole(params)
-        self.site = SiteShard(params) if shard == SITE_SHARD else None
+        self.site = SiteShard(params, shards) if shard == SITE_SHARD else None
         self.site_parts: bytes | None = None  # of the last batch: to the site shard
         self._replaced: dict[int, str] = {}  # of the batch: replaced versions -> new URLs
         self.cause_times: dict[str, float] = {}  # of the last batch: cause URL -> fetched_at

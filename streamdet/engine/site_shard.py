@@ -19,6 +19,12 @@ newer one after a crash, changes nothing. The site shard keeps them (`s<docno><g
 and place a `streamdet run` keeps (engine.sites, engine.badness), whose roles then settle
 the totals and events exactly as there. A page counts once its part is in; shares that
 come before it wait for it.
+
+The site shard does this beside its own documents, for every page of the pipeline, so
+its cost is paid on one shard: a batch reads what it needs in one multi-get per kind of
+record (the batch's shares, its parts, its changed documents' parts and shares), never
+one RocksDB call per document, and a URL's host and deepest neighbourhood are parsed once
+while it stays among the recently changed (`_where`).
 """
 
 from __future__ import annotations
@@ -26,19 +32,24 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from ..state.schema import u64key
 from .badness import BadnessRole, Place
 from .labelled import contains_fixed
+from .neighbourhoods import neighbourhoods
 from .params import Params
+from .servers import host_of
 from .sites import Contribution, SiteRole
 
 SITE_SHARD = 0  # the doc shard that keeps site totals and neighbourhoods
+WHERE_CACHE = 1 << 14  # URLs whose host and deepest neighbourhood are kept parsed
 SHARE_COLUMNS = 7  # docno, gram shard, stamp, live, pop (int64 bits), in L, counted
 _SHARE = struct.Struct("<QqQQ")  # stamp, pop, in L, counted
 _PART = struct.Struct("<QQQB")  # stamp, patch grams, grams, quilted
+_STAMP = 8  # the bytes of a part's stamp, ahead of what it says
 
 
 @dataclass(frozen=True)
@@ -69,14 +80,37 @@ class SiteView:
     def site_many(self, keys: list[bytes]) -> list[bytes | None]: ...
     def put_site(self, key: bytes, raw: bytes | None) -> None: ...
     def site_scan(self, start: bytes, end: bytes) -> list[tuple[bytes, bytes]]: ...
-    def site_prefixed(self, prefix: bytes) -> list[tuple[bytes, bytes]]: ...
+
+
+@lru_cache(maxsize=WHERE_CACHE)
+def _where(url: str) -> tuple[str, str]:
+    """A URL's host and deepest neighbourhood: a document whose pop(d) moves is changed
+    again and again, each time with the same URL."""
+    return host_of(url), neighbourhoods(url)[-1]
+
+
+def _share_key(docno: int, gram_shard: int) -> bytes:
+    return b"s" + u64key(docno) + u64key(gram_shard)
+
+
+def _part_key(docno: int) -> bytes:
+    return b"p" + u64key(docno)
+
+
+def _part_record(p: SitePart) -> bytes:
+    """A part as kept: its stamp, then what it says (a replaced version's says nothing:
+    a tombstone, so that an older part sent again stays out)."""
+    if not p.url:
+        return _PART.pack(p.stamp, 0, 0, 0)
+    return _PART.pack(p.stamp, p.n_patch, p.n_grams, p.quilted) + p.url.encode("utf-8")
 
 
 class SiteShard:
     """Gathers shares and parts; settles site totals and neighbourhoods."""
 
-    def __init__(self, params: Params) -> None:
+    def __init__(self, params: Params, shards: int) -> None:
         self.params = params
+        self.shards = shards  # gram shards: each document has a share from each
         self.sites = SiteRole(params)
         self.badness = BadnessRole(params)
         self.cause = ""  # the newest cause among the parts it has applied
@@ -94,10 +128,8 @@ class SiteShard:
                 shown: MutableMapping[str, str] | None = None) -> list[dict]:
         """Apply a batch's shares and parts; return the `site` events."""
         changed: dict[int, str] = {}
-        for rows in shares:
-            self._shares(txn, rows, changed)
-        for p in parts:
-            self._part(txn, p, changed)
+        self._shares(txn, shares, changed)
+        self._parts(txn, parts, changed)
         if not changed:
             return []
         contributions, places = self._figures(txn, changed)
@@ -105,39 +137,63 @@ class SiteShard:
         return events + self.badness.settle(txn, places, next_seq, shown)
 
     @staticmethod
-    def _shares(txn: SiteView, rows: np.ndarray, changed: dict[int, str]) -> None:
-        rows = rows.tolist()
-        keys = [b"s" + u64key(r[0]) + u64key(r[1]) for r in rows]
-        for key, old, (d, _g, stamp, live, pop, inside, total) in zip(
-                keys, txn.site_many(keys), rows, strict=True):
-            if old is not None and _SHARE.unpack(old)[0] > stamp:
+    def _shares(txn: SiteView, shares: list[np.ndarray], changed: dict[int, str]) -> None:
+        """The batch's shares in their order; a share older than the one kept is passed
+        over (a key met twice in the batch is compared with its last write here), and
+        one that says what the kept one says only renews its stamp. A withdrawn share is
+        deleted: a withdrawal is the version's last message from its gram shard."""
+        rows = [r for msg in shares for r in msg.tolist()]
+        if not rows:
+            return
+        keys = [_share_key(r[0], r[1]) for r in rows]
+        kept = dict(zip(keys, txn.site_many(keys), strict=True))
+        stamps = {k: _SHARE.unpack(v)[0] for k, v in kept.items() if v is not None}
+        for key, (d, _g, stamp, live, pop, inside, total) in zip(keys, rows, strict=True):
+            if stamps.get(key, -1) > stamp:
                 continue  # overtaken by a newer share
             pop = pop - (1 << 64) if pop >= 1 << 63 else pop
-            txn.put_site(key, _SHARE.pack(stamp, pop, inside, total) if live else None)
-            changed.setdefault(d, "")
+            raw = _SHARE.pack(stamp, pop, inside, total) if live else None
+            txn.put_site(key, raw)
+            stamps[key] = stamp
+            old, kept[key] = kept[key], raw
+            if old is None or raw is None or old[_STAMP:] != raw[_STAMP:]:
+                changed.setdefault(d, "")
 
-    def _part(self, txn: SiteView, p: SitePart, changed: dict[int, str]) -> None:
-        key = b"p" + u64key(p.docno)
-        old = txn.site_many([key])[0]
-        if old is not None and _PART.unpack_from(old)[0] > p.stamp:
+    def _parts(self, txn: SiteView, parts: list[SitePart], changed: dict[int, str]) -> None:
+        """The batch's parts in their order, each kept unless an older one than the part
+        kept. A doc shard sends a part for every document it re-scored, and
+        most re-scores move neither its patch grams nor its quilted flag: a part that
+        says what the one kept says only renews the stamp, and the document is not
+        changed by it (its figures would come out the same)."""
+        if not parts:
             return
-        if p.url:
-            raw = _PART.pack(p.stamp, p.n_patch, p.n_grams, p.quilted) + p.url.encode("utf-8")
-        else:  # replaced: a tombstone, so that an older part sent again stays out
-            raw = _PART.pack(p.stamp, 0, 0, 0)
-        txn.put_site(key, raw)
-        changed[p.docno] = p.cause
-        self.cause = p.cause or self.cause
+        keys = [_part_key(p.docno) for p in parts]
+        kept = dict(zip(keys, txn.site_many(keys), strict=True))
+        for key, p in zip(keys, parts, strict=True):
+            old = kept[key]
+            if old is not None and _PART.unpack_from(old)[0] > p.stamp:
+                continue
+            raw = _part_record(p)
+            txn.put_site(key, raw)
+            kept[key] = raw
+            self.cause = p.cause or self.cause
+            if old is None or old[_STAMP:] != raw[_STAMP:] or p.docno in changed:
+                changed[p.docno] = p.cause
 
     def _figures(self, txn: SiteView, changed: dict[int, str]
                  ) -> tuple[dict[int, tuple[Contribution | None, str]],
                             dict[int, tuple[Place | None, str]]]:
-        """Each changed document's contribution and place now (None: not live)."""
+        """Each changed document's contribution and place now (None: not live), from one
+        multi-get of their parts and their shares from every gram shard."""
         docnos = list(changed)
-        raws = txn.site_many([b"p" + u64key(d) for d in docnos])
+        g = self.shards
+        keys = [_part_key(d) for d in docnos]
+        keys += [_share_key(d, i) for d in docnos for i in range(g)]
+        raws = txn.site_many(keys)
+        n = len(docnos)
         contributions: dict[int, tuple[Contribution | None, str]] = {}
         places: dict[int, tuple[Place | None, str]] = {}
-        for d, raw in zip(docnos, raws, strict=True):
+        for j, (d, raw) in enumerate(zip(docnos, raws[:n], strict=True)):
             url = raw[_PART.size :].decode("utf-8") if raw is not None else ""
             cause = changed[d] or url
             if not url:
@@ -145,10 +201,12 @@ class SiteShard:
                 continue
             _, n_patch, n_grams, quilted = _PART.unpack_from(raw)
             pop = inside = total = 0
-            for _, share in txn.site_prefixed(b"s" + u64key(d)):
-                _, p, i, n = _SHARE.unpack(share)
-                pop, inside, total = pop + p, inside + i, total + n
-            contributions[d] = (Contribution.of(url, pop, n_patch, n_grams, bool(quilted)),
+            for share in raws[n + j * g : n + (j + 1) * g]:
+                if share is not None:
+                    _, p, i, t = _SHARE.unpack(share)
+                    pop, inside, total = pop + p, inside + i, total + t
+            host, deepest = _where(url)
+            contributions[d] = (Contribution.at(host, pop, n_patch, n_grams, bool(quilted)),
                                 cause)
-            places[d] = (Place.of(url, contains_fixed(inside, total)), cause)
+            places[d] = (Place(contains_fixed(inside, total), deepest), cause)
         return contributions, places

@@ -52,7 +52,12 @@ class Contribution:
 
     @classmethod
     def of(cls, url: str, pop: int, n_patch: int, n_grams: int, quilted: bool) -> Contribution:
-        host = host_of(url)
+        return cls.at(host_of(url), pop, n_patch, n_grams, quilted)
+
+    @classmethod
+    def at(cls, host: str, pop: int, n_patch: int, n_grams: int, quilted: bool
+           ) -> Contribution:
+        """`of` for a URL whose host is known (engine.site_shard keeps it parsed)."""
         fraction = (n_patch * FIXED_ONE) // n_grams if n_grams else 0
         return cls(pop, fraction, quilted, host, registered_domain(host))
 

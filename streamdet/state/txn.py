@@ -186,9 +186,7 @@ class Txn:
         self.partials = KeyedTable(self.kv, "partials")  # SPEC §7 (engine.partials)
         self.near_records = KeyedTable(self.kv, "near")  # SPEC §6 (engine.clusters)
         self.tallies = KeyedTable(self.kv, "popular")  # SPEC §8 (engine.popular)
-        # SPEC §8 (engine.sites, engine.badness, engine.site_shard): a document's shares are
-        # scanned by their 9-byte prefix
-        self.sites = KeyedTable(self.kv, "sites", group=9, grouped=b"s")
+        self.sites = KeyedTable(self.kv, "sites")  # SPEC §8 (engine.sites, engine.badness)
         # SPEC §8 (engine.labelled): a chunk's holders are scanned by their 9-byte prefix
         self.chunks = KeyedTable(self.kv, "chunks", group=9, grouped=b"p")
         self.meta_puts: dict[str, bytes | None] = {}
@@ -459,10 +457,6 @@ class Txn:
         """`site_scan` read lazily, greatest key first if `back` (`sites --top N` reads the
         top N neighbourhoods of the badness index, not all of them)."""
         return self.sites.walk(start, end, back)
-
-    def site_prefixed(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
-        """Records under a 9-byte prefix (a document's shares, engine.site_shard)."""
-        return self.sites.prefix_scan(prefix, prefix_end(prefix))
 
     # -- paragraph chunks and the labelled set (SPEC §8): engine.labelled's records --------
 
