@@ -25,7 +25,10 @@ measurement) with real `streamdet worker` processes (4 shards):
 4. Latency: 2 workers that have taken the first half; the second half is sent at half of
    the peak of step 3 by this process, each record with `fetched_at` = its send time; an
    events consumer running here stamps each event on receipt; latency = receipt -
-   fetched_at of the record that caused it (the event's `cause`). p50 / p99.
+   fetched_at of the record that caused it (the event's `cause`). p50 / p99. Events are
+   received until the pipeline is idle with every page committed (and 3 s more), so that
+   a shard that fell behind counts with its late events; `drain_s` is how long after the
+   last page was sent that took.
 5. With --review-desk, the latency runs have the review desk on Kafka beside them
    (`streamdet review --broker`, started once the first half is taken, its view caught
    up): this process asks its quilt list (`/api/quilts?state=all`, the newest 50, newest
@@ -539,8 +542,18 @@ def segment_peak(broker, work: Path, warm: Path, segment: Path, n_warm: int) -> 
         pipe.stop()
 
 
+LAST_EVENTS_S = 10  # how long events are received after the last page, without done_pages
+DRAIN_GRACE_S = 3  # after the pipeline is idle: its last events leave after its commit
+
+
 async def _latency_run(pipe: Pipeline, records: list[tuple[str, bytes]], rate: float,
-                       desk: str | None = None) -> dict:
+                       desk: str | None = None, done_pages: int | None = None) -> dict:
+    """Send `records` at `rate` and time the events they cause. With `done_pages` (the
+    pages the pipeline will have taken once these are in), events are received until
+    the pipeline is idle with that many pages committed, then DRAIN_GRACE_S more: a
+    shard that fell behind sends its events late, and a latency that stopped listening
+    earlier would leave exactly the slowest events out. `drain_s` is how long after the
+    last page was sent the pipeline went idle. Without it, LAST_EVENTS_S after sending."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     from streamdet.adapters.kafka import high_watermarks
@@ -573,7 +586,14 @@ async def _latency_run(pipe: Pipeline, records: list[tuple[str, bytes]], rate: f
     in_view: dict[tuple[str, int], float] = {}
     watch = asyncio.create_task(_watch_desk(desk, stop, in_view)) if desk else None
     sent = await send_records(pipe.broker.bootstrap, f"{pipe.prefix}-pages", records, rate)
-    await asyncio.sleep(10)  # the last pages' events
+    last_sent = time.monotonic()
+    drain_s = None
+    if done_pages is None:
+        await asyncio.sleep(LAST_EVENTS_S)
+    else:
+        await wait_done(pipe, done_pages)
+        drain_s = time.monotonic() - last_sent
+        await asyncio.sleep(DRAIN_GRACE_S)  # the last round's events, sent after its commit
     stop.set()
     await task
     polls = await watch if watch else 0
@@ -591,7 +611,7 @@ async def _latency_run(pipe: Pipeline, records: list[tuple[str, bytes]], rate: f
     out = {"events": len(lat), "all_events": len(got), "t_first": t_first, "p50_s": pct(0.50),
            "p90_s": pct(0.90), "p99_s": pct(0.99), "max_s": lat[-1], "rate": rate,
            "pages": len(records), "latencies_s": [round(x, 4) for x in lat], "series": series,
-           "by_kind": by_kind(got, sent)}
+           "by_kind": by_kind(got, sent), "drain_s": drain_s}
     if desk:
         out["desk"] = desk_lag(on_topic, in_view, polls)
     return out
@@ -640,7 +660,7 @@ def latency(broker, work: Path, warm: Path, segment: Path, n_warm: int, rate: fl
         desk = start_desk(pipe) if review_desk else None
         me = time.process_time()
         cpu_series = CpuSeries(broker.process.pid, pipe)
-        res = run_sync(_latency_run(pipe, records, rate, desk))
+        res = run_sync(_latency_run(pipe, records, rate, desk, n_warm + len(records)))
         samples = cpu_series.stop()
         res["by_minute"] = by_minute(res.get("series", []), res.get("t_first", 0.0), samples)
         # cores busy while the stream was sent and its events received (of the 2 here):
@@ -776,7 +796,8 @@ def latency_only(pages: int, seed: int, rate: float, review_desk: bool = False) 
         _clean(work)
     print(f"latency @ {rate:.1f}/s  p50 {lat['p50_s'] * 1000:.0f} ms  p90 "
           f"{lat['p90_s'] * 1000:.0f} ms  p99 {lat['p99_s'] * 1000:.0f} ms over "
-          f"{lat['events']} events")
+          f"{lat['events']} events; the pipeline idle {lat.get('drain_s') or 0:.1f} s after "
+          "the last page")
     for row in lat.get("by_minute", []):
         print(format_minute(row))
     print_desk(lat)
@@ -895,7 +916,8 @@ def main(argv: list[str] | None = None) -> int:
     if lat.get("events"):
         print(f"latency @ {lat['rate']:.1f}/s  p50 {lat['p50_s'] * 1000:.0f} ms  p99 "
               f"{lat['p99_s'] * 1000:.0f} ms over {lat['events']} events (target p99 < "
-              f"{TARGET_P99 * 1000:.0f} ms)")
+              f"{TARGET_P99 * 1000:.0f} ms; the pipeline idle {lat.get('drain_s') or 0:.1f} s "
+              "after the last page)")
         if len(runs) > 1:
             print("  each run: " + ", ".join(
                 f"p50 {x['p50_s'] * 1000:.0f} / p99 {x['p99_s'] * 1000:.0f} ms" for x in runs

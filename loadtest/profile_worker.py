@@ -142,7 +142,7 @@ def phases(pages: int, rate: float, seed: int, work: Path) -> dict:
             res["backlog"]["pages"] = n_warm
             records = bk.raw_records(seg)
             with _measured(pipe, work / "paced.txt") as res["paced"]:
-                lat = run_sync(bk._latency_run(pipe, records, rate, None))
+                lat = run_sync(bk._latency_run(pipe, records, rate, None, n_warm + n_seg))
             res["paced"].update(pages=n_seg, rate=rate, p50_s=lat["p50_s"], p99_s=lat["p99_s"])
         finally:
             pipe.stop()

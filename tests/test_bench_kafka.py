@@ -1,10 +1,18 @@
-"""loadtest/bench_kafka.py: the records its sender reads back from a stream's half."""
+"""loadtest/bench_kafka.py: the records its sender reads back from a stream's half, how
+latency is bucketed, and which events a latency run counts."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 
+from aiokafka import AIOKafkaProducer
+
+from loadtest import bench_kafka as bk
 from loadtest.bench_kafka import raw_records
+
+from .kafka_broker import KafkaBroker, kafka_broker_fixture, run_sync  # noqa: F401 - fixture
 
 
 def test_raw_records_are_the_lines_bytes_as_written(tmp_path):
@@ -57,3 +65,61 @@ def test_latency_by_kind_keeps_each_kind_apart_with_its_slowest_cause():
     assert rows["site"]["slowest_cause"] == "http://a/"
     assert "site" in format_kind("site", rows["site"])
     assert by_kind([], sent) == {}
+
+
+class _Pipe:
+    """What _latency_run reads of a bench pipeline: its broker and topic prefix."""
+
+    def __init__(self, broker: KafkaBroker, prefix: str) -> None:
+        self.broker, self.prefix = broker, prefix
+
+
+def _late_event_run(kafka_broker: KafkaBroker, monkeypatch, prefix: str, wait: bool) -> dict:
+    """A latency run of one page whose event leaves 1 s after the page is sent (a shard
+    behind), with a `wait_done` that returns once it is out (the pipeline idle)."""
+    kafka_broker.create_topics({f"{prefix}-events": 1})
+    sent_at = time.time()
+
+    async def send(bootstrap, topic, records, rate=None):
+        return {"http://a.example/1": sent_at}
+
+    async def late_event() -> None:
+        await asyncio.sleep(1.0)
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap)
+        await producer.start()
+        ev = {"event": "quilt", "url": "http://a.example/1", "seq": 1,
+              "cause": "http://a.example/1"}
+        await producer.send_and_wait(f"{prefix}-events", json.dumps(ev).encode())
+        await producer.stop()
+
+    async def done(pipe, n_pages, on_look=None):
+        assert n_pages == 1
+        await late_event()
+
+    async def run() -> dict:
+        pipe = _Pipe(kafka_broker, prefix)
+        if wait:
+            return await bk._latency_run(pipe, [("u", b"{}")], 1.0, None, 1)
+        task = asyncio.create_task(late_event())
+        res = await bk._latency_run(pipe, [("u", b"{}")], 1.0)
+        await task
+        return res
+
+    monkeypatch.setattr(bk, "send_records", send)
+    monkeypatch.setattr(bk, "wait_done", done)
+    monkeypatch.setattr(bk, "LAST_EVENTS_S", 0.2)
+    monkeypatch.setattr(bk, "DRAIN_GRACE_S", 0.5)
+    return run_sync(run())
+
+
+def test_a_latency_run_counts_the_events_a_shard_behind_sends_after_the_stream(
+        kafka_broker: KafkaBroker, monkeypatch):
+    res = _late_event_run(kafka_broker, monkeypatch, "drain-wait", wait=True)
+    assert res["events"] == 1 and res["p99_s"] >= 1.0
+    assert res["drain_s"] >= 1.0
+
+
+def test_without_waiting_for_the_pipeline_a_late_event_is_left_out(
+        kafka_broker: KafkaBroker, monkeypatch):
+    res = _late_event_run(kafka_broker, monkeypatch, "drain-none", wait=False)
+    assert res["events"] == 0
