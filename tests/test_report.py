@@ -108,6 +108,17 @@ def test_the_kafka_headline_sets_the_first_full_minute_beside_the_last():
                 if x.startswith("latency by the minute")]  # a result without them
 
 
+def test_the_kafka_latency_says_whether_late_events_were_waited_for():
+    def line(lat: dict) -> str:
+        lines = report.headline("bench_kafka", dict(KAFKA, latency=lat))
+        return next(x for x in lines if x.startswith("latency at"))
+
+    assert line(dict(KAFKA["latency"], drain_s=563.2)).endswith(
+        "; the pipeline idle 563 s after the last page")
+    assert line(KAFKA["latency"]).endswith(
+        "those a shard behind sent later are not in these figures")
+
+
 def test_a_result_of_another_machine_names_it(tmp_path):
     """The page names the machine most results come from; a result measured elsewhere
     says where, so that nobody compares its figures with the others'."""
