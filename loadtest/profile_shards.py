@@ -2,7 +2,7 @@
 shards differ in load.
 
     python loadtest/profile_shards.py                     # 4,000 pages: 2,000 warm, 2,000 paced
-    python loadtest/profile_shards.py --pages 14000 --warm 10000 --stream STREAM.jsonl
+    python loadtest/profile_shards.py --pages 12000 --warm 10000 --stream STREAM.jsonl
 
 Two shards do work for every page of the pipeline beside their own: doc shard 0, the site
 shard (engine.site_shard: site totals and neighbourhoods), and gram shard 0, the cluster

@@ -160,11 +160,12 @@ class SiteShard:
                 changed.setdefault(d, "")
 
     def _parts(self, txn: SiteView, parts: list[SitePart], changed: dict[int, str]) -> None:
-        """The batch's parts in their order, each kept unless an older one than the part
-        kept. A doc shard sends a part for every document it re-scored, and
-        most re-scores move neither its patch grams nor its quilted flag: a part that
-        says what the one kept says only renews the stamp, and the document is not
-        changed by it (its figures would come out the same)."""
+        """The batch's parts in their order, each kept unless older than the part kept.
+        A doc shard sends a part for every document it re-scored, and most re-scores
+        move neither its patch grams nor its quilted flag: a part that says what the kept
+        one says only renews the stamp and changes no document (its figures would come
+        out the same). Where a share changed the document in this batch, the part still
+        names the cause."""
         if not parts:
             return
         keys = [_part_key(p.docno) for p in parts]
