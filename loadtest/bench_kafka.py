@@ -679,8 +679,8 @@ def latency(broker, work: Path, warm: Path, segment: Path, n_warm: int, rate: fl
             log(format_minute(row))
         for kind, row in res.get("by_kind", {}).items():
             log(format_kind(kind, row))
-        if desk:  # page views once the workers and the desk are idle: its cost alone
-            run_sync(wait_done(pipe, n_warm + len(records)))
+        if desk:  # page views once the desk is idle too (the latency run waited for the
+            # workers to finish every page): its cost alone
             if desk_idle(desk, time.monotonic() + 600) is None:
                 raise RuntimeError("the review desk did not go idle after the stream")
             res["desk"]["page_views"] = desk_page_views(desk)
