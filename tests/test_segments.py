@@ -111,6 +111,32 @@ def test_find_returns_exactly_the_pairs_written(kv):
     assert _index(kv).find(np.unique(probe)) == truth
 
 
+def test_find_with_the_filters_answers_reads_the_same_pairs_without_probing_again(
+        kv, monkeypatch):
+    rng = np.random.default_rng(4)
+    index = _index(kv)
+    truth: dict[int, int] = {}
+    for batch in range(4):
+        g = _grams(rng, 2000)
+        g = g[~np.isin(g, np.fromiter(truth, dtype=np.uint64, count=len(truth)))]
+        truth.update(dict.fromkeys(g.tolist(), batch + 1))
+        _add(index, kv, g, np.full(len(g), batch + 1, dtype=np.uint64))
+    probe = np.unique(np.concatenate([np.fromiter(truth, dtype=np.uint64), _grams(rng, 3000)]))
+    admitted = index.maybe(Probe(probe))
+    assert admitted.any[np.isin(probe, np.fromiter(truth, dtype=np.uint64))].all()
+    assert [s for s, _ in admitted.per_segment] == index.segments
+    # a subset in another order, as the overlay and the recent pairs leave it
+    asked = rng.permutation(probe[admitted.any])[: len(truth) // 2]
+    probes = []
+    monkeypatch.setattr(seg_mod.Segment, "may_contain",
+                        lambda self, p: probes.append(self.id) or np.ones(len(p.grams), bool))
+    found = index.find(asked, admitted)
+    assert probes == []
+    assert found == {g: truth[g] for g in asked.tolist() if g in truth}
+    assert index.find(asked) == found  # without the answers: every filter probed again
+    assert len(probes) == len(index.segments)
+
+
 @pytest.mark.parametrize("ingest_pairs", [1 << 18, 1])  # merged by writes; by ingested files
 @pytest.mark.parametrize("merge_slice", [1 << 20, 100])  # one slice; ~30 slices a merge
 def test_compaction_merges_tiers_drops_withdrawn_pairs_but_keeps_overlay_grams(kv, monkeypatch,

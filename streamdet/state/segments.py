@@ -175,6 +175,16 @@ class Segment:
         return t
 
 
+@dataclass
+class Admitted:
+    """The segments' filters' answers for one probe: per probe gram whether any segment
+    may hold it, and per segment the grams its filter admits (in probe order). Kept so
+    that the chunk reads for a batch's grams need not probe the filters a second time."""
+
+    any: np.ndarray
+    per_segment: list[tuple[Segment, np.ndarray]]
+
+
 def _windowed(bloom: SplitBlockBloom, parts: MappedParts, probe: Probe) -> np.ndarray:
     """may_contain over a mapped filter, WINDOW_BYTES of it at a time in word order."""
     first, masks = bloom.first_words(probe), probe.split
@@ -429,23 +439,27 @@ class SegmentIndex:
         return ("meta", b"segments", value.encode())
 
     # -- lookups --------------------------------------------------------------------------
-    def maybe(self, probe: Probe) -> np.ndarray:
-        """False where no segment can hold the gram."""
+    def maybe(self, probe: Probe) -> Admitted:
+        """Each segment's filter's answer for a batch's grams; `any` is False where no
+        segment can hold the gram. `find` reads chunks for these answers without probing
+        the filters again."""
         hit = np.zeros(len(probe.grams), dtype=bool)
+        per_segment = []
         for s in self.segments:
-            hit |= s.may_contain(probe)
-        return hit
+            admits = s.may_contain(probe)
+            hit |= admits
+            per_segment.append((s, probe.grams[admits]))
+        return Admitted(hit, per_segment)
 
-    def find(self, grams: np.ndarray) -> dict[int, int]:
+    def find(self, grams: np.ndarray, admitted: Admitted | None = None) -> dict[int, int]:
         """gram -> its first holder, for the grams given that some segment holds. (A gram
-        has one first-holder pair: later holders go to the overlay.)"""
+        has one first-holder pair: later holders go to the overlay.) `admitted`: the
+        filters' answers for a set of grams that includes these (`maybe`)."""
         found: dict[int, int] = {}
         if not len(grams) or not self.segments:
             return found
-        probe = Probe(grams)
         self.counts.grams += len(grams)
-        for s in self.segments:
-            cand = grams[s.may_contain(probe)]
+        for s, cand in self._candidates(grams, admitted):
             chunk_of = np.searchsorted(s.fences, cand, side="right") - 1
             s.release()
             cand, chunk_of = cand[chunk_of >= 0], chunk_of[chunk_of >= 0]
@@ -462,6 +476,20 @@ class SegmentIndex:
             found.update(zip(cand[hit].tolist(), cd[pos[hit]].tolist(), strict=True))
         self.counts.found += len(found)
         return found
+
+    def _candidates(self, grams: np.ndarray, admitted: Admitted | None
+                    ) -> Iterator[tuple[Segment, np.ndarray]]:
+        """Per segment, the grams its filter admits: from `admitted` when given (each
+        segment's admitted grams that are among `grams`), else by probing the filters."""
+        if admitted is None:
+            probe = Probe(grams)
+            for s in self.segments:
+                yield s, grams[s.may_contain(probe)]
+            return
+        wanted = np.sort(grams)
+        for s, cand in admitted.per_segment:
+            pos = np.minimum(np.searchsorted(wanted, cand), len(wanted) - 1)
+            yield s, cand[wanted[pos] == cand]
 
     # -- writing --------------------------------------------------------------------------
     def new_segment_ops(self, grams: np.ndarray, docnos: np.ndarray

@@ -44,7 +44,7 @@ from .schema import (
     u64keys,
 )
 from .segment_files import SegmentFiles
-from .segments import SegmentIndex, ingested
+from .segments import Admitted, SegmentIndex, ingested
 
 _MISSING = object()
 SEGMENT_FILES = "segments"  # directory of a RocksDB state's segment files (state.segment_files)
@@ -214,16 +214,17 @@ class Txn:
         held = np.zeros(len(grams), dtype=bool)
         if not len(grams):
             return held
-        maybe = np.flatnonzero(self.store.segments.maybe(Probe(grams))
-                               | self.store.recent.maybe(grams))
-        self._resolve(grams[maybe])
+        admitted = self.store.segments.maybe(Probe(grams))
+        maybe = np.flatnonzero(admitted.any | self.store.recent.maybe(grams))
+        self._resolve(grams[maybe], admitted)
         cache = self.postings_cache
         held[maybe] = [cache.get(g) is not None for g in grams[maybe].tolist()]
         return held
 
-    def _resolve(self, grams: np.ndarray) -> None:
+    def _resolve(self, grams: np.ndarray, admitted: Admitted | None = None) -> None:
         """Overlay first (the store's cache of it, then the KV), then the recent pairs,
-        then segments, for grams not in the transaction's cache."""
+        then segments, for grams not in the transaction's cache. `admitted`: the
+        segments' filters' answers for these grams, when the caller has them."""
         cache = self.postings_cache
         glist = [g for g in grams.tolist() if g not in cache] if cache else grams.tolist()
         rest = self.store.postings.get_many(glist, cache)
@@ -234,7 +235,8 @@ class Txn:
             for g, holder in found.items():
                 cache[g] = (holder,)
         if rest:
-            for g, holder in self.store.segments.find(np.asarray(rest, dtype=np.uint64)).items():
+            rest_grams = np.asarray(rest, dtype=np.uint64)
+            for g, holder in self.store.segments.find(rest_grams, admitted).items():
                 cache[g] = (holder,)
 
     def _read_overlay(self, grams: list[int]) -> list[int]:
