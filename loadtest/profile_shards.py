@@ -10,7 +10,8 @@ shard (engine.clusters). Under the range assignor both land on the same worker, 
 worker falls behind first when the machine is short of CPU (bench_kafka's latency step).
 
 This runs the sharded pipeline of tests/sharded.py (the Kafka worker's own step,
-engine.shard_step, on in-memory topics) with each shard's state in RocksDB: the first
+engine.shard_step, on in-memory topics) with each shard's state in RocksDB, sized as a
+worker sizes it under the default budget (adapters.worker.shard_budgets): the first
 `--warm` pages in rounds of 70 (what a fetch under a backlog brings), then one page a
 round, as a worker paced below its capacity takes them, every shard taking all of its
 input each round. Each shard's steps are timed on the process clock, the site shard's
@@ -38,9 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtest.bench_kafka import make_stream  # noqa: E402
 from loadtest.host import machine  # noqa: E402
-from streamdet.adapters.worker import Shard  # noqa: E402
+from streamdet.adapters.worker import Shard, shard_budgets  # noqa: E402
 from streamdet.engine import site_shard  # noqa: E402
 from streamdet.engine.params import Params  # noqa: E402
+from streamdet.state.budget import MemoryBudget  # noqa: E402
 from tests.sharded import Simulation, analysed  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -54,10 +56,11 @@ class PacedPipeline(Simulation):
 
     def __init__(self, params: Params, shards: int, work: Path) -> None:
         super().__init__(params, shards, seed=0)
+        memory, budgets = shard_budgets(MemoryBudget(), shards)  # a worker's, by default
         for kind, shards_of in (("doc", self.doc), ("gram", self.gram)):
             for sh in shards_of:
                 sh.state = Shard(kind, sh.index, str(work / f"{kind}-{sh.index}"), params,
-                                 shards)
+                                 shards, budgets[kind], memory)
         self.spent: dict[str, float] = defaultdict(float)
 
     def _take(self, topic: list[bytes], start: int) -> int:

@@ -124,6 +124,15 @@ class Shard(ShardState):
             self.store.close()
 
 
+def shard_budgets(budget: MemoryBudget, shards: int
+                  ) -> tuple[RocksMemory, dict[str, MemoryBudget]]:
+    """A worker's shard states share half of its budget: one RocksDB cache for all, and
+    the engine's caches by role (state.budget.ShardShare)."""
+    states = MemoryBudget(budget.total // 2)
+    return RocksMemory(states), {kind: states.shard_state(kind, shards)
+                                 for kind in (DOC_ROLE, GRAM_ROLE)}
+
+
 class Worker:
     def __init__(self, broker: str, state_dir: str, params: Params, shards: int, *,
                  topics: Topics | None = None, group: str = "streamdet",
@@ -144,10 +153,7 @@ class Worker:
         # quarters, with every share filled, a worker that took 20,000 pages alone peaked
         # at 1,286 MiB of all its processes under 1 GiB (CHANGELOG.md)
         self.budget = budget or MemoryBudget()
-        states = MemoryBudget(self.budget.total // 2)
-        self._rocks_memory = RocksMemory(states)
-        self._shard_budgets = {kind: states.shard_state(kind, shards) for kind in (
-            DOC_ROLE, GRAM_ROLE)}
+        self._rocks_memory, self._shard_budgets = shard_budgets(self.budget, shards)
         self._fetch_bytes = min(64 << 20, self.budget.records // 4)
         # a doc shard's round holds the earlier documents its pages and deltas reach;
         # rounds run one shard at a time, so each may hold the budget's share for a batch
