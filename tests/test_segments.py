@@ -82,16 +82,23 @@ def _add(index: SegmentIndex, kv, grams: np.ndarray, docnos: np.ndarray) -> None
     index.installed(seg)
 
 
-def test_find_returns_exactly_the_pairs_written(kv):
-    rng = np.random.default_rng(1)
-    index = _index(kv)
+def _written(index: SegmentIndex, kv, rng: np.random.Generator, batches: int,
+             n: int) -> dict[int, int]:
+    """`batches` segments of ~n new grams each, random holders; gram -> holder."""
     truth: dict[int, int] = {}
-    for _batch in range(6):
-        g = _grams(rng, 3000)
+    for _batch in range(batches):
+        g = _grams(rng, n)
         g = g[~np.isin(g, np.fromiter(truth, dtype=np.uint64, count=len(truth)))]
         d = rng.integers(1, 1000, len(g)).astype(np.uint64)
         truth.update(zip(g.tolist(), d.tolist(), strict=True))
         _add(index, kv, g, d)
+    return truth
+
+
+def test_find_returns_exactly_the_pairs_written(kv):
+    rng = np.random.default_rng(1)
+    index = _index(kv)
+    truth = _written(index, kv, rng, 6, 3000)
     probe = np.concatenate([np.fromiter(truth, dtype=np.uint64), _grams(rng, 5000)])
     found = index.find(np.unique(probe))
     assert found == truth
@@ -115,12 +122,7 @@ def test_find_with_the_filters_answers_reads_the_same_pairs_without_probing_agai
         kv, monkeypatch):
     rng = np.random.default_rng(4)
     index = _index(kv)
-    truth: dict[int, int] = {}
-    for batch in range(4):
-        g = _grams(rng, 2000)
-        g = g[~np.isin(g, np.fromiter(truth, dtype=np.uint64, count=len(truth)))]
-        truth.update(dict.fromkeys(g.tolist(), batch + 1))
-        _add(index, kv, g, np.full(len(g), batch + 1, dtype=np.uint64))
+    truth = _written(index, kv, rng, 4, 2000)
     probe = np.unique(np.concatenate([np.fromiter(truth, dtype=np.uint64), _grams(rng, 3000)]))
     admitted = index.maybe(Probe(probe))
     assert admitted.any[np.isin(probe, np.fromiter(truth, dtype=np.uint64))].all()
