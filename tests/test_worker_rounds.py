@@ -17,6 +17,7 @@ from streamdet.adapters import failpoints
 from streamdet.adapters.contiguity import Gaps, SkippedRecords
 from streamdet.adapters.kafka import Timing
 from streamdet.adapters.metrics import metrics
+from streamdet.adapters.round_pacer import RoundPacer
 from streamdet.adapters.worker import Shard, Worker
 from streamdet.engine.params import Params
 
@@ -131,12 +132,14 @@ class _Consumer:
         return None
 
 
-@pytest.mark.parametrize("round_ms", [0, 40])
-def test_rounds_start_no_closer_than_the_round_interval(round_ms, monkeypatch):
-    """STREAMDET_ROUND_MS: a worker takes a round at most every round_ms (records gather
-    meanwhile), and at once when it is 0."""
+@pytest.mark.parametrize("busy_s", [0.0, 0.03])
+def test_rounds_gather_records_only_while_they_keep_the_worker_busy(busy_s, monkeypatch):
+    """A worker whose rounds take no time starts each as soon as records come; one whose
+    rounds fill its time waits between their starts (the pacer's wait, at most
+    STREAMDET_ROUND_MS), records gathering meanwhile, and shows the wait as a gauge."""
     worker = Worker("127.0.0.1:1", "unused", Params(), 4,
-                    timing=Timing(session_ms=3000, heartbeat_ms=300, round_ms=round_ms))
+                    timing=Timing(session_ms=3000, heartbeat_ms=300, round_ms=100))
+    worker.pacer = RoundPacer(0.1, window_s=0.2)
     handled, slept = [], []
     real_sleep = asyncio.sleep
 
@@ -148,13 +151,15 @@ def test_rounds_start_no_closer_than_the_round_interval(round_ms, monkeypatch):
 
     async def handle(batch):
         handled.append(batch["tp"][0].offset)
+        if busy_s:
+            await real_sleep(busy_s)
 
     async def nothing(*_args, **_kwargs):
         return None
 
     async def run():
         stop = asyncio.Event()
-        worker.consumer = _Consumer(stop, rounds=5)
+        worker.consumer = _Consumer(stop, rounds=16)
         worker._handle, worker._bound_inflight = handle, nothing  # noqa: SLF001
         await worker._rounds(stop)  # noqa: SLF001
         return worker.consumer.fetched
@@ -163,13 +168,16 @@ def test_rounds_start_no_closer_than_the_round_interval(round_ms, monkeypatch):
         fetched = asyncio.run(run())
     finally:
         worker.cpu.shutdown()
-    assert handled == [1, 2, 3, 4, 5]
-    gaps = [b - a for a, b in zip(fetched, fetched[1:], strict=False)]
-    if round_ms:
-        assert len(slept) == 4 and all(0 < s <= round_ms / 1000 for s in slept), slept
-        assert min(gaps) >= round_ms / 1000 - 0.005, gaps  # the loop's clock resolution
+    assert handled == list(range(1, 17))
+    gauge = worker.metrics.round_gather._value.get()  # noqa: SLF001
+    if busy_s:
+        assert slept and all(0 < s <= 0.1 for s in slept), slept
+        gaps = [b - a for a, b in zip(fetched, fetched[1:], strict=False)]
+        assert max(gaps) > busy_s + 0.005, gaps  # some rounds started later than at once
+        assert 0 < gauge <= 0.1
     else:
         assert slept == []  # a round at once
+        assert gauge == 0.0
 
 
 class _Backlog:

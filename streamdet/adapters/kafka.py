@@ -109,8 +109,9 @@ class Timing:
 
     session_ms: int = int(os.environ.get("STREAMDET_SESSION_MS", "6000"))
     heartbeat_ms: int = int(os.environ.get("STREAMDET_HEARTBEAT_MS", "500"))
-    # the shortest time between the starts of two rounds of a worker (adapters.worker)
-    round_ms: int = int(os.environ.get("STREAMDET_ROUND_MS", "0"))
+    # the longest a worker lets records gather between the starts of two rounds, reached
+    # while rounds keep it busy (adapters.round_pacer); 0: a round as soon as records come
+    round_ms: int = int(os.environ.get("STREAMDET_ROUND_MS", "250"))
 
     def group_settings(self) -> dict:
         return dict(session_timeout_ms=self.session_ms, heartbeat_interval_ms=self.heartbeat_ms,

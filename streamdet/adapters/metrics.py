@@ -65,6 +65,11 @@ class Metrics:
                          "Records behind the partition's high watermark (from fetch responses).",
                          ["topic", "partition"], registry=r)
         self.up = Gauge("streamdet_worker_up", "1 while the worker is running.", registry=r)
+        self.round_gather = Gauge(
+            "streamdet_round_gather_seconds",
+            "How long the worker lets records gather between the starts of two rounds: 0 "
+            "while its rounds keep up, up to STREAMDET_ROUND_MS as they keep it busy.",
+            registry=r)
         self.rebalances = Counter("streamdet_rebalances_total",
                                   "Partition assignments this worker went through.", registry=r)
         self.shards = Gauge("streamdet_shards_owned", "Shards this worker owns, by role.",
@@ -113,7 +118,8 @@ METRICS = ("streamdet_pages_total", "streamdet_input_bytes_total",
            "streamdet_fetch_to_event_seconds", "streamdet_rescore_fanout",
            "streamdet_common_grams_total", "streamdet_state_postings",
            "streamdet_state_documents", "streamdet_state_disk_bytes",
-           "streamdet_consumer_lag_records", "streamdet_worker_up", "streamdet_rebalances_total",
+           "streamdet_consumer_lag_records", "streamdet_worker_up",
+           "streamdet_round_gather_seconds", "streamdet_rebalances_total",
            "streamdet_shards_owned", "streamdet_replayed_records_total",
            "streamdet_deferred_records_total",
            "streamdet_worker_rejoins_total", "streamdet_fetch_gaps_total",

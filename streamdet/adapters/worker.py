@@ -76,6 +76,7 @@ from .kafka import (
 from .metrics import metrics
 from .outputs import utc_at, utc_now
 from .payloads import analyze_payloads, warm_up
+from .round_pacer import RoundPacer
 from .state_format import SHARD, check_state
 from .views import monster_counts
 from .watchdog import DEFAULT_PAGE_TIMEOUT, Aborted, AnalysisPool
@@ -146,6 +147,7 @@ class Worker:
         self.group, self.pages_partitions = group, pages_partitions
         self.max_body, self.max_records = max_body, max_records
         self.timing = timing or Timing()
+        self.pacer = RoundPacer(self.timing.round_ms / 1000)
         self.on_batch = on_batch
         # a worker may come to own every doc and gram shard: its states share half of the
         # budget (one RocksDB cache, the engine's caches by role: state.budget.ShardShare),
@@ -260,9 +262,14 @@ class Worker:
             raise self.failure
 
     async def _rounds(self, stop: asyncio.Event) -> None:
+        """Rounds until `stop`; a round starts once records came and the pacer's wait
+        since the last one's start is over (adapters.round_pacer: none while the worker
+        keeps up)."""
         began = 0.0
         while not stop.is_set():
-            if (wait := began + self.timing.round_ms / 1000 - time.monotonic()) > 0:
+            gather = self.pacer.gather_s(time.monotonic())
+            self.metrics.round_gather.set(gather)
+            if (wait := began + gather - time.monotonic()) > 0:
                 await asyncio.sleep(wait)
             batch = await self._fetch()
             if batch:
@@ -278,8 +285,10 @@ class Worker:
                     await self._bound_inflight(0)  # idle: finish what is in flight
                     await self._commit_acknowledged(force=True)
                     await self._cpu(self._flush_cleared)
-            if batch and self.on_batch:
-                self.on_batch(self)
+            if batch:
+                self.pacer.ran(began, time.monotonic())
+                if self.on_batch:
+                    self.on_batch(self)
             self._gauges()
 
     async def _fetch(self) -> dict:
