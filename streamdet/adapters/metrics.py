@@ -70,6 +70,11 @@ class Metrics:
             "How long the worker lets records gather between the starts of two rounds: 0 "
             "while its rounds keep up, up to STREAMDET_ROUND_MS as they keep it busy.",
             registry=r)
+        self.round_busy = Gauge(
+            "streamdet_round_busy_ratio",
+            "Share of the last seconds the worker spent in rounds (from records fetched to "
+            "the round handed to its acknowledgements): its load, which sets the gather wait.",
+            registry=r)
         self.rebalances = Counter("streamdet_rebalances_total",
                                   "Partition assignments this worker went through.", registry=r)
         self.shards = Gauge("streamdet_shards_owned", "Shards this worker owns, by role.",
@@ -119,7 +124,8 @@ METRICS = ("streamdet_pages_total", "streamdet_input_bytes_total",
            "streamdet_common_grams_total", "streamdet_state_postings",
            "streamdet_state_documents", "streamdet_state_disk_bytes",
            "streamdet_consumer_lag_records", "streamdet_worker_up",
-           "streamdet_round_gather_seconds", "streamdet_rebalances_total",
+           "streamdet_round_gather_seconds", "streamdet_round_busy_ratio",
+           "streamdet_rebalances_total",
            "streamdet_shards_owned", "streamdet_replayed_records_total",
            "streamdet_deferred_records_total",
            "streamdet_worker_rejoins_total", "streamdet_fetch_gaps_total",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import deque
 
-LOW, HIGH = 0.3, 0.8  # busy shares between which the wait grows from none to the most
+LOW, HIGH = 0.5, 0.9  # busy shares between which the wait grows from none to the most
 WINDOW_S = 2.0
 
 

@@ -148,6 +148,7 @@ class Worker:
         self.max_body, self.max_records = max_body, max_records
         self.timing = timing or Timing()
         self.pacer = RoundPacer(self.timing.round_ms / 1000)
+        self._left_behind = False  # the last fetch left records in a partition it read
         self.on_batch = on_batch
         # a worker may come to own every doc and gram shard: its states share half of the
         # budget (one RocksDB cache, the engine's caches by role: state.budget.ShardShare),
@@ -264,12 +265,15 @@ class Worker:
     async def _rounds(self, stop: asyncio.Event) -> None:
         """Rounds until `stop`; a round starts once records came and the pacer's wait
         since the last one's start is over (adapters.round_pacer: none while the worker
-        keeps up)."""
+        keeps up, nor while the last fetch left records behind)."""
         began = 0.0
         while not stop.is_set():
-            gather = self.pacer.gather_s(time.monotonic())
+            now = time.monotonic()
+            # a fetch that left records behind (a backlog): they are there to take now
+            gather = 0.0 if self._left_behind else self.pacer.gather_s(now)
             self.metrics.round_gather.set(gather)
-            if (wait := began + gather - time.monotonic()) > 0:
+            self.metrics.round_busy.set(self.pacer.busy_share(now))
+            if (wait := began + gather - now) > 0:
                 await asyncio.sleep(wait)
             batch = await self._fetch()
             if batch:
@@ -316,6 +320,7 @@ class Worker:
                     else recs
                 records += len(recs)
                 size += sum(len(rec.value or b"") for rec in recs)
+        self._left_behind = any(self._behind(tp, recs[-1].offset) for tp, recs in batch.items())
         return batch
 
     def _behind(self, tp: TopicPartition, last: int) -> bool:
