@@ -1,20 +1,22 @@
 """How long a worker lets records gather before its next round.
 
-A round has costs that do not grow with its records: each shard step's state commit, the
-site shard's figures, the producer's requests, the broker's fetch responses. While the
-worker keeps up, a round holds the one or two records that came since the last one and
-those costs are paid per record: paced at 9.9 pages/s, two workers spent 147 ms of CPU a
-page, against 60 ms a page on a backlog, and on two cores that left the workers behind
-and the latency growing (docs/benchmarks). Rounds that gathered 500 ms of records cut
-the workers' CPU by a third and the broker's by three quarters, but made every hop wait
-that long even when the machine was idle.
+A round has costs that do not grow with its records: each shard step's state commit and
+lookups, the site shard's figures, the producer's requests, the broker's fetch
+responses. While the worker keeps up, a round holds the one or two records that came
+since the last one, and those costs are paid per record: in bench_kafka's latency step
+two workers spent 147 ms of CPU a paced page against 60 a page of a backlog, and on a
+machine that is short of cores that is what makes events late (docs/benchmarks).
+Rounds that gather records pay them once for many, but make each hop wait: a fixed
+wait (500 ms) cut the workers' CPU by a third and the test broker's by three quarters,
+and held every event back even when the machine was idle (CHANGELOG.md).
 
 So the wait follows the load: the share of the last `window_s` seconds the worker spent
 in rounds (from its records fetched to the round handed to its acknowledgements). Below
 `low` the next round starts as soon as records come; from `low` to `high` the wait grows
-in proportion up to `most_s`. Gathering lowers the share (fewer rounds, the same records),
-so the wait settles where the two meet rather than running to the ceiling; a machine
-slowed by other work stretches the rounds, raises the share and gathers more.
+in proportion, up to `most_s`. Gathering lowers the share (fewer rounds for the same
+records), so the wait settles where the two meet rather than running to the ceiling; a
+machine slowed by other work stretches the rounds, raises the share and gathers more.
+A worker with a backlog never waits (adapters.worker): its records are already there.
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ class RoundPacer:
 
     def gather_s(self, now: float) -> float:
         """How long after a round's start the next one should start."""
-        if self.most_s <= 0:
-            return 0.0
-        over = (self.busy_share(now) - self.low) / (self.high - self.low)
-        return self.most_s * min(1.0, max(0.0, over))
+        return self.gather_for(self.busy_share(now))
+
+    def gather_for(self, share: float) -> float:
+        """The wait at a busy share of `share`."""
+        over = (share - self.low) / (self.high - self.low)
+        return max(0.0, self.most_s) * min(1.0, max(0.0, over))

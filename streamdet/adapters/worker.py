@@ -269,10 +269,11 @@ class Worker:
         began = 0.0
         while not stop.is_set():
             now = time.monotonic()
+            share = self.pacer.busy_share(now)
             # a fetch that left records behind (a backlog): they are there to take now
-            gather = 0.0 if self._left_behind else self.pacer.gather_s(now)
+            gather = 0.0 if self._left_behind else self.pacer.gather_for(share)
+            self.metrics.round_busy.set(share)
             self.metrics.round_gather.set(gather)
-            self.metrics.round_busy.set(self.pacer.busy_share(now))
             if (wait := began + gather - now) > 0:
                 await asyncio.sleep(wait)
             batch = await self._fetch()
