@@ -29,7 +29,8 @@ RULE_TESTS = ROOT / "deploy" / "prometheus" / "tests" / "streamdet_test.yml"
 PROMETHEUS_YML = ROOT / "deploy" / "prometheus" / "prometheus.yml"
 
 ALERTS = {"StreamdetWorkerDown", "StreamdetLagGrowing", "StreamdetDeadLettersSpiking",
-          "StreamdetNoPages", "StreamdetLatencySLOBurn", "StreamdetWorkerRejoining"}
+          "StreamdetNoPages", "StreamdetLatencySLOBurn", "StreamdetWorkerRejoining",
+          "StreamdetWorkerSaturated"}
 
 
 def promtool() -> str:
