@@ -51,11 +51,8 @@ class RoundPacer:
         busy = sum(min(ended, now) - max(began, start) for began, ended in self.spans)
         return min(1.0, max(0.0, busy / self.window_s))
 
-    def gather_s(self, now: float) -> float:
-        """How long after a round's start the next one should start."""
-        return self.gather_for(self.busy_share(now))
-
     def gather_for(self, share: float) -> float:
-        """The wait at a busy share of `share`."""
+        """How long after a round's start the next one should start, at a busy share of
+        `share` (`busy_share`: the worker reports the share beside the wait)."""
         over = (share - self.low) / (self.high - self.low)
         return max(0.0, self.most_s) * min(1.0, max(0.0, over))

@@ -306,8 +306,8 @@ class Worker:
         batch = await self.consumer.getmany(timeout_ms=100, max_records=self.max_records)
         records = sum(len(recs) for recs in batch.values())
         size = sum(len(rec.value or b"") for recs in batch.values() for rec in recs)
-        while batch and records < self.max_records and size < self._fetch_bytes and any(
-                self._behind(tp, recs[-1].offset) for tp, recs in batch.items()):
+        while batch and records < self.max_records and size < self._fetch_bytes \
+                and self._behind(batch):
             more = await self.consumer.getmany(timeout_ms=FETCH_WAIT_MS,
                                                max_records=self.max_records - records)
             if not more:
@@ -321,13 +321,17 @@ class Worker:
                     else recs
                 records += len(recs)
                 size += sum(len(rec.value or b"") for rec in recs)
-        self._left_behind = any(self._behind(tp, recs[-1].offset) for tp, recs in batch.items())
+        self._left_behind = self._behind(batch)
         return batch
 
-    def _behind(self, tp: TopicPartition, last: int) -> bool:
-        """Whether partition tp holds records past offset `last` (as of its last fetch)."""
-        high = self.consumer.highwater(tp)
-        return high is not None and high > last + 1
+    def _behind(self, batch: dict) -> bool:
+        """Whether a partition the batch read holds records past the batch's last one (as
+        of the partition's last fetch)."""
+        for tp, recs in batch.items():
+            high = self.consumer.highwater(tp)
+            if high is not None and high > recs[-1].offset + 1:
+                return True
+        return False
 
     def _flush_cleared(self) -> None:
         """Delete the acknowledged outboxes' keys of every shard (the worker is idle: no
