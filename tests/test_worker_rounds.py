@@ -159,6 +159,9 @@ def test_rounds_gather_records_only_while_they_keep_the_worker_busy(busy_s, cons
         return real_sleep(seconds)
 
     monkeypatch.setattr(asyncio, "sleep", sleep)
+    shown: list[float] = []  # every value the wait's gauge took
+    gauge = worker.metrics.round_gather
+    monkeypatch.setattr(gauge, "set", lambda v, set_=gauge.set: (shown.append(v), set_(v)))
 
     async def handle(batch):
         handled.append(batch["tp"][0].offset)
@@ -180,15 +183,16 @@ def test_rounds_gather_records_only_while_they_keep_the_worker_busy(busy_s, cons
     finally:
         worker.cpu.shutdown()
     assert handled == list(range(1, 17))
-    gauge = worker.metrics.round_gather._value.get()  # noqa: SLF001
+    assert shown[-1] == gauge._value.get()  # noqa: SLF001
     if busy_s and consumer is _Consumer:
         assert slept and all(0 < s <= 0.1 for s in slept), slept
         gaps = [b - a for a, b in zip(fetched, fetched[1:], strict=False)]
         assert max(gaps) > busy_s + 0.005, gaps  # some rounds started later than at once
-        assert 0 < gauge <= 0.1
+        assert max(slept) <= max(shown)  # each sleep is what was left of a wait shown
+        assert 0 < max(shown) <= 0.1
     else:
         assert slept == []  # a round at once
-        assert gauge == 0.0
+        assert set(shown) == {0.0}
 
 
 class _Backlog:
