@@ -40,6 +40,7 @@ from streamdet.engine.shards import (
     shown_record,
     unsent_events,
 )
+from streamdet.engine.site_shard import share_rows
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
 
@@ -51,11 +52,11 @@ from .harness import (
     without_repeats,
 )
 from .reference import ref_badness, ref_partials, ref_sites, reference
-from .sharded import Rows, analysed, sharded_pipeline
+from .sharded import Rows, Simulation, analysed, sharded_pipeline
 from .strategies import any_corpus_st, large_corpus_st
 from .test_chunks import chunk_corpus_st
 from .test_partials import pair_corpus_st
-from .test_sites import assert_same_sites
+from .test_sites import assert_same_sites, copied_farm
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                       HealthCheck.data_too_large])
@@ -260,7 +261,12 @@ def test_messages_round_trip():
               Delta(5, LOSE, [9, 8], None, "http://b/"), Delta(6, DROP, [5], 11, "http://b/")]
     m = DeltasMsg.decode(DeltasMsg(deltas, {7: ("a", "http://a/")}, {"http://b/": 2.5}).encode())
     assert m.deltas == deltas and m.names == {7: ("a", "http://a/")}
-    assert m.times == {"http://b/": 2.5}
+    assert m.times == {"http://b/": 2.5} and m.shares_cause == ""
+    rows = share_rows([(7, 1, 30, True, 4, 0, 0)])
+    m = DeltasMsg.decode(DeltasMsg(deltas[:1], times={"http://c/": 4.5, "http://a/": 1.0},
+                                   shares=rows, shares_cause="http://c/").encode())
+    assert m.shares.tolist() == rows.tolist() and m.shares_cause == "http://c/"
+    assert m.deltas == deltas[:1] and m.times == {"http://c/": 4.5, "http://a/": 1.0}
     a = GramsMsg.decode(GramsMsg("add", 9, grams, "a", "http://a/", 3.0).encode())
     assert (a.server, a.url, a.fetched_at) == ("a", "http://a/", 3.0)
 
@@ -402,6 +408,21 @@ def test_neighbourhoods_of_the_shards_equal_the_reference(corpus, shards, seed, 
        faults=FAULTS)
 def test_sites_of_the_shards_equal_the_reference(corpus, shards, seed, faults):
     _check_sites(corpus, shards, seed, faults)
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_a_site_made_a_monster_by_pages_elsewhere_names_the_page_that_made_it(shards):
+    """The gram shards' shares carry the page that moved them to the site shard, so the
+    `site` event names the copy that made the farm a monster, as `streamdet run` does
+    (test_sites), not a farm page that came long before."""
+    records, cause = copied_farm()
+    sim = Simulation(Params(), shards, 0)
+    for page in analysed(records, Params()):
+        sim.publish(page)
+        sim.run_until_idle()
+    [ev] = [e for e in sim.events
+            if e["event"] == "site" and e.get("site") == "farm.example.com"]
+    assert (ev["monster"], ev["pages"], ev["cause"]) == (True, 10, cause)
 
 
 D, A, Z = "delta 中文 STRASSE beta STRASSE", "alpha", "中文 Straße beta 中文 42"

@@ -33,9 +33,10 @@ def store(request, tmp_path):
     s.close()
 
 
-def _batch(store: Store, site: SiteShard, shares=(), parts=()) -> list[dict]:
+def _batch(store: Store, site: SiteShard, shares=(), parts=(), cause: str = "") -> list[dict]:
+    """One batch: a shares message (its rows and its cause), then the parts."""
     txn = store.begin()
-    events = site.process(txn, [share_rows(list(shares))], list(parts),
+    events = site.process(txn, [(share_rows(list(shares)), cause)], list(parts),
                           lambda last: last + 1)
     txn.commit()
     return events
@@ -80,6 +81,18 @@ def test_an_unchanged_part_still_names_the_cause_of_a_share_moved_beside_it(stor
     site = Watched(Params(), 2)
     _batch(store, site, [(7, 0, 5, True, 3, 0, 0)], [_part(7, 10, 4, "http://c/1")])
     _batch(store, site, [(7, 0, 12, True, 5, 0, 0)], [_part(7, 12, 4, "http://c/2")])
+    assert site.batches[-1] == {7: "http://c/2"}
+
+
+def test_a_share_moved_alone_names_the_page_that_moved_it(store):
+    """A document whose share moved, its part unchanged, names the page whose arrival
+    moved it (the share message's cause), not itself: it may have come long before."""
+    site = Watched(Params(), 2)
+    _batch(store, site, [(7, 0, 5, True, 3, 0, 0)], [_part(7, 10, 4, "http://c/1")])
+    _batch(store, site, [(7, 0, 12, True, 5, 0, 0)], cause="http://late/9")
+    assert site.batches[-1] == {7: "http://late/9"}
+    _batch(store, site, [(7, 1, 13, True, 2, 0, 0)], [_part(7, 14, 4, "http://c/2")],
+           cause="http://late/10")  # the part names the cause of its own re-score
     assert site.batches[-1] == {7: "http://c/2"}
 
 

@@ -86,6 +86,33 @@ def _farm(n: int, host: str) -> list[dict]:
     return [{"url": f"http://{host}/p{i}", "text": f"{phrase} page {i}"} for i in range(n)]
 
 
+def copied_farm() -> tuple[list[dict], str]:
+    """Ten farm pages, each a phrase of its own (36 5-grams), then four copies of each
+    phrase on another site, phrase by phrase: each phrase turns popular (5 pages) at its
+    fourth copy, raising its farm page's pop(d) from 0 to 36. The farm is a monster
+    once nine of them are (mean 32.4, σ 10.8): at the fourth copy of phrase 8, whose
+    URL is returned."""
+    def phrase(i: int) -> str:
+        return " ".join(f"f{i}w{n}" for n in range(40))
+    farm = [{"url": f"http://farm.example.com/p{i}", "text": phrase(i)} for i in range(10)]
+    copies = [{"url": f"http://copy.example.net/c{i}-{j}", "text": phrase(i)}
+              for i in range(10) for j in range(4)]
+    return farm + copies, "http://copy.example.net/c8-3"
+
+
+def test_a_site_made_a_monster_by_pages_elsewhere_names_the_page_that_made_it():
+    """The farm's pages came long before; the `site` event names the copy whose arrival
+    made the farm a monster (SPEC §3: the record whose arrival produced the event)."""
+    params = Params()
+    records, cause = copied_farm()
+    events: list[dict] = []
+    sites: list[dict] = []
+    run_embedded(records, params, [10] + [1] * 40, events=events, sites=sites)
+    assert_same_sites(sites, ref_sites(reference(records, params), params))
+    [ev] = [e for e in events if e["event"] == "site" and e.get("site") == "farm.example.com"]
+    assert (ev["monster"], ev["pages"], ev["cause"]) == (True, 10, cause)
+
+
 def test_a_farm_becomes_a_monster_and_stops_being_one():
     """A host of 10 pages sharing 37 popular 5-grams (mean pop 37, σ 0) is a monster
     candidate; re-fetched as different pages, it stops being one; the events say so."""

@@ -102,7 +102,8 @@ class Engine:
             self._pair(txn, page, docno, old, partners, paired)
         causes = {d: t.cause for d, t in dirty.items()}
         events = traps + rescore(self.docs, txn, dirty, before, lambda last: last + 1)
-        events += self.sites.settle(txn, self._contributions(txn, causes, withdrawn),
+        newest = next(reversed(arrived.values()), "")
+        events += self.sites.settle(txn, self._contributions(txn, causes, withdrawn, newest),
                                     lambda last: last + 1)
         events += self.badness.settle(txn, self._places(txn, arrived, withdrawn),
                                       lambda last: last + 1)
@@ -115,10 +116,12 @@ class Engine:
         self._rows, self._fresh = {}, self._fresh[:0]  # the batch's: not held until the next
         return events, stats
 
-    def _contributions(self, txn: Txn, causes: dict[int, str], withdrawn: dict[int, str]
-                       ) -> dict[int, tuple[Contribution | None, str]]:
+    def _contributions(self, txn: Txn, causes: dict[int, str], withdrawn: dict[int, str],
+                       newest: str) -> dict[int, tuple[Contribution | None, str]]:
         """What each document the batch changed (re-scored, pop(d) moved, replaced) now
-        adds to its sites' totals (None: nothing, it is gone), with its cause (SPEC §8)."""
+        adds to its sites' totals (None: nothing, it is gone), with its cause (SPEC §8):
+        one whose pop(d) alone moved names the batch's newest page, as the Kafka site
+        shard does (engine.site_shard), not itself: it may have come long before."""
         out: dict[int, tuple[Contribution | None, str]] = {
             d: (None, url) for d, url in withdrawn.items()}
         popped = [d for d in txn.pop_changed() if d not in withdrawn]
@@ -127,7 +130,7 @@ class Engine:
             doc = txn.doc(d)
             url = txn.url_of(d)
             out[d] = (Contribution.of(url, pop, doc.n_patch, doc.n_grams, doc.result.quilted),
-                      causes.get(d, url))
+                      causes.get(d, newest or url))
         return out
 
     def label(self, txn: Txn, keys: np.ndarray, cause: str) -> tuple[list[dict], int]:

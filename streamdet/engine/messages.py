@@ -185,6 +185,7 @@ class DeltasMsg:
     # SPEC §8, to the site shard only (never held for pages not applied: engine.site_parts)
     shares: np.ndarray = field(default_factory=lambda: np.zeros((0, SHARE_COLUMNS), np.uint64))
     parts: list[SitePart] = field(default_factory=list)
+    shares_cause: str = ""  # the newest page of the gram shard's batch that made the shares
 
     def __len__(self) -> int:
         """Its items: deltas, links and cluster rows (not the site shard's rows)."""
@@ -247,8 +248,11 @@ class DeltasMsg:
                           causes.setdefault(p.cause, len(causes)),
                           urls.setdefault(p.url, len(urls))))
         names = [[d, s, u] for d, (s, u) in self.names.items()]
-        return pack({"k": "deltas", "c": list(causes), "n": names, "i": list(ids),
-                     "t": [self.times.get(c) for c in causes], "u": list(urls)},
+        head = {"k": "deltas", "n": names, "i": list(ids), "u": list(urls)}
+        if self.shares_cause:
+            head["s"] = causes.setdefault(self.shares_cause, len(causes))
+        head |= {"c": list(causes), "t": [self.times.get(c) for c in causes]}
+        return pack(head,
                     [np.asarray(grams, dtype=np.uint64), np.asarray(counts, dtype=np.uint64),
                      np.asarray(holders, dtype=np.uint64), np.asarray(rows, dtype=np.uint64),
                      np.asarray(heads, dtype=np.uint64),
@@ -291,7 +295,8 @@ class DeltasMsg:
         return cls(deltas, {d: (s, u) for d, s, u in h["n"]}, times,
                    _links(arrays[4:6], causes) if len(arrays) >= 6 else [],
                    _cluster_rows(arrays[6], causes, h["i"]) if len(arrays) >= 7 else [],
-                   *_site_rows(arrays, causes, h.get("u", [])))
+                   *_site_rows(arrays, causes, h.get("u", [])),
+                   causes[h["s"]] if "s" in h else "")
 
 
 def _links(arrays: list[np.ndarray], causes: list[str]) -> list[Link]:

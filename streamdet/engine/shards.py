@@ -198,7 +198,7 @@ class DocShard:
             if isinstance(msg, ShownMsg):
                 continue
             self.cause_times.update(msg.times)
-            shares.append(msg.shares)
+            shares.append((msg.shares, msg.shares_cause))
             parts += msg.parts
             for docno, (server, url) in msg.names.items():
                 if txn.name(docno) is None:
@@ -367,7 +367,10 @@ class GramShard:
                 txn.kill(m.docno)
         shares = self._shares(txn, ops, end)
         rows = near.rows(txn, near.settle(txn), end) if near is not None else []
-        return self._route(txn, deltas, links, times, rows, shares)
+        # a share moves with the batch's pages, not with the document it is of: the
+        # newest of them names it (a `site` event's cause, SPEC §3)
+        newest = next((m.url for _, m in reversed(ops) if m.url), "")
+        return self._route(txn, deltas, links, times, rows, (shares, newest))
 
     def _shares(self, txn, ops: list, end: int) -> np.ndarray:
         """This shard's share of every document whose pop(d) or chunk counts moved here,
@@ -407,13 +410,16 @@ class GramShard:
         self.went_common += common
 
     def _route(self, txn, deltas: list[Delta], links: list[Link], times: dict[str, float],
-               rows: list[ClusterRow], shares: np.ndarray) -> list[tuple[int, bytes]]:
+               rows: list[ClusterRow], site: tuple[np.ndarray, str]
+               ) -> list[tuple[int, bytes]]:
         """Deltas, links and cluster rows grouped per doc shard, each message naming
         every docno it mentions as a holder or a linked partner (not the targets: they
-        are the doc shard's own documents); the shares to the site shard."""
+        are the doc shard's own documents); the shares to the site shard, with their
+        cause."""
         per: dict[int, DeltasMsg] = {}
+        shares, shares_cause = site
         if len(shares):
-            per[SITE_SHARD] = DeltasMsg([])
+            per[SITE_SHARD] = DeltasMsg([], shares=shares, shares_cause=shares_cause)
         for d in deltas:
             per.setdefault(docno_shard(d.target, self.shards), DeltasMsg([])).deltas.append(d)
         for ln in links:
@@ -431,12 +437,11 @@ class GramShard:
                     mentioned.add(arg)
             names = {d: txn.name(d) for d in sorted(mentioned)}
             causes = ({d.cause for d in msg.deltas} | {ln.cause for ln in msg.links}
-                      | {r.cause for r in msg.clusters})
+                      | {r.cause for r in msg.clusters} | {msg.shares_cause})
             out.append((shard, DeltasMsg(msg.deltas, {d: n for d, n in names.items() if n},
                                          {c: t for c, t in times.items() if c in causes},
-                                         msg.links, msg.clusters,
-                                         shares if shard == SITE_SHARD else msg.shares
-                                         ).encode()))
+                                         msg.links, msg.clusters, msg.shares,
+                                         shares_cause=msg.shares_cause).encode()))
         return out
 
 

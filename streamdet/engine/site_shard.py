@@ -123,10 +123,11 @@ class SiteShard:
         return (self.sites.reconcile(txn, shown, next_seq, self.cause)
                 + self.badness.reconcile(txn, shown, next_seq, self.cause))
 
-    def process(self, txn: SiteView, shares: list[np.ndarray], parts: list[SitePart],
-                next_seq: Callable[[int], int],
+    def process(self, txn: SiteView, shares: list[tuple[np.ndarray, str]],
+                parts: list[SitePart], next_seq: Callable[[int], int],
                 shown: MutableMapping[str, str] | None = None) -> list[dict]:
-        """Apply a batch's shares and parts; return the `site` events."""
+        """Apply a batch's shares (each message's rows with the page that caused them)
+        and parts; return the `site` events."""
         changed: dict[int, str] = {}
         self._shares(txn, shares, changed)
         self._parts(txn, parts, changed)
@@ -137,18 +138,22 @@ class SiteShard:
         return events + self.badness.settle(txn, places, next_seq, shown)
 
     @staticmethod
-    def _shares(txn: SiteView, shares: list[np.ndarray], changed: dict[int, str]) -> None:
+    def _shares(txn: SiteView, shares: list[tuple[np.ndarray, str]],
+                changed: dict[int, str]) -> None:
         """The batch's shares in their order; a share older than the one kept is passed
         over (a key met twice in the batch is compared with its last write here), and
         one that says what the kept one says only renews its stamp. A withdrawn share is
-        deleted: a withdrawal is the version's last message from its gram shard."""
-        rows = [r for msg in shares for r in msg.tolist()]
+        deleted: a withdrawal is the version's last message from its gram shard. A
+        document a share changed names the page that moved the share (its message's
+        cause), not itself: it may have come long before."""
+        rows = [(r, cause) for msg, cause in shares for r in msg.tolist()]
         if not rows:
             return
-        keys = [_share_key(r[0], r[1]) for r in rows]
+        keys = [_share_key(r[0], r[1]) for r, _ in rows]
         kept = dict(zip(keys, txn.site_many(keys), strict=True))
         stamps = {k: _SHARE.unpack(v)[0] for k, v in kept.items() if v is not None}
-        for key, (d, _g, stamp, live, pop, inside, total) in zip(keys, rows, strict=True):
+        for key, (row, cause) in zip(keys, rows, strict=True):
+            d, _g, stamp, live, pop, inside, total = row
             if stamps.get(key, -1) > stamp:
                 continue  # overtaken by a newer share
             pop = pop - (1 << 64) if pop >= 1 << 63 else pop
@@ -157,7 +162,7 @@ class SiteShard:
             stamps[key] = stamp
             old, kept[key] = kept[key], raw
             if old is None or raw is None or old[_STAMP:] != raw[_STAMP:]:
-                changed.setdefault(d, "")
+                changed[d] = cause or changed.get(d, "")
 
     def _parts(self, txn: SiteView, parts: list[SitePart], changed: dict[int, str]) -> None:
         """The batch's parts in their order, each kept unless older than the part kept.
