@@ -17,7 +17,7 @@ in proportion, up to `most_s`. Gathering lowers the share (fewer rounds for the 
 records), so the wait settles where the two meet rather than running to the ceiling; a
 machine slowed by other work stretches the rounds, raises the share and gathers more.
 `low` is high because a worker that keeps up gains nothing from the wait: at 8 pages/s
-in profile_worker the share runs at 0.3-0.55, and a wait from 0.5 saved no CPU and
+in profile_worker the share runs at 0.2-0.6, and a wait from 0.5 saved no CPU and
 added 0.2 s to p99; the wait pays once rounds near fill the worker's time.
 A worker with a backlog never waits (adapters.worker): its records are already there.
 """
