@@ -26,11 +26,10 @@ def _pacer_busy(share: float, window_s: float = 2.0, rounds: int = 40) -> RoundP
 def test_an_idle_worker_takes_its_rounds_at_once():
     assert _gather(RoundPacer(0.25), 5.0) == 0.0  # no round yet
     assert _gather(_pacer_busy(0.1), 100.0) == 0.0
-    assert _gather(_pacer_busy(0.5), 100.0) == 0.0
-    assert _gather(_pacer_busy(0.7), 100.0) == pytest.approx(0.0, abs=1e-9)
+    assert _gather(_pacer_busy(0.5), 100.0) == pytest.approx(0.0, abs=1e-9)
 
 
-@pytest.mark.parametrize(("share", "gather"), [(0.8, 0.125), (0.9, 0.25), (0.97, 0.25)])
+@pytest.mark.parametrize(("share", "gather"), [(0.7, 0.125), (0.9, 0.25), (0.97, 0.25)])
 def test_the_wait_grows_with_the_busy_share_up_to_the_most(share, gather):
     pacer = _pacer_busy(share)
     assert pacer.busy_share(100.0) == pytest.approx(share)

@@ -16,9 +16,10 @@ in rounds (from its records fetched to the round handed to its acknowledgements)
 in proportion, up to `most_s`. Gathering lowers the share (fewer rounds for the same
 records), so the wait settles where the two meet rather than running to the ceiling; a
 machine slowed by other work stretches the rounds, raises the share and gathers more.
-`low` is high because a worker that keeps up gains nothing from the wait: at 8 pages/s
-in profile_worker the share runs at 0.2-0.6, and a wait from 0.5 saved no CPU and
-added 0.2 s to p99; the wait pays once rounds near fill the worker's time.
+`low` is a compromise. At 8 pages/s in profile_worker (the share at 0.2-0.6) a wait
+from 0.5 saved no CPU and added ~0.2 s to p99; but on bench_kafka's 20,000-page latency
+step a wait from 0.7 let the workers fall behind where one from 0.5 kept up
+(CHANGELOG.md): a worker gathering early keeps the slack it needs when the load rises.
 A worker with a backlog never waits (adapters.worker): its records are already there.
 """
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 from collections import deque
 
-LOW, HIGH = 0.7, 0.9  # busy shares between which the wait grows from none to the most
+LOW, HIGH = 0.5, 0.9  # busy shares between which the wait grows from none to the most
 WINDOW_S = 2.0
 
 
