@@ -370,7 +370,7 @@ class GramShard:
         # a share moves with the batch's pages, not with the document it is of: the
         # newest of them names it (a `site` event's cause, SPEC §3)
         newest = next((m.url for _, m in reversed(ops) if m.url), "")
-        return self._route(txn, deltas, links, times, rows, (shares, newest))
+        return self._route(txn, deltas, links, times, rows, shares, newest)
 
     def _shares(self, txn, ops: list, end: int) -> np.ndarray:
         """This shard's share of every document whose pop(d) or chunk counts moved here,
@@ -410,14 +410,13 @@ class GramShard:
         self.went_common += common
 
     def _route(self, txn, deltas: list[Delta], links: list[Link], times: dict[str, float],
-               rows: list[ClusterRow], site: tuple[np.ndarray, str]
+               rows: list[ClusterRow], shares: np.ndarray, shares_cause: str
                ) -> list[tuple[int, bytes]]:
         """Deltas, links and cluster rows grouped per doc shard, each message naming
         every docno it mentions as a holder or a linked partner (not the targets: they
         are the doc shard's own documents); the shares to the site shard, with their
         cause."""
         per: dict[int, DeltasMsg] = {}
-        shares, shares_cause = site
         if len(shares):
             per[SITE_SHARD] = DeltasMsg([], shares=shares, shares_cause=shares_cause)
         for d in deltas:
