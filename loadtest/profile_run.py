@@ -3,6 +3,7 @@
 
     python loadtest/profile_run.py --stream STREAM.jsonl            # profile a run
     python loadtest/profile_run.py --raw PROFILE.txt                # table of a profile taken
+    python loadtest/profile_run.py --raw PROFILE.txt --under Txn.commit --callers RocksKV.get_many
 
 A stream comes from `loadtest/bench_embedded.py --workdir DIR --keep` (DIR/stream.jsonl).
 py-spy (`pip install -e .[bench]`) samples 50 times a second; idle samples are not taken,
@@ -75,11 +76,18 @@ def read_raw(path: str) -> tuple[Counter, Counter]:
     by_part: Counter = Counter()
     by_role: Counter = Counter()
     for frames, n in samples(path):
-        procs = [f for f in frames[:3] if f.startswith("process ")]
-        role = "analysis process" if any("spawn_main" in p for p in procs) else "main process"
-        by_part[(role, part_of(frames[len(procs):]))] += n
+        role, own = split_role(frames)
+        by_part[(role, part_of(own))] += n
         by_role[role] += n
     return by_part, by_role
+
+
+def split_role(frames: list[str]) -> tuple[str, list[str]]:
+    """(the process a stack ran in, its frames below py-spy's process frames): the
+    analysis process is the one multiprocessing spawned."""
+    procs = [f for f in frames[:3] if f.startswith("process ")]
+    role = "analysis process" if any("spawn_main" in p for p in procs) else "main process"
+    return role, frames[len(procs):]
 
 
 def table(by_part: Counter, by_role: Counter, rate: int, title: str, top: int = 25) -> str:
@@ -92,6 +100,58 @@ def table(by_part: Counter, by_role: Counter, rate: int, title: str, top: int = 
     rest = sum(by_part.values()) - sum(n for _, n in by_part.most_common(top))
     if rest:
         lines.append(f"| | the rest | {rest / rate:,.1f} | {100 * rest / total:.1f}% |")
+    return "\n".join(lines) + "\n"
+
+
+def frame_name(frame: str) -> str:
+    """"Class.method (module/file.py)" of a py-spy frame "Class.method (path:line)"."""
+    name, _, where = frame.partition(" (")
+    if not where:
+        return frame
+    path = where.rsplit(":", 1)[0]
+    return f"{name} ({'/'.join(path.split('/')[-2:])})"
+
+
+def _role_stacks(path: str, role: str) -> Iterator[tuple[list[str], int]]:
+    """(frame names below the process frames, samples) of one process role's stacks."""
+    for frames, n in samples(path):
+        their_role, own = split_role(frames)
+        if their_role == role:
+            yield [frame_name(f) for f in own], n
+
+
+def inclusive(path: str, under: str, role: str = "main process"
+              ) -> tuple[Counter, int]:
+    """(samples by function, inclusive, of the stacks that pass through a function whose
+    name contains `under`, from there down; those stacks' samples): where the time of
+    one step goes, e.g. `Txn.commit`."""
+    by_function: Counter = Counter()
+    total = 0
+    for frames, n in _role_stacks(path, role):
+        at = next((i for i, f in enumerate(frames) if under in f), None)
+        if at is None:
+            continue
+        total += n
+        for f in set(frames[at:]):
+            by_function[f] += n
+    return by_function, total
+
+
+def callers(path: str, leaf: str, depth: int = 3, role: str = "main process") -> Counter:
+    """Samples of the stacks whose innermost frame's name contains `leaf` (e.g.
+    `RocksKV.get_many`), by the `depth` functions that called it, innermost first."""
+    by_caller: Counter = Counter()
+    for frames, n in _role_stacks(path, role):
+        if frames and leaf in frames[-1]:
+            chain = [f.split(" (")[0] for f in reversed(frames[-1 - depth:-1])]
+            by_caller[" < ".join(chain)] += n
+    return by_caller
+
+
+def ranked(counts: Counter, rate: int, title: str, heading: str, top: int) -> str:
+    """A markdown table of the largest counts as CPU seconds."""
+    lines = [f"### {title}", "", f"| {heading} | CPU s |", "|---|---:|"]
+    lines += [f"| `{k}` | {n / rate:,.1f} |" for k, n in counts.most_common(top)]
     return "\n".join(lines) + "\n"
 
 
@@ -122,6 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--out", help="append the table to this file")
     ap.add_argument("--keep-raw", help="where the raw profile goes (with --stream)")
+    ap.add_argument("--under", action="append", default=[], metavar="FUNCTION",
+                    help="also a table of the functions below FUNCTION (e.g. Txn.commit), "
+                    "inclusive, in the main process; repeatable")
+    ap.add_argument("--callers", action="append", default=[], metavar="FUNCTION",
+                    help="also a table of who calls FUNCTION (e.g. RocksKV.get_many) and "
+                    "its time; repeatable")
     args = ap.parse_args(argv)
     raw = args.raw
     title = args.title
@@ -131,6 +197,15 @@ def main(argv: list[str] | None = None) -> int:
         title += f" ({wall:,.0f} s wall under py-spy)"
     by_part, by_role = read_raw(raw)
     emit(table(by_part, by_role, RATE, title, args.top), args.out)
+    for under in args.under:
+        counts, total = inclusive(raw, under)
+        emit(ranked(counts, RATE, f"{title}: below {under} ({total / RATE:,.1f} CPU s)",
+                    "function, inclusive", args.top), args.out)
+    for leaf in args.callers:
+        counts = callers(raw, leaf)
+        emit(ranked(counts, RATE, f"{title}: {leaf} by caller "
+                    f"({sum(counts.values()) / RATE:,.1f} CPU s)", "callers", args.top),
+             args.out)
     return 0
 
 
