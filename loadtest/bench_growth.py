@@ -32,7 +32,7 @@ sees them (`Analyzed`: url, server, gram set), and only the engine is timed:
    every third token (seeded offset) with a new random word, as replay_stream does in the
    html; a new word is represented directly by a random 64-bit token hash (a synthetic
    word's murmur hash is just as random, and no two collide). The gram set is then
-   `grams.window_hashes` + `grams.sorted_unique`, what `analysis.analyze` computes from
+   `grams.window_hashes` + `sorting.sorted_unique`, what `analysis.analyze` computes from
    such tokens. Template tokens are not varied, so boilerplate is shared across a
    site's pages and its mirrors while ~3/4 of a page's 5-grams are new (`--fidelity`).
    Mirror families (`--mirrors F`, default 10): replay_stream puts a new copy of every
@@ -127,13 +127,14 @@ from loadtest.growth_verdict import (  # noqa: E402
 )
 from loadtest.host import MEMORY_SLACK, vm_speed  # noqa: E402
 from streamdet.engine.analysis import Analyzed, analyze  # noqa: E402
-from streamdet.engine.grams import sorted_unique, token_hashes, window_hashes  # noqa: E402
+from streamdet.engine.grams import token_hashes, window_hashes  # noqa: E402
 from streamdet.engine.params import Params  # noqa: E402
 from streamdet.engine.records import Page  # noqa: E402
 from streamdet.engine.servers import server_of  # noqa: E402
 from streamdet.engine.text import visible_text  # noqa: E402
 from streamdet.engine.tokens import tokenize  # noqa: E402
 from streamdet.state.budget import parse_bytes  # noqa: E402
+from streamdet.state.sorting import sorted_unique  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"
 SPEED_EVERY = 16  # batches between two samples of the VM's speed (~0.2 s each, untimed)

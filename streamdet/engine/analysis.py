@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..state.sorting import sorted_unique
 from .chunks import NO_CHUNKS, Chunks, page_chunks
-from .grams import gram_set, sorted_unique, token_hashes, window_hashes
+from .grams import gram_set, token_hashes, window_hashes
 from .params import Params
 from .records import Page
 from .sentences import NONE, Sentences, split_sentences

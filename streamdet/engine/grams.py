@@ -12,6 +12,8 @@ from __future__ import annotations
 import mmh3
 import numpy as np
 
+from ..state.sorting import sorted_unique
+
 _MULT = np.uint64(0x9E3779B97F4A7C15)  # odd constant: the polynomial base
 _C1 = np.uint64(0xBF58476D1CE4E5B9)
 _C2 = np.uint64(0x94D049BB133111EB)
@@ -48,17 +50,6 @@ def window_hashes(th: np.ndarray, k: int) -> np.ndarray:
         for i in range(1, k):
             acc = acc * _MULT + th[i : i + n]
         return mix(acc)
-
-
-def sorted_unique(a: np.ndarray) -> np.ndarray:
-    """np.unique by sorting: numpy 2's hash-based unique is ~5x slower on uint64."""
-    if len(a) < 2:
-        return a.copy()
-    s = np.sort(a)
-    keep = np.empty(len(s), dtype=bool)
-    keep[0] = True
-    np.not_equal(s[1:], s[:-1], out=keep[1:])
-    return s[keep]
 
 
 def gram_set(tokens: list[str], k: int) -> np.ndarray:

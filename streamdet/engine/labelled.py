@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..state.schema import u64key, u64keys
+from ..state.sorting import sorted_unique
 from .chunks import Chunks
 
 FIXED_ONE = 1 << 32  # contains(L, f) kept as floor(contains * 2^32), for neighbourhoods
@@ -105,7 +106,7 @@ class LabelledSet:
         more than the keys: ~3 reads a page, ~45 keys each); `add` then finds them read."""
         arrays = [chunks.keys for chunks in batch if len(chunks.keys)]
         if arrays:
-            keys = np.unique(np.concatenate(arrays))  # sorted: RocksDB reads them in order
+            keys = sorted_unique(np.concatenate(arrays))  # sorted: RocksDB reads them in order
             txn.chunk_many([b"n" + k for k in u64keys(keys)])
 
     def add(self, txn: ChunkView, docno: int, chunks: Chunks, cause: str) -> None:
@@ -174,7 +175,7 @@ class LabelledSet:
         they join L for good. Returns how many were not labelled before."""
         fresh = 0
         moves: dict[int, int] = {}
-        names = u64keys(np.unique(keys))
+        names = u64keys(sorted_unique(keys))
         for key, raw in zip(names, txn.chunk_many([b"n" + k for k in names]), strict=True):
             c = Count.decode(raw)
             if c.labelled:

@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..state.schema import u64key, u64keys
-from .grams import sorted_unique
+from ..state.sorting import sorted_unique
 from .sentences import Sentences
 
 COMMON_MARK = b"c"

@@ -37,6 +37,7 @@ import numpy as np
 
 from .schema import COMMON, Posting
 from .sorted_search import locate
+from .sorting import sorted_unique
 
 YOUNG_ENTRY_BYTES = 240  # a dict entry: key, tuple of ~4 holders, their ints, dict slot
 ENTRY_BYTES = 21  # a packed entry but its holders: key 8, start 8, round 4, COMMON flag 1
@@ -104,7 +105,7 @@ class PostingCache:
         if common.any():
             into.update(dict.fromkeys(keys[common].tolist(), COMMON))
             lengths[common] = -1
-        for n in np.unique(lengths).tolist():
+        for n in sorted_unique(lengths).tolist():
             if n < 0:
                 continue
             rows = lengths == n

@@ -34,6 +34,7 @@ from .bloom import BlockedBloom, Filter, Probe, SplitBlockBloom
 from .kv import KV, DeleteRange, Op
 from .schema import u64keys
 from .segment_files import WINDOW_BYTES, FileWriter, MappedParts, SegmentFiles
+from .sorting import sorted_unique
 
 # Pairs per chunk value (1 KB). A lookup reads a whole chunk to find one pair, and most
 # lookups (grams seen once before) fall on distinct chunks, so the bytes read and decoded
@@ -467,12 +468,12 @@ class SegmentIndex:
                 continue
             # chunks hold consecutive gram ranges, so the needed chunks concatenated in
             # index order are one sorted array: a single binary search for all candidates
-            keys = [seg_key(s.id, b"c", i) for i in np.unique(chunk_of).tolist()]
+            keys = [seg_key(s.id, b"c", i) for i in sorted_unique(chunk_of).tolist()]
             self.counts.chunk_reads += len(keys)
             cg, cd = s.packing.decode(self.kv.get_many("segs", keys))
             pos = np.minimum(np.searchsorted(cg, cand), len(cg) - 1)
             hit = cg[pos] == cand
-            self.counts.vain_reads += len(keys) - len(np.unique(chunk_of[hit]))
+            self.counts.vain_reads += len(keys) - len(sorted_unique(chunk_of[hit]))
             found.update(zip(cand[hit].tolist(), cd[pos[hit]].tolist(), strict=True))
         self.counts.found += len(found)
         return found
@@ -496,8 +497,9 @@ class SegmentIndex:
                         ) -> tuple[list[Op], Op, Segment]:
         """A batch's segment: the ops writing its keys (ingested when `ingested(seg.n)`),
         the manifest op that makes it live, and its handle; apply with `installed` after."""
-        # grams are distinct; a batch's are sorted runs (one per page), which timsort merges
-        order = np.argsort(grams, kind="stable")
+        # grams are distinct, so the default sort serves (state.sorting): a batch's are
+        # ~130 sorted runs, too many for a timsort to gain by them
+        order = np.argsort(grams)
         seg_id = self.next_id
         keys, seg = segment_ops(seg_id, grams[order], docnos[order], self.files)
         return keys, self.manifest_op(self.segments + [seg], seg_id + 1), seg

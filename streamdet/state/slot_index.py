@@ -17,6 +17,7 @@ from array import array
 import numpy as np
 
 from .sorted_search import locate
+from .sorting import sorted_unique
 
 # grams kept in the dict before they are merged into the arrays: at least this many, or a
 # quarter of the arrays (a merge sorts them all again)
@@ -39,7 +40,7 @@ class SlotIndex:
         self._extra: dict[int, int] = {}
 
     def _sorted(self, grams: np.ndarray, at: np.ndarray) -> None:
-        order = np.argsort(grams, kind="stable")
+        order = np.argsort(grams)  # distinct: the default sort (state.sorting) serves
         self._keys, self._at = grams[order], at[order]
 
     def __len__(self) -> int:
@@ -81,7 +82,7 @@ class SlotIndex:
             return freed
         q = np.array(grams, dtype=np.uint64)
         i, held = locate(keys, q)
-        gone = np.unique(i[held])
+        gone = sorted_unique(i[held])
         if len(gone):
             freed.extend(self._at[gone].tolist())
             self._keys = np.delete(self._keys, gone)
