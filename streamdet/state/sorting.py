@@ -6,10 +6,11 @@ numpy 2's `np.unique` finds distinct values with a hash table and sorts them aft
 distinct grams, keys and chunk numbers from here: analysis (a page's grams), the engine
 (a batch's paragraph chunks) and the state (a segment's chunks to read).
 
-The same holds for argsorts: numpy's default (a SIMD quicksort where the CPU has the
-instructions) orders random uint64 keys several times faster than its stable sort, so a
-sort of keys known to be distinct asks for the default. The stable sort (a timsort) stays
-where equal keys must keep their order, and where the input is a few long sorted runs.
+Argsorts have a gap of the same kind: numpy's default (a SIMD quicksort where the CPU
+has the instructions) orders random uint64 keys up to 4.5 times faster than its stable
+sort, a timsort (1.7 times for 1,000 keys), so a sort of keys known to be distinct asks
+for the default. The stable sort stays where equal keys must keep their order, and where
+the input is a few long sorted runs.
 """
 
 from __future__ import annotations
