@@ -703,6 +703,7 @@ def _pipeline_chunks(states: list[str] | None, url: str):
     from .adapters.views import worker_shards
     from .engine.labelled import doc_chunks
     from .engine.routing import url_shard
+    from .state.sorting import sorted_unique
 
     found = worker_shards(states or [DEFAULT_STATE]) if states else None
     if found is None:
@@ -716,7 +717,7 @@ def _pipeline_chunks(states: list[str] | None, url: str):
         if entry is None:
             raise UsageError(f"{url} is not in these worker states")
         parts = [doc_chunks(s.begin(), entry[0]).keys for s in stores[1:]]
-        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
+        return sorted_unique(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
     finally:
         for s in stores:
             s.close()

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..state.sorting import sorted_unique
 from .grams import token_hashes
 from .sentences import LINE_BREAKS, cuts_before, run_keys, runs
 from .tokens import token_spans
@@ -92,4 +93,4 @@ def text_keys(text: str) -> np.ndarray:
     """Sorted distinct keys of the chunks of a text (a stop list, or a text a user labels):
     each line is a chunk, those of fewer than MIN_TOKENS tokens left out."""
     tokens, starts, _ = token_spans(text)
-    return np.unique(line_keys(text, token_hashes(tokens), starts)).astype(np.uint64)
+    return sorted_unique(line_keys(text, token_hashes(tokens), starts)).astype(np.uint64)

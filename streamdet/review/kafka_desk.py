@@ -32,11 +32,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
 import faust
-import numpy as np
 from faust.contrib.asgi import AsgiService
 
 from ..adapters.kafka import Topics, ensure_topic, pipeline_params, topic_names
 from ..engine.messages import PageMsg
+from ..state.sorting import sorted_unique
 from .doc_reader import KEEP, DocReader
 from .faust_app import ReviewApp, credentials
 from .kafka_labels import KafkaLabels, parse_record
@@ -295,4 +295,4 @@ def _decoded(raw: bytes | None) -> PageMsg | None:
         msg = PageMsg.decode(raw)
     except (ValueError, KeyError, TypeError, IndexError, struct.error, zlib.error):
         return None
-    return replace(msg, grams=np.unique(msg.grams))
+    return replace(msg, grams=sorted_unique(msg.grams))
