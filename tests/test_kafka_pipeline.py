@@ -106,6 +106,17 @@ class Pipeline:
         raise AssertionError("pipeline not idle in time:\n" + "\n".join(
             (self.tmp / f"{n}.log").read_text()[-2000:] for n in self.workers))
 
+    def wait_log(self, name: str, text: str, since: int = 0, timeout: float = 120) -> None:
+        """Until worker `name`'s log holds `text` past byte `since` (the log's size before
+        a restart: the file is appended to), the worker still running."""
+        log = self.tmp / f"{name}.log"
+        deadline = time.monotonic() + timeout
+        while text.encode() not in log.read_bytes()[since:]:
+            proc = self.workers[name]
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                f"{text!r} not in {name}'s log:\n" + log.read_text()[-3000:])
+            time.sleep(0.3)
+
     async def committed(self, topic: str) -> dict[int, int]:
         """The group's committed offsets on one of the pipeline's topics."""
         name = f"{self.prefix}-{topic}"
@@ -683,9 +694,13 @@ def test_state_left_behind_by_a_takeover_is_rebuilt_not_trusted(pipeline, crawl)
     pipeline.wait_idle()  # w1 alone has done everything
     pipeline.stop()
     pipeline.workers.clear()
+    since = (pipeline.tmp / "w2.log").stat().st_size
     pipeline.start("w2")  # alone, on the state it had when it died
+    # nothing new arrives: the pipeline is idle before w2 has even joined, so wait until
+    # it has opened (rebuilt) every shard
+    pipeline.wait_log("w2", "assigned shards open: gram [0, 1, 2, 3], doc [0, 1, 2, 3]",
+                      since)
     pipeline.wait_idle()
-    time.sleep(2)
     pipeline.stop()
     log = (pipeline.tmp / "w2.log").read_text()
     assert "rebuilding" in log and "again" not in log, log[-3000:]
@@ -782,8 +797,9 @@ def test_hostile_messages_go_to_the_dead_letter_topic_and_workers_stay_up(pipeli
     assert all(p.poll() is None for p in pipeline.workers.values())
     pipeline.workers["w1"].send_signal(signal.SIGKILL)
     pipeline.workers["w1"].wait()
+    since = (pipeline.tmp / "w1.log").stat().st_size
     pipeline.start("w1", "--max-body", MAX_BODY)
-    time.sleep(8)  # rejoined, rebalanced
+    pipeline.wait_log("w1", "assigned shards open", since)  # rejoined, its shards read
     assert all(p.poll() is None for p in pipeline.workers.values())
     pipeline.stop()
     assert set(_rows(pipeline.dump())) == {good["url"]}

@@ -810,7 +810,9 @@ class Worker:
         lock, in the member's loop: heartbeats go on meanwhile. A rebalance cuts an
         opening short between two replay chunks: the state keeps what was replayed (and
         whether it takes over), and the shard opens again from there if the next
-        assignment gives it back."""
+        assignment gives it back. Logs when the last one is open: from then on the
+        worker processes every partition it holds."""
+        opened = False
         while self.opening and not self.revoking:
             kind, index = self.opening[0]
             if not await (self._open_gram if kind == GRAM_ROLE else self._open_doc)(index):
@@ -822,6 +824,10 @@ class Worker:
             held = self.consumer.assignment()
             self.consumer.resume(*(tp for tp in self._shard_partitions(kind, index)
                                    if tp in held))
+            opened = True
+        if opened and not self.opening:
+            log.info("assigned shards open: gram %s, doc %s", sorted(self.gram_shards),
+                     sorted(self.doc_shards))
 
     async def _committed(self, topic: str, partition: int) -> int:
         off = await self.consumer.committed(TopicPartition(topic, partition))
