@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from streamdet.engine.grams import gram_set, token_hashes
 from streamdet.engine.sketches import (
-    CHUNK_ROWS,
     N_MINS,
     SEEDS,
     band_keys,
@@ -128,12 +127,16 @@ def test_min_hashes_of_real_text_equal_reference():
     assert min_hashes(gram_set(tokens, 5)).tolist() == ref_sketch(tokens, 5)
 
 
-def test_min_hashes_in_chunks_equal_one_block():
-    grams = np.random.default_rng(7).integers(0, 2**64 - 1, 3 * CHUNK_ROWS + 17,
-                                               dtype=np.uint64, endpoint=True)
+def test_min_hashes_equal_numpy_over_every_gram():
+    """The compiled pass against numpy's mix over grams x seeds at once, on grams over the
+    whole 64-bit range (the top bit set too) and on pages of one gram and of many."""
     from streamdet.engine.grams import mix
 
-    assert (min_hashes(grams) == mix(grams[:, None] ^ SEEDS[None, :]).min(axis=0)).all()
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 513, 5_000):
+        grams = rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True)
+        assert (min_hashes(grams) == mix(grams[:, None] ^ SEEDS[None, :]).min(axis=0)).all()
+    assert min_hashes(np.zeros(0, dtype=np.uint64)).size == 0
 
 
 @given(a=st.lists(st.integers(0, 3), min_size=6, max_size=6),

@@ -57,11 +57,12 @@ def analyze_payloads(payloads: list[bytes | dict | None], params: Params, max_bo
 
 
 def warm_up(params: Params, max_body: int) -> None:
-    """Compile the markup guard (or read it from its cache) and analyse one small page:
-    imports, compiled patterns and the guard's code are loaded before any page's clock
-    runs (the watchdog times each page from its start)."""
-    from ..engine import nesting
+    """Compile the markup guard and the min-hash pass (or read them from their caches) and
+    analyse one small page: imports, compiled patterns and compiled code are loaded before
+    any page's clock runs (the watchdog times each page from its start)."""
+    from ..engine import minhash, nesting
 
     nesting.prepare()
+    minhash.prepare()
     analyze_payloads([b'{"url": "http://warm.example/", "html": "<p>warm up the engine</p>"}'],
                      params, max_body)
