@@ -712,12 +712,8 @@ def test_state_left_behind_by_a_takeover_is_rebuilt_not_trusted(pipeline, crawl)
 
 
 def test_worker_refuses_other_parameters(pipeline, tmp_path):
-    first = pipeline.start("w1")
-    deadline = time.monotonic() + 30
-    while not (pipeline.tmp / "w1.log").read_text().count("metrics on"):
-        assert time.monotonic() < deadline and first.poll() is None
-        time.sleep(0.2)
-    time.sleep(2)  # the first worker has recorded the pipeline's parameters by now
+    pipeline.start("w1")
+    pipeline.wait_log("w1", "worker started")  # logged once the parameters are recorded
     other = streamdet("worker", *pipeline.args(), "--state", tmp_path / "other", "-k", "4",
                       "--shards", SHARDS, check=False, timeout=60)
     assert other.returncode == 2
