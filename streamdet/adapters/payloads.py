@@ -60,9 +60,8 @@ def warm_up(params: Params, max_body: int) -> None:
     """Compile the markup guard and the min-hash pass (or read them from their caches) and
     analyse one small page: imports, compiled patterns and compiled code are loaded before
     any page's clock runs (the watchdog times each page from its start)."""
-    from ..engine import minhash, nesting
+    from ..engine import analysis
 
-    nesting.prepare()
-    minhash.prepare()
+    analysis.prepare()
     analyze_payloads([b'{"url": "http://warm.example/", "html": "<p>warm up the engine</p>"}'],
                      params, max_body)

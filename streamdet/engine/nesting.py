@@ -166,8 +166,8 @@ C_ANNOTATION, C_SVG, C_MATH, C_HTML, C_BODY = C["annotation-xml"], C["svg"], C["
 
 def prepare() -> None:
     """Compile the scan now (~30 s the first time on a machine, then read from the cache
-    beside this module in ~1 s): install steps, CI and images call it, so a first page
-    does not wait for the compiler."""
+    beside this module in ~1 s): CI, the worker image and the analysis's warm-up call it
+    (through engine.analysis.prepare), so a first page does not wait for the compiler."""
     bounded_html(b"<div>" * (MAX_DEPTH + 1))
 
 
