@@ -156,6 +156,16 @@ def run_child(cmd: list[str], workdir: Path, name: str, heartbeat=None) -> dict:
             "stdout": stdout, "stderr": stderr}
 
 
+def ceilings(floor_wall: float, cpu: float, main_thread_cpu: float) -> dict[str, float]:
+    """Upper bounds of the wall-time ratio to the floor at a run's CPU cost. A run cannot
+    take less wall time than its CPU over the machine's cores, nor less than its busiest
+    serial thread's CPU: the engine's thread, which applies every page in order."""
+    cores = os.cpu_count() or 1
+    return {"ceiling_cores": cores * floor_wall / cpu if cpu else float("nan"),
+            "ceiling_main_thread": floor_wall / main_thread_cpu if main_thread_cpu
+            else float("nan")}
+
+
 def run_streamdet(cmd: list[str], state: Path, workdir: Path) -> dict:
     r = run_child(cmd, workdir, "streamdet", heartbeat=lambda s: log(
         f"streamdet running {s:,.0f} s, state {dir_bytes(state) / 1e6:,.0f} MB"))
@@ -428,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
     bpg = disk["total"] / gcount["distinct_grams"] if gcount["distinct_grams"] else float("nan")
     budget = parse_memory(args.memory) if args.memory else DEFAULT_MEMORY
     peak_all = sd["rss_tree"]["peak_total_bytes"]
+    parts = sd["rss_tree"]["cpu_parts_seconds"]
+    bounds = ceilings(fl["wall_seconds"], sd["cpu_seconds"], parts["main thread"])
     result = {
         "benchmark": "bench_embedded",
         "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -450,6 +462,11 @@ def main(argv: list[str] | None = None) -> int:
             "floor_pages_per_s": floor_pps,
             "ratio": ratio,
             "ratio_cpu": ratio_cpu,  # same, by CPU seconds (less sensitive to other load)
+            **bounds,  # the most the ratio could be at this run's CPU (see ceilings)
+            # ms of CPU a page by who spent it: the engine's thread (the main thread), the
+            # RocksDB threads, the main process's other threads, the analysis processes
+            "cpu_ms_per_page": {k: 1e3 * v / n for k, v in parts.items()},
+            "floor_cpu_ms_per_page": 1e3 * fl["cpu_seconds"] / n,
             "peak_rss_mb": sd["peak_rss_bytes"] / 2**20,  # the main process alone
             "peak_rss_all_mb": peak_all / 2**20,  # all its processes together
             "memory_budget_mb": budget / 2**20,
@@ -492,6 +509,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{fl['cpu_seconds']:.1f} s CPU)")
     print(f"ratio                      {ratio:8.3f}   target >= {TARGET_RATIO}  {mark(ok_ratio)}"
           f"  (by CPU seconds: {ratio_cpu:.3f}, target >= {TARGET_RATIO_CPU} {mark(ok_cpu)})")
+    print(f"ratio at most              {bounds['ceiling_main_thread']:8.3f}   at the engine "
+          f"thread's CPU ({parts['main thread']:.1f} s; {bounds['ceiling_cores']:.3f} at every "
+          f"process's CPU on {os.cpu_count()} cores)")
+    print("CPU a page                 " + ", ".join(
+        f"{k} {1e3 * v / n:.1f} ms" for k, v in parts.items())
+        + f" (floor {1e3 * fl['cpu_seconds'] / n:.1f} ms)")
     print(f"peak RSS, all processes    {peak_all / 2**20:8.1f} MiB  target <= budget "
           f"{budget / 2**20:,.0f} + {MEMORY_SLACK >> 20} MiB  {mark(ok_memory)}  (main process "
           f"alone {sd['peak_rss_bytes'] / 2**20:,.1f} MiB; {sd['rss_tree']['processes']} "

@@ -69,7 +69,12 @@ class TreeRss:
     """Peak resident memory of a process and all its descendants (an analysis pool, a
     broker's children), sampled from /proc every `interval` seconds by a thread: the sum
     over the tree at each sample, its peak, and each process's own peak. ru_maxrss of a
-    waited-for child is that one process's peak only, not its children's too."""
+    waited-for child is that one process's peak only, not its children's too.
+
+    Each sample also reads every thread's CPU seconds, so that a run's CPU can be split
+    by who spent it (`cpu_parts`): rusage gives the total only, and a serial thread's
+    share bounds the throughput where the total does not. A thread's last sample is up
+    to `interval` before it ended, so the parts may fall short of the total by that."""
 
     def __init__(self, pid: int, interval: float = 0.2) -> None:
         import threading
@@ -78,6 +83,8 @@ class TreeRss:
         self.peak_total = 0
         self.peaks: dict[int, int] = {}
         self.names: dict[int, str] = {}
+        self.cpu: dict[tuple[int, int], tuple[str, float]] = {}  # (pid, tid): name, CPU s
+        self._tick = os.sysconf("SC_CLK_TCK")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._page = os.sysconf("SC_PAGE_SIZE")
@@ -103,9 +110,45 @@ class TreeRss:
         except (OSError, IndexError, ValueError):
             return 0
 
+    def _threads_cpu(self, pid: int) -> None:
+        """Each thread's name and CPU seconds (user + system) so far."""
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat", encoding="utf-8") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            # "tid (comm) state ...": comm may hold spaces, so split after its ")"
+            name = stat[stat.index("(") + 1:stat.rindex(")")]
+            fields = stat[stat.rindex(")") + 2:].split()
+            seconds = (int(fields[11]) + int(fields[12])) / self._tick  # utime, stime
+            self.cpu[pid, int(tid)] = (name, seconds)
+
+    def cpu_parts(self) -> dict[str, float]:
+        """CPU seconds by who spent them: the root process's main thread, its RocksDB
+        threads (flushes and compactions), its other threads, and every other process of
+        the tree (an analysis pool, a broker's children)."""
+        parts = dict.fromkeys(("main thread", "rocksdb threads", "other threads",
+                               "child processes"), 0.0)
+        for (pid, tid), (name, seconds) in self.cpu.items():
+            if pid != self.pid:
+                parts["child processes"] += seconds
+            elif tid == pid:
+                parts["main thread"] += seconds
+            elif name.startswith("rocksdb"):
+                parts["rocksdb threads"] += seconds
+            else:
+                parts["other threads"] += seconds
+        return parts
+
     def sample(self) -> int:
         total = 0
         for pid in self._tree():
+            self._threads_cpu(pid)
             rss = self._rss(pid)
             total += rss
             if rss > self.peaks.get(pid, 0):
@@ -131,5 +174,6 @@ class TreeRss:
         self._thread.join()
         procs = sorted(self.peaks.items(), key=lambda kv: -kv[1])
         return {"peak_total_bytes": self.peak_total, "processes": len(procs),
+                "cpu_parts_seconds": self.cpu_parts(),
                 "peaks": [{"pid": p, "name": self.names.get(p, "?"), "peak_rss_bytes": r}
                           for p, r in procs[:8]]}

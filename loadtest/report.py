@@ -155,6 +155,15 @@ def headline(name: str, r: dict) -> list[str]:
                  f"(target >= {t['ratio']}){_pass(ok['ratio'])}"
                  + (f"; by CPU seconds {f['ratio_cpu']:.3f} (target >= {t['ratio_cpu']})"
                     f"{_pass(ok['ratio_cpu'])}" if "ratio_cpu" in t else "")]
+        if "ceiling_main_thread" in f:
+            ms = f["cpu_ms_per_page"]
+            lines.append(f"at this CPU the ratio could be at most "
+                         f"**{f['ceiling_main_thread']:.3f}** (the engine's thread: "
+                         f"{ms['main thread']:.1f} ms of CPU a page, against the floor's "
+                         f"{f['floor_cpu_ms_per_page']:.1f}) and {f['ceiling_cores']:.3f} "
+                         f"(all the CPU over {r['host']['cpus']} cores; analysis "
+                         f"{ms['child processes']:.1f} ms a page, RocksDB's threads "
+                         f"{ms['rocksdb threads']:.1f}, other threads {ms['other threads']:.1f})")
         if "peak_rss_all_mb" in f:
             lines.append(f"peak RSS of all processes **{f['peak_rss_all_mb']:,.0f} MiB** under "
                          f"--memory {f['memory_budget_mb']:,.0f} MiB (target <= "
