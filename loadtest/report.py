@@ -196,7 +196,10 @@ def headline(name: str, r: dict) -> list[str]:
         at = next(x for x in ls["quality"] if x["threshold"] == ls["threshold"])
         return [f"{f['pages']:,} pages: streamdet {f['streamdet_pages_per_s']:.1f} pages/s, "
                 f"MinHash LSH (num_perm 128, insert + query) {f['lsh_pages_per_s']:.1f} pages/s: "
-                f"ratio **{f['ratio']:.2f}** (by CPU seconds {f['ratio_cpu']:.2f})",
+                f"ratio **{f['ratio']:.2f}** (by CPU seconds {f['ratio_cpu']:.2f})"
+                + (f"; at most {f['ceiling_main_thread']:.2f} at the engine thread's CPU "
+                   f"({r['streamdet']['cpu_parts_seconds']['main thread']:.1f} s)"
+                   if "ceiling_main_thread" in f else ""),
                 f"planted quilts found: streamdet {q['quilts_flagged']:.0%}, LSH at threshold "
                 f"{ls['threshold']} {at['quilts_with_a_donor']:.0%} (a donor returned); mirrors: "
                 f"{q['mirrors_with_original']:.0%} vs {at['mirrors_with_original']:.0%}; "

@@ -15,6 +15,9 @@ def test_smoke_run_measures_both_on_the_same_pages(tmp_path):
     sd, ls, f = r["streamdet"], r["lsh"], r["figures"]
     assert r["truth"]["records"] == bench_lsh.SMOKE_PAGES == sd["pages"] == ls["pages"]
     assert f["ratio"] > 0 and f["ratio_cpu"] > 0
+    # streamdet's run takes at least its engine thread's CPU: the ratio stays within that
+    assert sd["cpu_parts_seconds"]["main thread"] > 0
+    assert f["ratio"] <= f["ceiling_main_thread"] and f["ratio"] <= f["ceiling_cores"]
     assert set(ls["split"]) == {"parse_tokenize", "minhash", "lsh_query_insert"}
     assert [q["threshold"] for q in ls["quality"]] == list(bench_lsh.THRESHOLDS)
     at_default = next(q for q in ls["quality"] if q["threshold"] == bench_lsh.THRESHOLD)
