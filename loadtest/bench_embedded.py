@@ -512,9 +512,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ratio at most              {bounds['ceiling_main_thread']:8.3f}   at the engine "
           f"thread's CPU ({parts['main thread']:.1f} s; {bounds['ceiling_cores']:.3f} at every "
           f"process's CPU on {os.cpu_count()} cores)")
+    figs = result["figures"]
     print("CPU a page                 " + ", ".join(
-        f"{k} {1e3 * v / n:.1f} ms" for k, v in parts.items())
-        + f" (floor {1e3 * fl['cpu_seconds'] / n:.1f} ms)")
+        f"{k} {ms:.1f} ms" for k, ms in figs["cpu_ms_per_page"].items())
+        + f" (floor {figs['floor_cpu_ms_per_page']:.1f} ms)")
     print(f"peak RSS, all processes    {peak_all / 2**20:8.1f} MiB  target <= budget "
           f"{budget / 2**20:,.0f} + {MEMORY_SLACK >> 20} MiB  {mark(ok_memory)}  (main process "
           f"alone {sd['peak_rss_bytes'] / 2**20:,.1f} MiB; {sd['rss_tree']['processes']} "

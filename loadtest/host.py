@@ -90,18 +90,22 @@ class TreeRss:
         self._page = os.sysconf("SC_PAGE_SIZE")
         self._thread.start()
 
-    def _tree(self) -> list[int]:
-        pids, todo = [], [self.pid]
+    def _tree(self) -> dict[int, list[str]]:
+        """Every process of the tree, with its threads' ids (listed once a sample: the
+        walk needs them for the children, the CPU split for the threads)."""
+        tree: dict[int, list[str]] = {}
+        todo = [self.pid]
         while todo:
             pid = todo.pop()
-            pids.append(pid)
+            tree[pid] = []
             try:
-                for tid in os.listdir(f"/proc/{pid}/task"):
+                tree[pid] = os.listdir(f"/proc/{pid}/task")
+                for tid in tree[pid]:
                     with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
                         todo.extend(int(c) for c in f.read().split())
             except OSError:
                 pass
-        return pids
+        return tree
 
     def _rss(self, pid: int) -> int:
         try:
@@ -110,12 +114,8 @@ class TreeRss:
         except (OSError, IndexError, ValueError):
             return 0
 
-    def _threads_cpu(self, pid: int) -> None:
+    def _threads_cpu(self, pid: int, tids: list[str]) -> None:
         """Each thread's name and CPU seconds (user + system) so far."""
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            return
         for tid in tids:
             try:
                 with open(f"/proc/{pid}/task/{tid}/stat", encoding="utf-8") as f:
@@ -147,8 +147,8 @@ class TreeRss:
 
     def sample(self) -> int:
         total = 0
-        for pid in self._tree():
-            self._threads_cpu(pid)
+        for pid, tids in self._tree().items():
+            self._threads_cpu(pid, tids)
             rss = self._rss(pid)
             total += rss
             if rss > self.peaks.get(pid, 0):
