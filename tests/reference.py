@@ -35,6 +35,10 @@ SPEC §7 (partial duplicates located by sentences, Zhang et al. 2010), the same 
   every line break of LINE_BREAKS (the characters `str.splitlines` splits at); each piece
   is tokenized with `ref_token_spans`, and only pieces of 5 tokens or more are sentences
   (the others do not count in positions);
+- SPEC §9's bound on repeats (`ref_page_sentences`): each run of consecutive sentences with
+  one token tuple is one sentence spanning the run, and a tuple on more than m of the
+  page's positions then is common in that page (None: it keeps its position, matches
+  nothing and is not held by the page);
 - a sentence's key is its exact token tuple; common keys are those on more than m live
   documents, plus the same sticky exception as for grams (`ever_common` over a replay of
   the documents' key sets in arrival order);
@@ -515,15 +519,33 @@ def ref_sentences(text: str) -> list[tuple[tuple[str, ...], int, int]]:
     return out
 
 
+def ref_page_sentences(text: str, m: int) -> list[tuple[tuple[str, ...] | None, int, int]]:
+    """`ref_sentences` with SPEC §9's bound on repeats: a run of consecutive sentences with
+    equal token tuples is one sentence from the first's start to the last's end; a tuple on
+    more than m of the positions left is common in the page, its key None."""
+    runs: list[tuple[tuple[str, ...], int, int]] = []
+    for key, start, end in ref_sentences(text):
+        if runs and runs[-1][0] == key:
+            runs[-1] = (key, runs[-1][1], end)
+        else:
+            runs.append((key, start, end))
+    count: dict[tuple[str, ...], int] = {}
+    for key, _, _ in runs:
+        count[key] = count.get(key, 0) + 1
+    return [(key if count[key] <= m else None, start, end) for key, start, end in runs]
+
+
 def ref_diagonals(
-    keys_u: list[tuple[str, ...]], keys_v: list[tuple[str, ...]], common: set, gamma: int
+    keys_u: list[tuple[str, ...] | None], keys_v: list[tuple[str, ...] | None], common: set,
+    gamma: int
 ) -> list[tuple[int, int, int]]:
-    """Maximal diagonals (i, j, n) of the match matrix M[i][j] = (keys_u[i] == keys_v[j]
-    and that key is not common) with n >= gamma, sorted by (i, j)."""
+    """Maximal diagonals (i, j, n) of the match matrix M[i][j] = (keys_u[i] == keys_v[j],
+    not None, and that key is not common) with n >= gamma, sorted by (i, j)."""
     nu, nv = len(keys_u), len(keys_v)
 
     def match(i: int, j: int) -> bool:
-        return 0 <= i < nu and 0 <= j < nv and keys_u[i] == keys_v[j] and keys_u[i] not in common
+        return (0 <= i < nu and 0 <= j < nv and keys_u[i] is not None
+                and keys_u[i] == keys_v[j] and keys_u[i] not in common)
 
     out: list[tuple[int, int, int]] = []
     for i in range(nu):
@@ -546,19 +568,21 @@ def ref_partials(records: Iterable[Mapping[str, Any]], params: Any) -> list[dict
     gamma = _param(params, "gamma") if _has(params, "gamma") else 3
 
     arrivals: list[tuple[str, frozenset]] = []
-    latest: dict[str, tuple[list[tuple[tuple[str, ...], int, int]], str]] = {}
+    latest: dict[str, tuple[list[tuple[tuple[str, ...] | None, int, int]], str]] = {}
     for rec in records:
         doc = ref_record(rec)
         if doc is None:
             continue
-        sentences = ref_sentences(doc.shown)
-        arrivals.append((doc.url, frozenset(key for key, _, _ in sentences)))
+        sentences = ref_page_sentences(doc.shown, m)
+        held = frozenset(key for key, _, _ in sentences if key is not None)
+        arrivals.append((doc.url, held))
         latest[doc.url] = (sentences, server_of(doc.url, doc.ip, foreign))
 
     docs_of: dict[tuple[str, ...], set[str]] = {}
     for url, (sentences, _) in latest.items():
         for key, _, _ in sentences:
-            docs_of.setdefault(key, set()).add(url)
+            if key is not None:
+                docs_of.setdefault(key, set()).add(url)
     common = {key for key, holders in docs_of.items() if len(holders) > m}
     common |= ever_common(arrivals, m)
 

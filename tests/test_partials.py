@@ -21,13 +21,13 @@ from streamdet.engine.core import Engine
 from streamdet.engine.grams import token_hashes
 from streamdet.engine.params import FOREIGN_MODES, Params, ParamsError
 from streamdet.engine.records import page_from_object
-from streamdet.engine.sentences import split_sentences
+from streamdet.engine.sentences import NO_KEY, split_sentences
 from streamdet.engine.tokens import token_spans
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
 
 from .harness import check_pair_events, cut
-from .reference import ref_partials, ref_sentences
+from .reference import ref_page_sentences, ref_partials
 from .strategies import WORDS, batches_st, url_st
 from .test_tokens import char_st
 
@@ -58,9 +58,9 @@ def run(records: list[dict], params: Params, batches: list[int] | None = None,
 # ----------------------------------------------------------------------------- sentences
 
 
-def engine_sentences(text: str) -> list[tuple[int, int, int]]:
+def engine_sentences(text: str, m: int = 50) -> list[tuple[int, int, int]]:
     tokens, starts, ends = token_spans(text)
-    s = split_sentences(text, token_hashes(tokens), starts, ends)
+    s = split_sentences(text, token_hashes(tokens), starts, ends, m)
     return list(zip(s.keys.tolist(), s.starts.tolist(), s.ends.tolist(), strict=True))
 
 
@@ -69,17 +69,22 @@ piece_st = st.lists(st.one_of(st.sampled_from(WORDS), char_st), min_size=0, max_
 
 @settings(max_examples=300, **SETTINGS)
 @given(pieces=st.lists(st.tuples(piece_st, st.sampled_from(ENDS + [" ", ", ", "\u3000"])),
-                       max_size=8))
-def test_sentences_and_their_keys_equal_the_reference(pieces):
+                       max_size=8),
+       repeats=st.lists(st.integers(0, 7), max_size=12), m=st.sampled_from([1, 2, 50]))
+def test_sentences_and_their_keys_equal_the_reference(pieces, repeats, m):
     """Same sentences, same spans in code points, and equal keys exactly where the token
-    sequences are equal, on text in any script."""
+    sequences are equal, on text in any script; runs of repeats are one sentence, and a
+    key on more than m positions is NO_KEY where the reference says None (SPEC §9)."""
+    pieces += [pieces[i] for i in repeats if i < len(pieces)]  # repeats, runs and not
     text = "".join(" ".join(words) + end for words, end in pieces)
-    got = engine_sentences(text)
-    want = ref_sentences(text)
+    got = engine_sentences(text, m)
+    want = ref_page_sentences(text, m)
     assert [(s, e) for _, s, e in got] == [(s, e) for _, s, e in want]
     for a in range(len(got)):
+        assert (got[a][0] == NO_KEY) == (want[a][0] is None)
         for b in range(len(got)):
-            assert (got[a][0] == got[b][0]) == (want[a][0] == want[b][0])
+            if want[a][0] is not None:
+                assert (got[a][0] == got[b][0]) == (want[a][0] == want[b][0])
 
 
 def test_sentence_bounds_in_every_script():
@@ -170,6 +175,70 @@ def test_a_refetch_removes_the_pair_with_partial_gone():
     assert [e["seq"] for e in events] == [1, 2, 3]
     assert events[-1]["diagonals"] == rows[0]["diagonals"]
     assert not check_pair_events(events, rows)
+
+
+@st.composite
+def repeats_st(draw) -> list[int]:
+    """Indexes into SENTENCES of a hostile page: runs of one sentence, alternations of a
+    few, and stretches of distinct ones, each up to a few hundred long."""
+    out: list[int] = []
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["run", "alternation", "distinct"]))
+        n = draw(st.integers(1, 300))
+        if kind == "run":
+            out += [draw(st.integers(0, 5))] * n
+        elif kind == "alternation":
+            cycle = draw(st.lists(st.integers(0, 5), min_size=2, max_size=3))
+            out += [cycle[i % len(cycle)] for i in range(n)]
+        else:
+            out += draw(st.lists(st.integers(0, 5), min_size=1, max_size=6))
+    return out
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(a=repeats_st(), b=repeats_st(), m=st.sampled_from([2, 5, 50]))
+def test_a_pair_of_pages_has_at_most_m_cells_per_sentence(a, b, m):
+    """SPEC §9: however a pair of pages repeats its sentences (runs, alternations), the
+    match matrix has at most m cells per sentence of the smaller page, not copy against
+    copy (a sentence repeated n times in both pages once gave n² cells)."""
+    from streamdet.engine.diagonals import cells
+    from streamdet.engine.sentence_postings import rows_of
+
+    def sentences(idx: list[int]):
+        text = doc(*idx)
+        tokens, starts, ends = token_spans(text)
+        return split_sentences(text, token_hashes(tokens), starts, ends, m)
+
+    own, other = sentences(a), sentences(b)
+    i, _ = cells(own.keys, rows_of(other))
+    assert len(i) <= m * min(len(own), len(other))
+
+
+def poison_records() -> list[dict]:
+    """Two pages that repeat one sentence 3,000 times, two that alternate two sentences,
+    and a pair that copies three distinct sentences (the one partial duplicate)."""
+    return [{"url": "http://a.example/x", "text": doc(*[0] * 3000)},
+            {"url": "http://b.example/y", "text": doc(*[0] * 3000)},
+            {"url": "http://c.example/x", "text": doc(*[0, 1] * 1500)},
+            {"url": "http://d.example/y", "text": doc(*[1, 0] * 1500)},
+            {"url": "http://e.example/z", "text": doc(2, 3, 4)},
+            {"url": "http://f.example/z", "text": doc(5, 2, 3, 4)}]
+
+
+def test_a_poison_pair_is_matched_once_per_run():
+    """Two pages on two domains, each one sentence repeated 3,000 times, and two more that
+    alternate two sentences 1,500 times: each run is one sentence, and keys on more than
+    m positions of a page match nothing, so none of them is a partial duplicate (copy
+    against copy, the first pair gave 5,999 diagonals and 9 M cells; at 20,000 repeats
+    23 GB). A page of the same batch that copies three distinct sentences is still found."""
+    records = poison_records()
+    params = Params()
+    events: list[dict] = []
+    rows = run(records, params, events=events)
+    assert rows == ref_partials(records, params)
+    assert [(r["url"], r["other"]) for r in rows] == [("http://e.example/z",
+                                                      "http://f.example/z")]
+    assert [e["url"] for e in events if e["event"] == "partial"] == ["http://e.example/z"]
 
 
 def test_a_state_refuses_another_gamma():

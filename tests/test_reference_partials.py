@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .reference import LINE_BREAKS, TERMINATORS, ref_partials, ref_sentences
+from .reference import LINE_BREAKS, TERMINATORS, ref_page_sentences, ref_partials, ref_sentences
 
 FIVE = ("one", "two", "three", "four", "five")
 SIX_TEN = ("six", "seven", "eight", "nine", "ten")
@@ -115,48 +115,63 @@ def join(*parts: str) -> str:
     return "".join(p + ". " for p in parts)
 
 
-def test_repeated_sentence_aaa_vs_aaa():
+def test_repeated_sentence_aaa_vs_aaa_is_one_sentence_each():
     recs = [rec("http://a.example/1", join(A, A, A)), rec("http://b.example/1", join(A, A, A))]
-    # sentence i sits at [32 i, 32 i + 30); M is all true (3x3): diagonals start at (0,0) n=3,
-    # (0,1) n=2, (1,0) n=2, (0,2) n=1, (2,0) n=1
+    # SPEC §9: the run A A A ([0, 30), [32, 62), [64, 94)) is one sentence [0, 94) in each
+    # page, so M is 1x1 (copy against copy it was 3x3, with five diagonals)
+    assert ref_page_sentences(join(A, A, A), 50) == [(tuple(A.split()), 0, 94)]
+    assert ref_partials(recs, params()) == []
+    assert ref_partials(recs, params(gamma=2)) == []
+    assert ref_partials(recs, params(gamma=1)) == [
+        {"url": "http://a.example/1", "other": "http://b.example/1",
+         "diagonals": [diag((0, 94), (0, 94), 1)]}
+    ]
+
+
+def test_repeated_sentence_aaaa_vs_aa_and_orientation():
+    recs = [rec("http://a.example/1", join(A, A, A, A)), rec("http://b.example/1", join(A, A))]
+    # one sentence each: AAAA [0, 126), AA [0, 62)
+    assert ref_partials(recs, params(gamma=2)) == []
+    assert ref_partials(recs, params(gamma=1)) == [
+        {"url": "http://a.example/1", "other": "http://b.example/1",
+         "diagonals": [diag((0, 126), (0, 62), 1)]}
+    ]
+    # the smaller URL holds AA now: its span comes first
+    recs = [rec("http://a.example/1", join(A, A)), rec("http://b.example/1", join(A, A, A, A))]
+    assert ref_partials(recs, params(gamma=1)) == [
+        {"url": "http://a.example/1", "other": "http://b.example/1",
+         "diagonals": [diag((0, 62), (0, 126), 1)]}
+    ]
+
+
+def test_a_run_of_repeats_inside_a_copied_passage():
+    # u: S2 [0, 28) [30, 58) [60, 88) -> one sentence [0, 88); S3 [90, 113); S4 [115, 139)
+    # v: S2 [0, 28), S3 [30, 53), S4 [55, 79). Copy against copy the diagonal would start at
+    # u's third S2 (60); the run is one sentence, so it starts at 0
+    recs = [rec("http://a.example/1", join(S[2], S[2], S[2], S[3], S[4])),
+            rec("http://b.example/1", join(S[2], S[3], S[4]))]
     assert ref_partials(recs, params()) == [
         {"url": "http://a.example/1", "other": "http://b.example/1",
-         "diagonals": [diag((0, 94), (0, 94), 3)]}
+         "diagonals": [diag((0, 139), (0, 79), 3)]}
     ]
-    assert ref_partials(recs, params(gamma=2)) == [
+
+
+def test_a_key_on_more_than_m_positions_of_a_page_matches_nothing_there():
+    u = join(S[1], S[2], S[1], S[2], S[1], S[3], S[4])
+    # u: S1 [0, 30), S2 [32, 60), S1 [62, 92), S2 [94, 122), S1 [124, 154), S3 [156, 179),
+    # S4 [181, 205): S1 on 3 positions (no run), S2 on 2
+    v = join(S[2], S[1], S[3], S[4])  # S2 [0, 28), S1 [30, 60), S3 [62, 85), S4 [87, 111)
+    recs = [rec("http://a.example/1", u), rec("http://b.example/1", v)]
+    # m = 2: S1 is common in u (3 > 2) and matches nothing; S2 cells (1,0), (3,0) stop at
+    # u's S1 (n = 1); S3 S4 remain: (5,2) n = 2
+    assert ref_partials(recs, params(m=2, gamma=2)) == [
         {"url": "http://a.example/1", "other": "http://b.example/1",
-         "diagonals": [diag((0, 94), (0, 94), 3), diag((0, 62), (32, 94), 2),
-                       diag((32, 94), (0, 62), 2)]}
+         "diagonals": [diag((156, 205), (62, 111), 2)]}
     ]
-
-
-def test_repeated_sentence_aaaa_vs_aa():
-    recs = [rec("http://a.example/1", join(A, A, A, A)), rec("http://b.example/1", join(A, A))]
-    # M is 4x2 all true: runs from (0,0) n=2, (1,0) n=2, (2,0) n=2, (3,0) n=1, (0,1) n=1
-    assert ref_partials(recs, params()) == []  # gamma 3: none
-    rows = ref_partials(recs, params(gamma=2))
-    assert rows == [
+    # m = 3: S1 matches; (1,0) runs to (2,1), n = 2; (3,0) runs to (6,3), n = 4
+    assert ref_partials(recs, params(m=3, gamma=2)) == [
         {"url": "http://a.example/1", "other": "http://b.example/1",
-         "diagonals": [diag((0, 62), (0, 62), 2), diag((32, 94), (0, 62), 2),
-                       diag((64, 126), (0, 62), 2)]}
-    ]
-    rows = ref_partials(recs, params(gamma=1))
-    assert rows[0]["diagonals"] == [
-        diag((0, 62), (0, 62), 2),  # (0,0)
-        diag((0, 30), (32, 62), 1),  # (0,1)
-        diag((32, 94), (0, 62), 2),  # (1,0)
-        diag((64, 126), (0, 62), 2),  # (2,0)
-        diag((96, 126), (0, 30), 1),  # (3,0)
-    ]
-
-
-def test_repeated_sentence_aa_vs_aaaa_orientation():
-    # the smaller URL holds AA now: i runs over AA, j over AAAA
-    recs = [rec("http://a.example/1", join(A, A)), rec("http://b.example/1", join(A, A, A, A))]
-    assert ref_partials(recs, params(gamma=2)) == [
-        {"url": "http://a.example/1", "other": "http://b.example/1",
-         "diagonals": [diag((0, 62), (0, 62), 2), diag((0, 62), (32, 94), 2),
-                       diag((0, 62), (64, 126), 2)]}
+         "diagonals": [diag((32, 92), (0, 60), 2), diag((94, 205), (0, 111), 4)]}
     ]
 
 

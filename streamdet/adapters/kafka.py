@@ -41,9 +41,11 @@ from .contiguity import Gaps, following_on
 # would misread (a page record of five arrays loses its sentences) or drop. shards-6: a
 # page's record and its adds carry its paragraph chunks, deltas messages the site shard's
 # shares and parts, and grams messages labels (SPEC §8), which a shards-5 shard would
-# drop (its pages would count in no neighbourhood) or refuse. A pipeline of another
-# format is refused rather than mixed with it.
-PIPELINE_FORMAT = "shards-6"
+# drop (its pages would count in no neighbourhood) or refuse. shards-7: a page's sentences
+# have runs of repeats as one and keys common in the page as NO_KEY (SPEC §9), which a
+# shards-6 shard would post. A pipeline of another format is refused rather than mixed
+# with it.
+PIPELINE_FORMAT = "shards-7"
 PRODUCER_BATCH_BYTES = 1 << 20  # per partition and request (see producer())
 
 

@@ -68,5 +68,5 @@ def analyze(page: Page, params: Params, keep_text: bool = True) -> Analyzed:
     sk = sketch(grams, hashes)
     sk.bands  # noqa: B018  (derived here, kept by pickling with the sketch)
     return Analyzed(page.url, server, grams, page.fetched_at, page.implausible_time,
-                    pack_text(text), split_sentences(text, hashes, starts, ends), sk,
+                    pack_text(text), split_sentences(text, hashes, starts, ends, params.m), sk,
                     page_chunks(text, hashes, starts, params.stop_keys))

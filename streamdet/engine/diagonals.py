@@ -7,6 +7,11 @@ cells; one of at least gamma cells makes d and d' partial duplicates, and is rep
 with its span in both texts and its length. The cells are found by one sorted lookup of
 d's keys among the partner's rows (which hold only shared, non-common keys: the
 sentence-key role's links), and the runs by sorting the cells by (i - j, i).
+
+The cells are bounded by construction (SPEC §9): a key is on at most m positions of each
+page that posts it (engine.sentences: runs of repeats are one sentence, and a key on more
+than m positions is NO_KEY, never posted nor linked), so a pair has at most
+m · min(|own|, |rows|) cells, never copy against copy.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from .sentences import Sentences
 Diagonal = dict  # {"spans": [s, e], "other_spans": [s, e], "sentences": n}
 
 
-def _cells(own: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def cells(own: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(i, row index) of every cell: own[i] equals the key of that partner row."""
     order = np.argsort(rows[:, 0], kind="stable")
     keys = rows[order, 0]
@@ -37,7 +42,7 @@ def diagonals(own: Sentences, rows: np.ndarray, gamma: int) -> list[Diagonal]:
     sorted by their start in each document."""
     if len(rows) < gamma or len(own) < gamma:
         return []
-    i, r = _cells(own.keys, rows)
+    i, r = cells(own.keys, rows)
     if len(i) < gamma:
         return []
     j = rows[r, 1].astype(np.int64)

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..state.schema import u64key, u64keys
 from ..state.sorting import sorted_unique
-from .sentences import Sentences
+from .sentences import NO_KEY, Sentences
 
 COMMON_MARK = b"c"
 
@@ -75,10 +75,14 @@ def rows_key(docno: int) -> bytes:
 
 
 def rows_of(s: Sentences) -> np.ndarray:
-    """A document's sentences as rows (key, position, start, end)."""
+    """A document's sentences as rows (key, position, start, end), but for those common
+    in it (NO_KEY: they match nothing, so they are never posted)."""
     n = len(s)
-    return np.stack([s.keys, np.arange(n, dtype=np.uint64), s.starts.astype(np.uint64),
-                     s.ends.astype(np.uint64)], axis=1) if n else np.zeros((0, 4), np.uint64)
+    if not n:
+        return np.zeros((0, 4), np.uint64)
+    rows = np.stack([s.keys, np.arange(n, dtype=np.uint64), s.starts.astype(np.uint64),
+                     s.ends.astype(np.uint64)], axis=1)
+    return rows[s.keys != NO_KEY]
 
 
 def encode_rows(rows: np.ndarray) -> bytes:

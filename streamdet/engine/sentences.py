@@ -6,6 +6,13 @@ tokens between two cuts (SPEC §1 tokens), and one of fewer than MIN_TOKENS toke
 skipped, taking no position. A sentence's key is a hash of its token sequence, and its
 span runs from its first token's start to its last token's end.
 
+Repeats are matched once per run (SPEC §9 "Bounded engine work"), so that no pair of pages
+can make the diagonals quadratic: a run of consecutive sentences with one key is one
+sentence, spanning the run; and a key still on more than m positions of the page is common
+in it, as a key on more than m pages is common: it keeps its positions but its key is
+NO_KEY, which matches nothing (engine.sentence_postings posts no such key). A pair of pages
+then has at most m cells per sentence of either (engine.diagonals).
+
 Tokens never hold a terminator or a line break (they are runs of letters, numbers and
 marks), so the cuts are found once over the text's code points and each token's sentence
 is the number of cuts before it. Keys come from prefix sums of the token hashes weighted by
@@ -24,6 +31,7 @@ from .grams import mix
 TERMINATORS = ".!?…。！？؟।"
 LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines splits at
 MIN_TOKENS = 5
+NO_KEY = 0  # the key of a sentence common in its page: it matches nothing
 
 _CUTS = np.array(sorted(map(ord, TERMINATORS + LINE_BREAKS)), dtype=np.uint32)
 _BASE = np.uint64(0xD6E8FEB86659FD93)  # odd: invertible mod 2^64
@@ -81,9 +89,10 @@ def _powers(base: np.uint64, n: int) -> np.ndarray:
 
 
 def split_sentences(text: str, hashes: np.ndarray, starts: np.ndarray,
-                    ends: np.ndarray) -> Sentences:
+                    ends: np.ndarray, m: int) -> Sentences:
     """The sentences of `text` from its tokens (their hashes, engine.grams.token_hashes,
-    and offsets, engine.tokens.token_spans)."""
+    and offsets, engine.tokens.token_spans), runs of repeats collapsed and keys on more
+    than `m` positions made NO_KEY."""
     n = len(hashes)
     if n < MIN_TOKENS:
         return NONE
@@ -93,7 +102,18 @@ def split_sentences(text: str, hashes: np.ndarray, starts: np.ndarray,
     if not len(first):
         return NONE
     keys = run_keys(hashes, first, stop)
-    return Sentences(keys, starts[first].astype(np.int64), ends[stop - 1].astype(np.int64))
+    head = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    tail = np.append(head[1:] - 1, len(keys) - 1)
+    return Sentences(common_in_page(keys[head], m), starts[first[head]].astype(np.int64),
+                     ends[stop[tail] - 1].astype(np.int64))
+
+
+def common_in_page(keys: np.ndarray, m: int) -> np.ndarray:
+    """`keys` with those on more than `m` positions replaced by NO_KEY."""
+    if len(keys) <= m:
+        return keys
+    distinct, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    return np.where(counts[inverse] > m, np.uint64(NO_KEY), keys)
 
 
 def runs(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
