@@ -99,6 +99,26 @@ def test_common_phrase_falls_back_below_p(whole):
     assert_same_rows(expected, run_embedded(records, params, [1] * len(records)))
 
 
+def test_a_passage_below_p_again_finds_its_holders_once_not_once_per_gram(monkeypatch):
+    """SPEC §9: a copied passage's common grams share one tally; a withdrawal that takes
+    them below P finds the holders left from the power sums once for all of them (a root
+    finding costs milliseconds: once per gram, a 20,000-gram passage took one step 100 s)."""
+    from streamdet.engine import popular
+
+    calls = []
+    monkeypatch.setattr(popular, "recover", lambda sums, n: calls.append(n) or recover(sums, n))
+    if hasattr(popular, "_recovered"):  # found again, not remembered from another test
+        popular._recovered.cache_clear()
+    params = Params(k=2, m=3, c=1, theta=0.5, popular=4)
+    passage = " ".join(f"w{i}" for i in range(200))  # 199 grams
+    records = _docs(*((f"http://s{i}.org/", passage) for i in range(6)))
+    records += _docs(*((f"http://s{i}.org/", f"fresh words {i} only") for i in range(3)))
+    expected = reference(records, params)
+    assert expected["http://s5.org/"]["pop"] == 0  # 3 holders left < P
+    assert_same_rows(expected, run_embedded(records, params, [1] * len(records)))
+    assert 0 < len(calls) <= 4  # one holder set, at most one finding a step
+
+
 def test_p_above_m_counts_through_tallies():
     """P = 7 > m = 2: a gram is common before it is popular; crossing P needs the
     holders, which no posting lists."""

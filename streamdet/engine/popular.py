@@ -18,6 +18,8 @@ when P <= m; any time when P > m) is resolved from its tally's power sums.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from .power_sums import add_to, recover, sums_of
@@ -42,7 +44,7 @@ class Tally:
 
     def holders(self) -> list[int]:
         """Every holder, when there are fewer than the power sums can tell apart."""
-        return recover(self.sums, self.count)
+        return list(_recovered(tuple(self.sums), self.count))
 
     def add(self, docno: int) -> None:
         self.count += 1
@@ -66,6 +68,15 @@ class Tally:
     def decode(cls, raw: bytes, width: int) -> Tally:
         v = np.frombuffer(raw, dtype="<u8").tolist()
         return cls(v[0], v[2 : 2 + width], v[2 + width : 2 + width + v[1]])
+
+
+@lru_cache(maxsize=4096)
+def _recovered(sums: tuple[int, ...], count: int) -> tuple[int, ...]:
+    """`recover`, once per distinct tally: a copied passage's grams share one tally (the
+    same holders), and a withdrawal that takes them below P asks for its holders once per
+    gram, twice (SPEC §9: a version's withdrawal must cost linear time, and a root
+    finding costs milliseconds)."""
+    return tuple(recover(list(sums), count))
 
 
 class PopChanges:
