@@ -1,13 +1,15 @@
 """The greedy cover's rule and tie-breaks (SPEC §1 "cover"), computed by hand.
 
 Each case is a document's patch grams (small ints) and the patch grams each foreign
-candidate holds. It is checked three ways: the engine's `greedy_cover` on bitmasks, the
-reference's `ref_cover` on sets, and end to end through the engine with k=1 (each gram a
-word) on pages built so that their patch grams are exactly the case's sets.
+candidate holds. It is checked three ways: the engine's `greedy_cover` on (source, slot)
+pairs, the reference's `ref_cover` on sets, and end to end through the engine with k=1
+(each gram a word) on pages built so that their patch grams are exactly the case's sets.
+The incremental checks (first_change) write a document's sources as bitmasks for brevity.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -82,6 +84,17 @@ CASES = [
 ]
 
 
+def pairs(masks: dict[int, int], n_slots: int = 64) -> tuple[tuple, int]:
+    """A document's (source, slot) pairs, sorted, from a bitmask per source."""
+    rows = sorted((s, i) for s, m in masks.items() for i in range(n_slots) if m >> i & 1)
+    src = np.asarray([s for s, _ in rows], dtype=np.uint64)
+    return (src, np.asarray([i for _, i in rows], dtype=np.int32)), n_slots
+
+
+def cover_of(masks: dict[int, int], url_of, prefix=()) -> list[tuple[int, int]]:
+    return greedy_cover(*pairs(masks), url_of, prefix)
+
+
 @pytest.mark.parametrize("name, patch, cands, expected", CASES, ids=[c[0] for c in CASES])
 def test_engine_greedy_cover(name, patch, cands, expected):
     urls = sorted(cands, reverse=True)  # source ids not in URL order
@@ -93,8 +106,22 @@ def test_engine_greedy_cover(name, patch, cands, expected):
             mask |= bit[g]
         if mask:
             masks[sid] = mask
-    got = greedy_cover(masks, lambda s: urls[s])
+    got = cover_of(masks, lambda s: urls[s])
     assert [(urls[s], n) for s, n in got] == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(holdings=st.lists(st.sets(st.integers(0, 60), max_size=12), max_size=40),
+       names=st.lists(st.sampled_from("abc"), min_size=40, max_size=40))
+def test_engine_greedy_cover_equals_the_reference_with_many_sources_and_ties(holdings, names):
+    """Many sources, most of them tied on gain and total (few URLs' letters), against the
+    reference's cover on sets."""
+    urls = [f"http://{names[i]}{i}.org/" for i in range(len(holdings))]
+    patch = frozenset().union(*holdings) if holdings else frozenset()
+    want = ref_cover(patch, {u: frozenset(h) for u, h in zip(urls, holdings, strict=False)})
+    masks = {i: sum(1 << g for g in h) for i, h in enumerate(holdings) if h}
+    got = cover_of(masks, urls.__getitem__)
+    assert [(urls[s], n) for s, n in got] == want
 
 
 @pytest.mark.parametrize("name, patch, cands, expected", CASES, ids=[c[0] for c in CASES])
@@ -108,7 +135,7 @@ def test_astral_urls_sort_by_code_point():
     assert ref_cover(frozenset({1}), {u: frozenset(g) for u, g in cands.items()}) == [
         ("http://h/\uffff", 1)]
     urls = list(cands)
-    assert [(urls[s], n) for s, n in greedy_cover({0: 1, 1: 1}, lambda s: urls[s])] == [
+    assert [(urls[s], n) for s, n in cover_of({0: 1, 1: 1}, lambda s: urls[s])] == [
         ("http://h/\uffff", 1)]
 
 
@@ -176,11 +203,11 @@ def test_first_change_tells_exactly_whether_new_sources_change_the_cover(
     """first_change's "nothing changes" (None) equals running the greedy again, when the
     only changes are new sources (which may hold new patch grams no earlier source holds)."""
     new = {s + 8: m | (((1 << fresh_bits) - 1) << 10 if m & 1 else 0) for s, m in new.items()}
-    cover = greedy_cover(old, url_of.__getitem__)
+    cover = cover_of(old, url_of.__getitem__)
     after = {**old, **new}
-    verdict = first_change(after, cover, [url_of[s] for s, _ in cover],
+    verdict = first_change(*pairs(after), cover, [url_of[s] for s, _ in cover],
                            [(s, url_of[s]) for s in new]) is None
-    assert verdict == (greedy_cover(after, url_of.__getitem__) == cover)
+    assert verdict == (cover_of(after, url_of.__getitem__) == cover)
 
 
 @given_new_sources
@@ -189,18 +216,18 @@ def test_greedy_resumed_after_the_steps_new_sources_cannot_change_is_the_greedy(
     """first_change says how many steps of the old cover stand; the greedy resumed after
     them equals the greedy run from scratch."""
     new = {s + 8: m | (((1 << fresh_bits) - 1) << 10 if m & 1 else 0) for s, m in new.items()}
-    cover = greedy_cover(old, url_of.__getitem__)
+    cover = cover_of(old, url_of.__getitem__)
     after = {**old, **new}
-    kept = first_change(after, cover, [url_of[s] for s, _ in cover],
+    kept = first_change(*pairs(after), cover, [url_of[s] for s, _ in cover],
                         [(s, url_of[s]) for s in new])
-    fresh = greedy_cover(after, url_of.__getitem__)
+    fresh = cover_of(after, url_of.__getitem__)
     if kept is None:
         assert fresh == cover
     else:
         assert fresh[:kept] == cover[:kept]
         # ... and no more: the greedy's step `kept` differs, or the old cover had ended
         assert fresh[kept] != cover[kept] if kept < len(cover) else len(fresh) > kept
-        assert greedy_cover(after, url_of.__getitem__, cover[:kept]) == fresh
+        assert cover_of(after, url_of.__getitem__, cover[:kept]) == fresh
 
 
 def _engine_run(records: list[dict], params: Params) -> tuple[Store, list[dict]]:

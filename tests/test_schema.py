@@ -1,18 +1,18 @@
-"""DocState: patch-gram slots and per-source masks against a plain model, through any
+"""DocState: patch-gram slots and (source, slot) pairs against a plain model, through any
 sequence of gains, losses, source changes and encode/decode round trips."""
 
 from __future__ import annotations
 
-from unittest.mock import patch
+import struct
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamdet.state import schema
 from streamdet.state.budget import DOC_SLOT_BYTES, MemoryBudget
 from streamdet.state.kv import MemoryKV
-from streamdet.state.maskcodec import decode_masks, encode_masks
+from streamdet.state.maskcodec import decode_mask_pairs
+from streamdet.state.paircodec import decode_pairs, encode_pairs
 from streamdet.state.schema import (
     COMMON,
     DocResult,
@@ -33,11 +33,20 @@ OPS = st.lists(st.tuples(st.sampled_from(["gain", "lose", "add", "drop", "roundt
                          st.lists(GRAMS, max_size=5, unique=True), SOURCES), max_size=40)
 
 
+def _holdings(d: DocState) -> dict[int, set[int]]:
+    """source -> the slots it holds."""
+    out: dict[int, set[int]] = {}
+    for s, x in zip(*(a.tolist() for a in d.pairs.settled()), strict=True):
+        out.setdefault(s, set()).add(x)
+    return out
+
+
 def _view(d: DocState) -> dict[int, set[int]]:
-    """gram -> sources, read through the slots and masks."""
+    """gram -> sources, read through the slots and pairs."""
     grams = d.patch_grams()
     at = d.index.find(grams).tolist()
-    return {g: {s for s, m in d.masks.items() if m >> i & 1}
+    held = _holdings(d)
+    return {g: {s for s, slots in held.items() if i in slots}
             for g, i in zip(grams, at, strict=True)}
 
 
@@ -55,12 +64,12 @@ def _apply(d: DocState, model: dict[int, set[int]], op: str, grams: list[int], s
             del model[g]
     elif op == "add":
         have = [g for g in grams if g in model]
-        d.add_source(src, d.bits(have))
+        d.add_source(src, d.slots_of(have))
         for g in have:
             model[g].add(src)
     elif op == "drop":
         have = [g for g in grams if g in model]
-        d.drop_source(src, d.bits(have))
+        d.drop_source(src, d.slots_of(have))
         for g in have:
             model[g].discard(src)
     elif src % 3 == 0:  # a result whose cover was not computed (below theta)
@@ -88,7 +97,10 @@ def test_slots_and_masks_follow_a_plain_model(ops):
             d = again
         assert _view(d) == model
         assert d.n_patch == len(model)
-        assert all(m for m in d.masks.values())  # no empty masks kept
+        src, slot = d.pairs.settled()  # sorted by (source, slot), no pair twice
+        assert sorted(zip(src.tolist(), slot.tolist(), strict=True)) == list(
+            zip(src.tolist(), slot.tolist(), strict=True))
+        assert len(set(zip(src.tolist(), slot.tolist(), strict=True))) == len(src)
         assert d.foreign_patch_grams() == sum(1 for v in model.values() if v)
 
 
@@ -97,46 +109,58 @@ def test_postings_round_trip():
         assert decode_posting(encode_posting(p)) == p
 
 
-MASKS = st.integers(min_value=1, max_value=3000).flatmap(
-    lambda n: st.tuples(st.just(n), st.lists(st.sets(st.integers(0, n - 1), min_size=1,
-                                                     max_size=5), min_size=1, max_size=4)),
+LISTS = st.integers(min_value=1, max_value=70000).flatmap(
+    lambda n: st.tuples(st.just(n), st.lists(st.sets(st.integers(0, n - 1), max_size=5),
+                                             min_size=1, max_size=4)),
 ).flatmap(lambda case: st.tuples(st.just(case[0]), st.lists(st.sampled_from(case[1]),
                                                              max_size=12)))
 
 
 @settings(max_examples=200, deadline=None)
-@given(MASKS)
-def test_masks_round_trip_with_repeats(case):
-    n_slots, bit_sets = case
-    masks = [sum(1 << i for i in bits) for bits in bit_sets]
-    blob = b"prefix" + encode_masks(masks, n_slots) + b"suffix"
-    decoded, end = decode_masks(blob, len(b"prefix"), len(masks), n_slots)
-    assert decoded == masks
+@given(LISTS)
+def test_slot_lists_round_trip_with_repeats(case):
+    """Each source's slots, the same lists repeated (replicas), empty ones (a delta's gone
+    sources), over slot counts both sides of the 16-bit width."""
+    n_slots, lists = case
+    sources = list(range(10, 10 + len(lists)))
+    rows = sorted((s, x) for s, xs in zip(sources, lists, strict=True) for x in xs)
+    src = np.asarray([s for s, _ in rows], dtype=np.uint64)
+    slot = np.asarray([x for _, x in rows], dtype=np.int32)
+    blob = b"prefix" + encode_pairs(src, slot, sources, n_slots) + b"suffix"
+    got_src, got_slot, end = decode_pairs(blob, len(b"prefix"), sources, n_slots)
+    assert got_src.tolist() == src.tolist() and got_slot.tolist() == slot.tolist()
     assert blob[end:] == b"suffix"
+
+
+def test_a_document_stored_as_bitmasks_reads_as_pairs():
+    """Formats up to 13 stored each source's slots as a bitmask, each distinct one once."""
+    n_slots, width = 20, 3
+    masks = [(1 << 3) | (1 << 17), 1 << 0]
+    blob = (struct.pack("<I", 2) + b"".join(m.to_bytes(width, "little") for m in masks)
+            + np.asarray([0, 1, 0], dtype="<u2").tobytes() + b"end")
+    src, slot, end = decode_mask_pairs(blob, 0, [5, 6, 7], n_slots)
+    assert list(zip(src.tolist(), slot.tolist(), strict=True)) == [
+        (5, 3), (5, 17), (6, 0), (7, 3), (7, 17)]
+    assert blob[end:] == b"end"
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 40), st.sets(SOURCES, max_size=4)),
                 unique_by=lambda t: t[0], max_size=30),
        st.lists(GRAMS, max_size=8, unique=True))
-def test_holder_bits_equal_one_bits_call_per_holder(gram_holders, earlier):
-    """Both ways of making the masks: per group of equal holder tuples, and (past
-    HOLDER_GROUPS groups) one bit matrix."""
-    for limit in (schema.HOLDER_GROUPS, 0):
-        with patch.object(schema, "HOLDER_GROUPS", limit):
-            _check_holder_bits(gram_holders, earlier)
-
-
-def _check_holder_bits(gram_holders, earlier):
+def test_holder_pairs_equal_one_slot_lookup_per_holder(gram_holders, earlier):
     d = DocState(100)
     d.gain(earlier)  # slots taken before, and one freed, as in a document seen before
     d.lose(earlier[:1])
     grams = [g for g, _ in gram_holders]
     at = d.gain(grams)
     holders = [tuple(h) for _, h in gram_holders]
-    expected = {s: d.bits([g for g, h in zip(grams, holders, strict=True) if s in h])
-                for s in set().union(*holders)}
-    assert d.holder_bits(at, holders) == expected
+    src, slot = d.holder_pairs(at, holders)
+    got = sorted(zip(src.tolist(), slot.tolist(), strict=True))
+    want = sorted((s, x) for s in set().union(*holders)
+                  for x in d.slots_of([g for g, h in zip(grams, holders, strict=True)
+                                       if s in h]).tolist())
+    assert got == want
 
 
 STORED_OPS = st.lists(st.tuples(st.sampled_from(["gain", "lose", "add", "drop", "result"]),
@@ -168,7 +192,7 @@ def test_documents_stored_as_snapshot_plus_delta_read_back_equal(ops):
         txn.commit()
         again = Store(kv).begin().doc(7)
         assert _view(again) == model
-        assert encode_doc(again) == encode_doc(d)  # same masks, same result
+        assert encode_doc(again) == encode_doc(d)  # same pairs, same result
         assert (again.result.sources, again.result.quilted, again.result.docnos,
                 again.result.stale) == (result.sources, result.quilted, result.docnos,
                                         result.stale)
@@ -194,12 +218,12 @@ def test_a_transaction_folds_its_oldest_documents_past_the_budget_and_loses_noth
     held = []
     for docno in range(1, 7):
         held.append(d := txn.doc(docno))
-        assert d.bits([docno * 1000 + 2]) == 1 << 2  # its index is built
+        assert d.slots_of([docno * 1000 + 2]).tolist() == [2]  # its index is built
     assert store.cached_slots == 0  # the transaction needed their room
     assert sum(not d.folded for d in held) <= 3 and not held[-1].folded
     assert held[0].folded
     for docno, d in enumerate(held, 1):  # changes through references kept meanwhile
-        d.add_source(50 + docno, d.bits([docno * 1000 + 5, docno * 1000 + 99]))
+        d.add_source(50 + docno, d.slots_of([docno * 1000 + 5, docno * 1000 + 99]))
         d.lose([docno * 1000])
         txn.touch_doc(docno)
     assert sum(not d.folded for d in held) == 6  # using them built every index again
@@ -207,7 +231,7 @@ def test_a_transaction_folds_its_oldest_documents_past_the_budget_and_loses_noth
     again = Store(kv).begin()
     for docno in range(1, 7):
         d = again.doc(docno)
-        assert d.masks == {50 + docno: 1 << 5 | 1 << 99} and d.n_patch == 99
+        assert _holdings(d) == {50 + docno: {5, 99}} and d.n_patch == 99
         assert d.index.find([docno * 1000, docno * 1000 + 1]).tolist() == [-1, 1]
 
 
@@ -218,26 +242,26 @@ def test_an_added_source_is_stored_as_a_small_delta_not_a_new_snapshot():
     d = DocState(500)
     d.gain(list(range(200)))
     for s in range(1, 41):
-        d.add_source(s, d.bits(list(range(s, 200, 7))))
+        d.add_source(s, d.slots_of(list(range(s, 200, 7))))
     txn.put_doc(7, d)
     txn.commit()
     snapshot = kv.get("docs", u64key(7))
     assert kv.get("docdelta", u64key(7)) is None
     for s in (41, 42):
         txn = store.begin()
-        txn.doc(7).add_source(s, 0b1011)
+        txn.doc(7).add_source(s, np.asarray([0, 1, 3], dtype=np.int32))
         txn.touch_doc(7)
         txn.commit()
         assert kv.get("docs", u64key(7)) == snapshot  # not rewritten
         assert len(kv.get("docdelta", u64key(7))) < len(snapshot) // 4
     txn = store.begin()
-    txn.doc(7).lose([0, 1])  # every mask changes: a new snapshot, no delta
+    txn.doc(7).lose([0, 1])  # every source's list may change: a new snapshot, no delta
     txn.touch_doc(7)
     txn.commit()
     assert kv.get("docs", u64key(7)) != snapshot
     assert kv.get("docdelta", u64key(7)) is None
     again = Store(kv).begin().doc(7)
-    assert again.masks == txn.doc(7).masks and 41 in again.masks and 42 in again.masks
+    assert _holdings(again) == _holdings(txn.doc(7)) and {41, 42} <= set(_holdings(again))
 
 
 @given(st.lists(st.integers(0, 2**64 - 1) | st.sampled_from([0, 256, 2**64 - 1, 1 << 56]),

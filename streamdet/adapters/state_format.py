@@ -36,15 +36,17 @@ class StateFormat:
 # segments' filters and fences in segment files (state.segment_files; a state from before
 # has them moved there when it is first opened for writing), 13 cuts sentences with runs of
 # repeats as one and keys on more than m of a page's positions as NO_KEY (SPEC §9; an older
-# version would post NO_KEY; documents from before keep the sentences they were cut into)
+# version would post NO_KEY; documents from before keep the sentences they were cut into),
+# 14 writes a document's sources as slot lists (state.paircodec), which an older version
+# would read as bitmasks (documents from before are read as bitmasks until rewritten)
 _OLD = ("3", "4", "5", "6", "7", "8", "9")
-EMBEDDED = StateFormat("13", (*_OLD, "10", "11", "12"), "a `streamdet run` state", _OLD,
-                       (*_OLD, "10"))
-# shards-3 to shards-12: the same ten steps; shards-1 gram shards had no URL tables
+EMBEDDED = StateFormat("14", (*_OLD, "10", "11", "12", "13"), "a `streamdet run` state",
+                       _OLD, (*_OLD, "10"))
+# shards-3 to shards-13: the same eleven steps; shards-1 gram shards had no URL tables
 _OLD_SHARDS = ("shards-2", "shards-3", "shards-4", "shards-5", "shards-6", "shards-7",
                "shards-8")
-SHARD = StateFormat("shards-12", (*_OLD_SHARDS, "shards-9", "shards-10", "shards-11"),
-                    "a worker shard",
+SHARD = StateFormat("shards-13", (*_OLD_SHARDS, "shards-9", "shards-10", "shards-11",
+                                  "shards-12"), "a worker shard",
                     _OLD_SHARDS, (*_OLD_SHARDS, "shards-9"))
 
 

@@ -2,89 +2,125 @@
 
 Repeatedly take the foreign source holding the most still-uncovered patch grams; break
 ties by the most patch grams held overall, then by the smallest URL in code-point order;
-stop when no source covers anything new. Each source's patch grams are a Python int used
-as a bitmask (kept by the document, see state.schema.DocState), so "still uncovered" is
-one AND and a popcount per source and step.
+stop when no source covers anything new. The document's (source, slot) pairs are the
+input (state.source_pairs); the greedy itself runs compiled (engine.greedy), in time
+linear in the pairs up to a log factor, whatever the number of sources (SPEC §9).
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from .greedy import cover_steps
+
+Pairs = tuple[np.ndarray, np.ndarray]  # (source docnos, slots), sorted by source
 
 
-def greedy_cover(masks: Mapping[int, int], url_of: Callable[[int], str],
+class _Indexed:
+    """A document's pairs with its sources numbered 0 .. n - 1 (ascending docno), as the
+    kernel takes them."""
+
+    def __init__(self, pairs: Pairs, n_slots: int) -> None:
+        src, slot = pairs
+        first = np.ones(len(src), dtype=bool)
+        first[1:] = src[1:] != src[:-1]
+        self.sources = src[first]
+        self.src = (np.cumsum(first) - 1).astype(np.int32)
+        self.slot = slot.astype(np.int32, copy=False)
+        self.n_slots = n_slots
+
+    def index(self, docnos: Iterable[int]) -> np.ndarray:
+        """The numbers of these sources (-1 for one it does not have)."""
+        q = np.fromiter(docnos, dtype=np.uint64)
+        at = np.searchsorted(self.sources, q)
+        found = (at < len(self.sources)) & (self.sources.take(at, mode="clip") == q)
+        return np.where(found, at, -1).astype(np.int32)
+
+    def steps(self, rank: np.ndarray, prefix: np.ndarray, resume: bool
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return cover_steps(self.src, self.slot, len(self.sources), self.n_slots, rank,
+                           prefix, resume)
+
+
+def _url_rank(urls: list[str]) -> np.ndarray:
+    """Each URL's place in code-point order."""
+    rank = np.empty(len(urls), dtype=np.int64)
+    rank[sorted(range(len(urls)), key=urls.__getitem__)] = np.arange(len(urls))
+    return rank
+
+
+def greedy_cover(pairs: Pairs, n_slots: int, url_of: Callable[[int], str],
                  prefix: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int]]:
     """(source, newly covered grams) in the order the greedy algorithm picks them;
-    `prefix`, when given, is known to be its first steps (see first_change).
-
-    Lazy evaluation (as in CELF): a source's gain can only shrink as the cover grows, so a
-    heap keyed by (stale gain, total, URL) is re-checked only at its top. A popped source
-    whose fresh key still beats the next stale key is the exact greedy choice, ties
-    included: the key order *is* the SPEC's tie-breaking order. Sources that cover nothing
-    still uncovered never enter the heap (nor need their URL).
-    """
-    uncovered = 0
-    for m in masks.values():
-        uncovered |= m
-    for s, _ in prefix:
-        uncovered &= ~masks[s]
-    heap = []
-    for s, m in masks.items():
-        if m & uncovered:
-            total = m.bit_count()
-            heap.append((-total, -total, url_of(s), s, m))
-    heapq.heapify(heap)
-    cover = list(prefix)
-    while heap and uncovered:
-        _, neg_total, url, s, m = heapq.heappop(heap)
-        gain = (m & uncovered).bit_count()
-        if gain == 0:
-            continue
-        fresh = (-gain, neg_total, url, s, m)
-        if heap and fresh > heap[0]:
-            heapq.heappush(heap, fresh)
-            continue
-        cover.append((s, gain))
-        uncovered &= ~m
-    return cover
+    `prefix`, when given, is known to be its first steps (see first_change)."""
+    ix = _Indexed(pairs, n_slots)
+    if not len(ix.sources):
+        return []
+    rank = _url_rank([url_of(s) for s in ix.sources.tolist()])
+    taken = ix.index(s for s, _ in prefix)
+    if (taken < 0).any():
+        raise ValueError("a cover's first steps name a source the document does not have")
+    picks, gains, _ = ix.steps(rank, taken, True)
+    return list(zip(ix.sources[picks].tolist(), gains.tolist(), strict=True))
 
 
-def first_change(masks: Mapping[int, int], cover: Sequence[tuple[int, int]],
+def replay(pairs: Pairs, n_slots: int, docnos: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """A cover's steps taken again on the pairs: (each step's newly covered count, the
+    step that covered each slot, -1 for none). A source the pairs lack covers nothing."""
+    ix = _Indexed(pairs, n_slots)
+    at = ix.index(docnos)
+    known = at >= 0
+    picks, gains, step_of = ix.steps(np.zeros(len(ix.sources), np.int64), at[known], False)
+    newly = np.zeros(len(docnos), dtype=np.int64)
+    newly[known] = gains
+    if not known.all():  # steps numbered as the kernel took them: renumber to the cover's
+        step_of = np.where(step_of >= 0, np.flatnonzero(known)[np.maximum(step_of, 0)], -1)
+    return newly, step_of
+
+
+def first_change(pairs: Pairs, n_slots: int, cover: Sequence[tuple[int, int]],
                  cover_urls: Sequence[str], new: Iterable[tuple[int, str]]) -> int | None:
     """None when `cover` is still exactly the greedy cover after sources `new` were added;
     else how many of its first steps still stand (the greedy may resume after them).
 
-    Valid when, since `cover` was computed from the masks, the only changes are new sources
-    (given with their URLs), possibly holding new patch grams that no earlier source holds:
-    every earlier source then has the same gain at every step as before, so the old
-    sequence stands unless, at some step, a new source's key beats the chosen one's, or a
-    new source still covers something once the old sequence has run out. The steps before
-    the first such step are the greedy's own either way. Checking that costs one AND and
-    popcount per (step, new source) instead of a greedy run over all sources, and stops
-    as soon as the new sources hold nothing still uncovered.
+    Valid when, since `cover` was computed, the only changes are new sources (given with
+    their URLs), possibly holding new patch grams that no earlier source holds: every
+    earlier source then has the same gain at every step as before, so the old sequence
+    stands unless, at some step, a new source's key beats the chosen one's, or a new
+    source still covers something once the old sequence has run out. The steps before the
+    first such step are the greedy's own either way. The old steps are replayed once (the
+    step covering each slot); a new source's gain at every step follows from the steps of
+    its slots, so the check needs no greedy and no URL but the new sources'.
     """
-    added = []
-    uncovered = 0
-    for m in masks.values():
-        uncovered |= m
-    for s, url in new:
-        m = masks.get(s, 0)
-        if m:
-            added.append((m, m.bit_count(), url))
-    if not added:
+    new = list(new)
+    if not new:
         return None
-    for step, ((s, gain), url) in enumerate(zip(cover, cover_urls, strict=True)):
-        m = masks.get(s, 0)
-        if (m & uncovered).bit_count() != gain:  # not the situation this check is for
-            return 0
-        live = False
-        for am, total, aurl in added:
-            g = (am & uncovered).bit_count()
-            if g > gain or (g == gain and g and (total, url) > (m.bit_count(), aurl)):
-                return step
-            live = live or g > 0
-        if not live:  # the new sources cover nothing left: later steps are theirs alone
-            return None
-        uncovered &= ~m
-    return len(cover) if any(am & uncovered for am, _, _ in added) else None
+    src, slot = pairs
+    gains = np.asarray([g for _, g in cover], dtype=np.int64)
+    newly, step_of = replay(pairs, n_slots, [s for s, _ in cover])
+    if not np.array_equal(newly, gains):  # not the situation this check is for
+        return 0
+    c = len(cover)
+    keys = np.asarray([s for s, _ in cover], dtype=np.uint64)
+    totals = np.searchsorted(src, keys, "right") - np.searchsorted(src, keys, "left")
+    urls = np.asarray(list(cover_urls), dtype=object)
+    at_step = np.arange(c)
+    first, after = c, False
+    for s, url in new:
+        key = np.uint64(s)
+        mine = slot[np.searchsorted(src, key, "left"):np.searchsorted(src, key, "right")]
+        if not len(mine):
+            continue
+        steps = np.sort(np.where(step_of[mine] >= 0, step_of[mine], c))
+        gain = len(mine) - np.searchsorted(steps, at_step, "left")  # its gain at each step
+        wins = (gain > gains) | ((gain == gains) & (gain > 0) & (
+            (len(mine) > totals) | ((len(mine) == totals) & (url < urls))))
+        hit = np.flatnonzero(wins)
+        if len(hit):
+            first = min(first, int(hit[0]))
+        after = after or bool(steps[-1] == c)  # still covers something after the last step
+    if first < c:
+        return first
+    return c if after else None

@@ -1,7 +1,7 @@
 """The doc-shard role: patch sets kept current by deltas, and re-scoring.
 
-Each document keeps its patch grams and, per foreign holder, a bitmask of the patch grams it
-holds (DocState). Deltas from the gram role are applied in order as they come; a document
+Each document keeps its patch grams and which foreign holder holds which of them (DocState,
+its (source, slot) pairs). Deltas from the gram role are applied in order as they come; a document
 whose patch set or foreign sources changed is marked dirty (a Touch: the URL that caused
 it, and what kind of change), and re-scored once per batch.
 
@@ -16,6 +16,8 @@ compute it (`current`).
 from __future__ import annotations
 
 from collections.abc import Iterable
+
+import numpy as np
 
 from ..state.schema import DocResult, DocState
 from .cover import first_change, greedy_cover
@@ -38,10 +40,10 @@ class Touch:
         self.added = None
 
     def gained(self, cause: str, source: int, doc: DocState) -> None:
-        """A foreign source; it counts as added only when the document had no mask for it
-        before this batch (an old source growing would change old gains)."""
+        """A foreign source; it counts as added only when the document had no pairs with
+        it before this batch (an old source growing would change old gains)."""
         self.cause = cause
-        if self.added is not None and (source in self.added or source not in doc.masks):
+        if self.added is not None and (source in self.added or not doc.held_before(source)):
             self.added.add(source)
         else:
             self.added = None
@@ -73,6 +75,14 @@ class DocRole:
             return source != doc
         return txn.server(doc) != txn.server(source)
 
+    def _foreign_mask(self, txn: DocView, doc: int, src: np.ndarray) -> np.ndarray:
+        """Which of these sources (docnos, repeats allowed) are foreign to `doc`: one check
+        per distinct source."""
+        distinct, inverse = np.unique(src, return_inverse=True)
+        ok = np.fromiter((self.is_foreign(txn, doc, s) for s in distinct.tolist()),
+                         dtype=bool, count=len(distinct))
+        return ok[inverse]
+
     def apply(self, txn: DocView, deltas: Iterable[Delta], dirty: Dirty) -> set[int]:
         """Apply deltas in order; record each changed document with its cause in `dirty`.
 
@@ -88,29 +98,29 @@ class DocRole:
             if touch is None:
                 touch = dirty[t] = Touch(cause, set())
             if op == GAIN:
-                for s, bits in doc.holder_bits(doc.gain(grams), arg).items():
-                    if self.is_foreign(txn, t, s):
-                        doc.add_source(s, bits)
+                src, slots = doc.holder_pairs(doc.gain(grams), arg)
+                foreign = self._foreign_mask(txn, t, src)
+                doc.add_pairs(src[foreign], slots[foreign])
                 touch.full(cause)
             elif op == GAIN_FROM:
                 at = doc.gain(grams)  # new slots: no earlier source holds them
                 if self.is_foreign(txn, t, arg):
                     touch.gained(cause, arg, doc)
-                    doc.add_source(arg, doc.mask(at))
+                    doc.add_source(arg, at)
                 else:
                     touch.cause = cause  # more patch grams, same sources
             elif op == ADD:
                 if not self.is_foreign(txn, t, arg):
                     continue
                 touch.gained(cause, arg, doc)
-                doc.add_source(arg, doc.bits(grams))
+                doc.add_source(arg, doc.slots_of(grams))
             elif op == LOSE:
                 doc.lose(grams)
                 touch.full(cause)
             elif op == DROP:
                 if not self.is_foreign(txn, t, arg):
                     continue  # never listed: only foreign holders are kept
-                doc.drop_source(arg, doc.bits(grams))
+                doc.drop_source(arg, doc.slots_of(grams))
                 touch.full(cause)
             txn.touch_doc(t)
             changed.add(t)
@@ -157,13 +167,15 @@ class DocRole:
                 and prev.n_grams == doc.n_grams and len(prev.docnos) == len(prev.sources)):
             old = list(zip(prev.docnos, (n for _, n in prev.sources), strict=True))
             txn.load_names(touch.added)
-            kept = first_change(doc.masks, old, [u for u, _ in prev.sources],
+            kept = first_change(doc.pairs.settled(), len(doc.slots), old,
+                                [u for u, _ in prev.sources],
                                 [(s, txn.url_of(s)) for s in touch.added])
         if kept is None:
             docnos, sources = prev.docnos, prev.sources
         else:
-            txn.load_names(doc.masks)  # the greedy's tie-break reads every source's URL
-            cover = greedy_cover(doc.masks, txn.url_of, old[:kept] if kept else ())
+            txn.load_names(doc.sources().tolist())  # the tie-break reads every source's URL
+            cover = greedy_cover(doc.pairs.settled(), len(doc.slots), txn.url_of,
+                                 old[:kept] if kept else ())
             docnos = tuple(s for s, _ in cover)
             sources = prev.sources[:kept] + tuple((txn.url_of(s), n) for s, n in cover[kept:])
         quilted = self.params.is_quilted(doc.patch_fraction, doc.n_patch,
@@ -181,6 +193,7 @@ def current(txn: DocView, doc: DocState) -> DocResult:
     r = doc.result
     if not r.stale:
         return r
-    cover = greedy_cover(doc.masks, txn.url_of)
+    txn.load_names(doc.sources().tolist())
+    cover = greedy_cover(doc.pairs.settled(), len(doc.slots), txn.url_of)
     return DocResult(tuple((txn.url_of(s), n) for s, n in cover), False, doc.n_patch, doc.n_grams,
                  tuple(s for s, _ in cover))

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..state.schema import DocResult, DocState
+from .cover import replay
 from .grams import token_hashes, window_hashes
 from .text import unpack_text
 from .tokens import token_spans
@@ -33,20 +34,12 @@ WINDOWS_CACHE_BYTES = 32 << 20  # windows of recently shown texts (WindowsCache)
 
 def newly_covered(doc: DocState, docnos: Sequence[int]) -> list[np.ndarray]:
     """The patch grams each cover source newly covered, in cover order (SPEC §5's Cᵢ),
-    in slot order: the greedy's steps replayed on the slot masks."""
-    uncovered = 0
-    for m in doc.masks.values():
-        uncovered |= m
+    in slot order: the greedy's steps replayed on the document's pairs (cover.replay)."""
+    step_of = replay(doc.pairs.settled(), len(doc.slots), docnos)[1]
     slots = np.frombuffer(doc.slots, dtype=np.uint64)
-    width = (len(slots) + 7) // 8
-    out = []
-    for s in docnos:
-        m = doc.masks.get(s, 0) & uncovered
-        uncovered &= ~m
-        bits = np.unpackbits(np.frombuffer(m.to_bytes(width, "little"), dtype=np.uint8),
-                             bitorder="little")[: len(slots)]
-        out.append(slots[np.flatnonzero(bits)])
-    return out
+    order = np.argsort(step_of, kind="stable")
+    bounds = np.searchsorted(step_of[order], np.arange(len(docnos) + 1))
+    return [slots[order[a:b]] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def merged(starts: np.ndarray, ends: np.ndarray) -> Spans:
@@ -140,13 +133,16 @@ def packed_spans(packed: bytes | None, k: int, covered: Sequence[np.ndarray]
 
 
 def _spans(found: Windows, k: int, covered: Sequence[np.ndarray]) -> list[Spans]:
+    """Each gram set's merged ranges: the windows grouped by owner with one stable sort
+    (text order kept within a group), so the cost is the windows' and not their number
+    times the sets' (a page with thousands of sources)."""
     windows, starts, ends = found
     owner = _owners(windows, covered)
-    out = []
-    for i in range(len(covered)):
-        hit = np.flatnonzero(owner == i)
-        out.append(merged(starts[hit], ends[hit + k - 1]))
-    return out
+    hit = np.flatnonzero(owner >= 0)
+    hit = hit[np.argsort(owner[hit], kind="stable")]
+    bounds = np.searchsorted(owner[hit], np.arange(len(covered) + 1))
+    return [merged(starts[hit[a:b]], ends[hit[a:b] + k - 1])
+            for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def evidence(result: DocResult, doc: DocState, packed_text: bytes | None,

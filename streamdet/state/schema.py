@@ -4,12 +4,13 @@
           or COMMON once more than m documents held it (sticky, SPEC §1 exception).
           Postings may still list docnos of withdrawn document versions; readers drop them
           with the withdrawn set, writers prune them.
-- docs:   docno -> DocState snapshot: size, foreign sources with their slot masks, result.
-- docdelta: docno -> what changed since the snapshot: the sources whose masks changed
-          (an empty mask: the source is gone), the slot count and the last result. Most
+- docs:   docno -> DocState snapshot: size, foreign sources with the slots each holds,
+          result.
+- docdelta: docno -> what changed since the snapshot: the sources whose slots changed
+          (an empty list: the source is gone), the slot count and the last result. Most
           re-scores of an earlier document add one foreign source (a new page sharing some
           of its text), and a stream of small batches re-scores each document again and
-          again: rewriting all of its ~100 masks each time was the doc shard's largest
+          again: rewriting all of its ~100 sources each time was the doc shard's largest
           cost. A delta is rewritten while it stays small; then the snapshot is.
 - slots:  docno -> the DocState's patch-gram slots, a key of its own because most
           re-scores change sources but not the patch set: only changed slots are rewritten.
@@ -31,8 +32,10 @@ from itertools import chain
 
 import numpy as np
 
-from .maskcodec import decode_masks, encode_masks
+from .maskcodec import decode_mask_pairs
+from .paircodec import decode_pairs, encode_pairs
 from .slot_index import SlotIndex
+from .source_pairs import SourcePairs
 
 COMMON = "common"  # posting marker: the gram had more than m documents
 Posting = tuple[int, ...] | str
@@ -40,10 +43,11 @@ Posting = tuple[int, ...] | str
 _COMMON_BYTES = b"\x00"
 _DOC_HEADER = struct.Struct("<QIIIIB")  # ..., result flag: 0, 1 (quilted) or _STALE
 _STALE = 2  # the result's cover was not computed (DocResult.stale)
+_PAIRS = 4  # flag bit: sources are slot lists (paircodec), not bitmasks (maskcodec)
 _URL_ENTRY = struct.Struct("<QQ")
 _BIG_ENDIAN = sys.byteorder == "big"
-DELTA_MIN_SOURCES = 8  # a delta may always hold this many changed sources ...
-DELTA_SHARE = 4  # ... or up to 1/DELTA_SHARE of the document's sources
+DELTA_MIN_PAIRS = 64  # a delta may always hold this many pairs ...
+DELTA_SHARE = 4  # ... or up to 1/DELTA_SHARE of the document's pairs
 
 
 def u64key(n: int) -> bytes:
@@ -90,12 +94,6 @@ def decode_posting(b: bytes) -> Posting:
     return _posting_struct(len(b) // 8).unpack(b)
 
 
-HOLDER_GROUPS = 64  # distinct holder tuples past which holder_bits builds one bit matrix
-# Slots past which a mask is set in a numpy row and packed: each `b |= 1 << i` copies the
-# whole mask so far, and the deltas of a shared passage name hundreds of slots at once.
-MASK_BY_LOOP = 48
-
-
 @dataclass
 class DocResult:
     """A document's last computed result: its greedy cover and quilted flag."""
@@ -126,21 +124,21 @@ class DocResult:
 class DocState:
     """One live document version as the doc role keeps it.
 
-    Its patch grams (2 <= |docs(g)| <= m) sit in numbered slots, and each *foreign* holder
-    of any of them has a bitmask over the slots: everything a greedy cover needs (one AND
-    and popcount per source and step), kept current by deltas from the gram role, so
-    re-scoring never reads the gram index and never rebuilds the masks. Freed slots (a gram
-    that went common) are reused. `slots_changed` says whether the slots differ from the
-    stored ones (see table `slots`); `unsaved` names the sources whose masks changed since
-    the stored snapshot (None: the masks as a whole did, or there is no snapshot yet), and
-    `has_delta` whether a delta is stored beside the snapshot (see table `docdelta`).
+    Its patch grams (2 <= |docs(g)| <= m) sit in numbered slots, and its (source, slot)
+    pairs (state.source_pairs) say which *foreign* holder holds which of them: everything
+    a greedy cover needs (engine.cover), kept current by deltas from the gram role, so
+    re-scoring never reads the gram index. Freed slots (a gram that went common) are
+    reused. `slots_changed` says whether the slots differ from the stored ones (see table
+    `slots`); `unsaved` names the sources whose pairs changed since the stored snapshot
+    (None: the pairs as a whole did, or there is no snapshot yet), and `has_delta` whether
+    a delta is stored beside the snapshot (see table `docdelta`).
     """
 
-    __slots__ = ("n_grams", "slots", "_index", "free", "masks", "result", "slots_changed",
+    __slots__ = ("n_grams", "slots", "_index", "free", "pairs", "result", "slots_changed",
                  "unsaved", "has_delta")
 
     def __init__(self, n_grams: int, slots: array | None = None,
-                 masks: dict[int, int] | None = None, result: DocResult | None = None,
+                 pairs: SourcePairs | None = None, result: DocResult | None = None,
                  free: list[int] | None = None) -> None:
         self.n_grams = n_grams
         self.slots_changed = slots is None
@@ -150,7 +148,7 @@ class DocState:
         # an int object, nothing for the garbage collector to walk, and the codec copies
         # it in one go. The index (gram -> slot) is built from them when first needed.
         self.slots = slots if slots is not None else array("Q")
-        self.masks: dict[int, int] = masks or {}
+        self.pairs = pairs if pairs is not None else SourcePairs()
         self.result = result or DocResult()
         self.free: list[int] = free or []  # a heap (ascending order is one)
         self._index: SlotIndex | None = None
@@ -167,12 +165,18 @@ class DocState:
 
     def fold(self) -> None:
         """Drop the gram -> slot index (rebuilt from the slots when next needed); the
-        slots, masks and result stay, so a folded document is the same document."""
+        slots, pairs and result stay, so a folded document is the same document."""
         self._index = None
 
     @property
     def folded(self) -> bool:
         return self._index is None
+
+    @property
+    def weight(self) -> int:
+        """Its memory in slot-equivalents, for the budget (budget.DOC_SLOT_BYTES a slot):
+        a slot, and a third of one for each pair (12 bytes)."""
+        return len(self.slots) + self.pairs.size // 3
 
     @property
     def n_patch(self) -> int:
@@ -185,73 +189,26 @@ class DocState:
     def patch_grams(self) -> list[int]:
         return self.index.grams()
 
-    def bits(self, grams: list[int]) -> int:
-        """The slot bitmask of those of `grams` that are patch grams (a delta delivered
-        twice may name grams that have gone meanwhile)."""
-        return self.mask(self.index.present(grams))
+    def slots_of(self, grams: list[int]) -> np.ndarray:
+        """The slots of those of `grams` that are patch grams (a delta delivered twice may
+        name grams that have gone meanwhile)."""
+        return self.index.present(grams)
 
-    def mask(self, at: np.ndarray) -> int:
-        """The bitmask of slots `at` (as `gain` returns them: a delta's grams are looked
-        up once)."""
-        if len(at) < MASK_BY_LOOP:
-            b = 0
-            for i in at.tolist():
-                b |= 1 << i
-            return b
-        row = np.zeros((len(self.slots) + 7) & ~7, dtype=np.uint8)
-        row[at] = 1
-        return int.from_bytes(np.packbits(row, bitorder="little").tobytes(), "little")
-
-    def holder_bits(self, at: np.ndarray, holders: list[tuple[int, ...]]
-                    ) -> dict[int, int]:
-        """Each holder's slot bitmask over some of its patch grams, given every gram's
-        slot (as `gain` returns them) and holders (an arrival gains hundreds of patch
-        grams from tens of holders at once, too many pairs for one `bits` call per
-        holder). The grams of a page share few distinct holder tuples (the same copies
-        hold a whole passage), so the grams are grouped by tuple and each group's mask is
-        made once; many groups go through one bit matrix instead."""
-        groups: dict[tuple[int, ...], list[int]] = {}
-        last, slots = None, []
-        for i, h in zip(at.tolist(), holders, strict=True):
-            if h is not last:  # a run of one tuple object needs no hashing (engine.postings)
-                last = h
-                slots = groups.get(h)
-                if slots is None:
-                    if len(groups) >= HOLDER_GROUPS:
-                        return self._holder_matrix(at, holders)
-                    slots = groups[h] = []
-            slots.append(i)
-        width = (len(self.slots) + 7) // 8
-        out: dict[int, int] = {}
-        for h, slots in groups.items():
-            row = np.zeros(width * 8, dtype=np.uint8)
-            row[slots] = 1
-            mask = int.from_bytes(np.packbits(row, bitorder="little").tobytes(), "little")
-            for y in h:
-                out[y] = out.get(y, 0) | mask
-        return out
-
-    def _holder_matrix(self, at: np.ndarray, holders: list[tuple[int, ...]]
-                       ) -> dict[int, int]:
-        """holder_bits as one bit matrix (holders x slots), given the grams' slots."""
+    @staticmethod
+    def holder_pairs(at: np.ndarray, holders: list[tuple[int, ...]]
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """(holder, slot) pairs of grams at slots `at` (as `gain` returns them) held by
+        `holders` (a tuple a gram): an arrival gains hundreds of patch grams from tens of
+        holders at once."""
         counts = np.fromiter(map(len, holders), dtype=np.intp, count=len(holders))
-        n_pairs = int(counts.sum())
-        if not n_pairs:
-            return {}
-        held = np.fromiter(chain.from_iterable(holders), dtype=np.uint64, count=n_pairs)
-        sources, row = np.unique(held, return_inverse=True)
-        width = (len(self.slots) + 7) // 8
-        matrix = np.zeros((len(sources), width * 8), dtype=np.uint8)
-        matrix[row, np.repeat(at, counts)] = 1
-        blob = np.packbits(matrix, axis=1, bitorder="little").tobytes()
-        from_bytes = int.from_bytes
-        return {s: from_bytes(blob[i : i + width], "little")
-                for s, i in zip(sources.tolist(), range(0, len(blob), width), strict=True)}
+        n = int(counts.sum())
+        src = np.fromiter(chain.from_iterable(holders), dtype=np.uint64, count=n)
+        return src, np.repeat(np.asarray(at, dtype=np.int32), counts)
 
     def gain(self, grams: list[int]) -> np.ndarray:
         """New patch grams, in free slots first (grams it has already are left alone, so
         a delta delivered twice changes nothing). Returns every gram's slot (int32), for
-        the masks the delta then sets."""
+        the pairs the delta then adds."""
         index = self.index
         at = index.find(grams)
         missing = np.flatnonzero(at < 0).tolist()
@@ -278,43 +235,59 @@ class DocState:
         return len(self.slots) - 1
 
     def lose(self, grams: list[int]) -> None:
-        """Patch grams no more: their slots are cleared in every mask and freed."""
-        clear = ~self.bits(grams)
+        """Patch grams no more: their slots' pairs go and the slots are freed."""
         freed = self.index.remove(grams)
         if freed:
             for i in freed:
                 heapq.heappush(self.free, i)
             self.slots_changed = True
-        self.masks = {s: m & clear for s, m in self.masks.items() if m & clear}
-        self.unsaved = None
+            self.pairs.lose(np.asarray(freed, dtype=np.int32))
+            self.unsaved = None
 
-    def add_source(self, source: int, bits: int) -> None:
-        if bits:
-            self.masks[source] = self.masks.get(source, 0) | bits
+    def add_pairs(self, src: np.ndarray, slots: np.ndarray) -> None:
+        """Pairs (src[i], slots[i]): foreign holders of these slots."""
+        if len(slots):
+            self.pairs.add(src, slots)
+            if self.unsaved is not None:
+                self.unsaved.update(src.tolist())
+
+    def add_source(self, source: int, slots: np.ndarray) -> None:
+        if len(slots):
+            self.pairs.add(source, slots)
             if self.unsaved is not None:
                 self.unsaved.add(source)
 
-    def drop_source(self, source: int, bits: int) -> None:
-        m = self.masks.get(source, 0) & ~bits
-        if m:
-            self.masks[source] = m
-        else:
-            self.masks.pop(source, None)
-        if self.unsaved is not None:
-            self.unsaved.add(source)
+    def drop_source(self, source: int, slots: np.ndarray) -> None:
+        if len(slots):
+            self.pairs.drop(source, slots)
+            if self.unsaved is not None:
+                self.unsaved.add(source)
+
+    def sources(self) -> np.ndarray:
+        """Its foreign sources, ascending."""
+        return self.pairs.sources()
+
+    def held_before(self, source: int) -> bool:
+        """Whether `source` held some of its patch grams before the changes in hand."""
+        return self.pairs.held_before(source)
 
     def delta_fits(self) -> bool:
         """Whether the changes since the snapshot are few enough to store as a delta
-        (rewritten whole at every commit, so it must stay a small share of the masks)."""
-        return self.unsaved is not None and len(self.unsaved) <= max(
-            DELTA_MIN_SOURCES, len(self.masks) // DELTA_SHARE)
+        (rewritten whole at every commit, so it must stay a small share of the pairs):
+        the delta holds every changed source's whole list."""
+        if self.unsaved is None:
+            return False
+        if not self.unsaved:
+            return True
+        src, _ = self.pairs.settled()
+        changed = np.asarray(sorted(self.unsaved), dtype=np.uint64)
+        n = int((np.searchsorted(src, changed, "right")
+                 - np.searchsorted(src, changed, "left")).sum())
+        return n <= max(DELTA_MIN_PAIRS, len(src) // DELTA_SHARE)
 
     def foreign_patch_grams(self) -> int:
         """How many patch grams some foreign document also holds."""
-        union = 0
-        for m in self.masks.values():
-            union |= m
-        return union.bit_count()
+        return self.pairs.held_slots()
 
 
 def _le_bytes(a: array) -> bytes:
@@ -328,25 +301,26 @@ def _le_bytes(a: array) -> bytes:
 def encode_doc(d: DocState) -> bytes:
     """Canonical bytes (the same document state gives the same bytes, whatever the order
     its sources arrived in) of everything but the slots: the snapshot. Layout: header,
-    sources (u64, ascending), their masks (maskcodec), cover docnos (u64), cover URL and
-    count text."""
-    return _encode(d, sorted(d.masks))
+    sources (u64, ascending), their slot lists (paircodec), cover docnos (u64), cover URL
+    and count text."""
+    return _encode(d, d.sources().tolist())
 
 
 def encode_doc_delta(d: DocState) -> bytes:
     """The delta beside a snapshot: the snapshot's layout over the sources changed since
-    it was written (an empty mask for a source that is gone)."""
+    it was written (an empty list for a source that is gone)."""
     return _encode(d, sorted(d.unsaved or ()))
 
 
 def _encode(d: DocState, order: list[int]) -> bytes:
     cover = d.result.sources_bytes()
-    masks = d.masks
+    src, slot = d.pairs.settled()
+    flag = (_STALE if d.result.stale else d.result.quilted) | _PAIRS
     return b"".join((
         _DOC_HEADER.pack(d.n_grams, len(d.slots), len(order), len(d.result.docnos),
-                         len(cover), _STALE if d.result.stale else d.result.quilted),
+                         len(cover), flag),
         np.asarray(order, dtype="<u8").tobytes(),
-        encode_masks([masks.get(s, 0) for s in order], len(d.slots)),
+        encode_pairs(src, slot, order, len(d.slots)),
         np.asarray(d.result.docnos, dtype="<u8").tobytes(),
         cover,
     ))
@@ -362,13 +336,15 @@ def encode_slots(d: DocState) -> bytes:
 
 def decode_doc(b: bytes, slot_bytes: bytes | None, delta: bytes | None = None) -> DocState:
     """A document from its `docs`, `slots` and `docdelta` values (None: it has none)."""
-    n_grams, n_slots, masks, quilted, docnos, cover, blob = _decode(b)
-    if delta is not None:  # newer slot count, changed masks and result
-        _, n_slots, changed, quilted, docnos, cover, blob = _decode(delta)
-        masks.update(changed)
-        masks = {s: m for s, m in masks.items() if m}
+    n_grams, n_slots, (src, slot), changed, quilted, docnos, cover, blob = _decode(b)
+    if delta is not None:  # newer slot count, changed sources' lists and result
+        _, n_slots, (dsrc, dslot), changed, quilted, docnos, cover, blob = _decode(delta)
+        keep = ~np.isin(src, np.asarray(changed, dtype=np.uint64))
+        src, slot = np.concatenate((src[keep], dsrc)), np.concatenate((slot[keep], dslot))
+        order = np.lexsort((slot, src))
+        src, slot = src[order], slot[order]
     slots, free = _decode_slots(slot_bytes or b"", n_slots)
-    d = DocState(n_grams, slots, masks, None, free)
+    d = DocState(n_grams, slots, SourcePairs(src, slot), None, free)
     d.result = DocResult(cover, quilted == 1, d.n_patch, n_grams, docnos, blob, quilted == _STALE)
     if delta is not None:
         d.unsaved = set(changed)
@@ -376,16 +352,18 @@ def decode_doc(b: bytes, slot_bytes: bytes | None, delta: bytes | None = None) -
     return d
 
 
-def _decode(b: bytes) -> tuple[int, int, dict[int, int], int, tuple[int, ...],
-                               tuple[tuple[str, int], ...], bytes]:
-    """n_grams, n_slots, masks by source, result flag (0, 1 quilted, _STALE), cover docnos,
-    cover and its bytes, of a snapshot or a delta."""
-    n_grams, n_slots, n_src, n_docnos, n_cover, quilted = _DOC_HEADER.unpack_from(b)
+def _decode(b: bytes) -> tuple[int, int, tuple[np.ndarray, np.ndarray], list[int], int,
+                               tuple[int, ...], tuple[tuple[str, int], ...], bytes]:
+    """n_grams, n_slots, (pair sources, pair slots), the sources listed, result flag (0,
+    1 quilted, _STALE), cover docnos, cover and its bytes, of a snapshot or a delta."""
+    n_grams, n_slots, n_src, n_docnos, n_cover, flag = _DOC_HEADER.unpack_from(b)
     off = _DOC_HEADER.size
     sources = np.frombuffer(b, dtype="<u8", count=n_src, offset=off).tolist()
     off += 8 * n_src
-    mask_list, off = decode_masks(b, off, n_src, n_slots)
-    masks = dict(zip(sources, mask_list, strict=True))
+    if flag & _PAIRS:
+        src, slot, off = decode_pairs(b, off, sources, n_slots)
+    else:  # a document written as bitmasks (formats up to 13 / shards-12)
+        src, slot, off = decode_mask_pairs(b, off, sources, n_slots)
     docnos = tuple(np.frombuffer(b, dtype="<u8", count=n_docnos, offset=off).tolist())
     off += 8 * n_docnos
     blob = b[off : off + n_cover]
@@ -393,7 +371,7 @@ def _decode(b: bytes) -> tuple[int, int, dict[int, int], int, tuple[int, ...],
     cover = tuple(
         (u, int(n)) for u, n in (item.split("\x01") for item in cover_text.split("\x00"))
     ) if cover_text else ()
-    return n_grams, n_slots, masks, quilted, docnos, cover, blob
+    return n_grams, n_slots, (src, slot), sources, flag & ~_PAIRS, docnos, cover, blob
 
 
 def _decode_slots(b: bytes, n_slots: int) -> tuple[array, list[int]]:

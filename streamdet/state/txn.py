@@ -117,7 +117,7 @@ class Store:
     def take_doc(self, docno: int) -> DocState | None:
         d = self.doc_cache.pop(docno, None)
         if d is not None:
-            self._cached_slots -= len(d.slots)
+            self._cached_slots -= d.weight
         return d
 
     @property
@@ -130,7 +130,7 @@ class Store:
         cache = self.doc_cache
         while self._cached_slots > slots and cache:
             _, old = cache.popitem(last=False)
-            self._cached_slots -= len(old.slots)
+            self._cached_slots -= old.weight
 
     def keep_docs(self, docs: dict[int, DocState | None]) -> None:
         """Keep a committed transaction's documents decoded, within the budget's
@@ -140,7 +140,7 @@ class Store:
             if d is not None:
                 cache[docno] = d
                 cache.move_to_end(docno)
-                self._cached_slots += len(d.slots)
+                self._cached_slots += d.weight
         self.shrink_cache(self.budget.doc_slots)
 
     @property
@@ -313,7 +313,7 @@ class Txn:
                                                         self.kv.get("docdelta", key))
             self.docs[docno] = d
         if d is not None:
-            self._unfold(docno, len(d.slots))
+            self._unfold(docno, d.weight)
         return d
 
     def load_docs(self, docnos: Iterable[int]) -> None:
@@ -339,7 +339,7 @@ class Txn:
     def held_slots(self) -> int:
         """Slots of the documents this transaction holds, folded or not: what its memory
         grows with as the state grows (adapters.batch_sizer)."""
-        return sum(len(d.slots) for d in self.docs.values() if d is not None)
+        return sum(d.weight for d in self.docs.values() if d is not None)
 
     def _unfold(self, docno: int, n_slots: int) -> None:
         """Count a document handed out as unfolded (its caller may build its index); past
@@ -491,7 +491,7 @@ class Txn:
         self.docs[docno] = doc
         self.dirty_docs.add(docno)
         if doc is not None:
-            self._unfold(docno, len(doc.slots))
+            self._unfold(docno, doc.weight)
 
     def touch_doc(self, docno: int) -> None:
         """Mark a cached document as changed in place."""

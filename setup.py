@@ -1,0 +1,13 @@
+"""The compiled kernels of the engine (Cython), built by `pip install .` and `pip install -e .`:
+everything else is in pyproject.toml."""
+
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+KERNELS = ["streamdet.engine.greedy"]
+
+setup(ext_modules=cythonize(
+    [Extension(name, [name.replace(".", "/") + ".pyx"], include_dirs=[numpy.get_include()],
+               extra_compile_args=["-O3"]) for name in KERNELS],
+    compiler_directives={"language_level": 3}))

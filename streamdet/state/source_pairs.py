@@ -1,0 +1,128 @@
+"""Which foreign source holds which patch-gram slot of one document: its (source, slot)
+pairs, the whole input of its greedy cover (engine.cover).
+
+A patch gram has at most m holders, so a document has at most (m - 1) pairs a slot, and
+every operation here costs time linear in its pairs and its changes (SPEC §9 "Bounded
+engine work"). A bitmask per source over every slot, as documents once kept, costs its
+sources times its slots instead: a page shared in small slices with thousands of other
+pages made each of its re-scores quadratic.
+
+The pairs are kept settled, sorted by (source, slot); a batch's changes (pairs added,
+pairs dropped, slots lost) are recorded in order and applied together when the pairs are
+next read, so a document that a batch changes a thousand times is sorted once, not a
+thousand times. The last change to a pair decides it, and a slot's loss ends every pair
+of it made before: a slot freed and given to another gram in the same batch keeps only
+the pairs made after.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_NO_SOURCES = np.zeros(0, dtype=np.uint64)
+_NO_SLOTS = np.zeros(0, dtype=np.int32)
+
+
+class SourcePairs:
+    """(source docno, slot) pairs, sorted by source then slot, with pending changes."""
+
+    __slots__ = ("_src", "_slot", "_changes", "_lost")
+
+    def __init__(self, src: np.ndarray = _NO_SOURCES, slot: np.ndarray = _NO_SLOTS) -> None:
+        self._src = src
+        self._slot = slot
+        # (sources, slots, kept: 1 added / 0 dropped) in order, and the slots lost, with
+        # the number of changes recorded before each loss
+        self._changes: list[tuple[np.ndarray, np.ndarray, int]] = []
+        self._lost: list[tuple[np.ndarray, int]] = []
+
+    # -- changes ------------------------------------------------------------------------
+    def add(self, src: np.ndarray | int, slots: np.ndarray) -> None:
+        """Pairs (src[i], slots[i]), or (src, slot) for every slot when src is one docno."""
+        if len(slots):
+            self._changes.append((_sources(src, slots), np.asarray(slots, np.int32), 1))
+
+    def drop(self, source: int, slots: np.ndarray) -> None:
+        if len(slots):
+            self._changes.append((_sources(source, slots), np.asarray(slots, np.int32), 0))
+
+    def lose(self, slots: np.ndarray) -> None:
+        """These slots' pairs go, all of them (their gram is no patch gram any more)."""
+        if len(slots):
+            self._lost.append((np.asarray(slots, np.int32), len(self._changes)))
+
+    # -- reads --------------------------------------------------------------------------
+    @property
+    def pending(self) -> bool:
+        return bool(self._changes or self._lost)
+
+    def settled(self) -> tuple[np.ndarray, np.ndarray]:
+        """(sources, slots) of every pair, sorted by source then slot."""
+        if self._changes or self._lost:
+            self._settle()
+        return self._src, self._slot
+
+    def sources(self) -> np.ndarray:
+        """The distinct sources, ascending."""
+        src, _ = self.settled()
+        if len(src) < 2:
+            return src
+        return src[np.concatenate(([True], src[1:] != src[:-1]))]
+
+    def held_before(self, source: int) -> bool:
+        """Whether `source` has pairs among the settled ones (those of the batches before
+        the changes now pending)."""
+        src = self._src
+        i = int(np.searchsorted(src, np.uint64(source)))
+        return i < len(src) and int(src[i]) == source
+
+    def of(self, source: int) -> np.ndarray:
+        """The slots `source` holds, ascending."""
+        src, slot = self.settled()
+        key = np.uint64(source)
+        return slot[np.searchsorted(src, key, "left"):np.searchsorted(src, key, "right")]
+
+    def held_slots(self) -> int:
+        """How many distinct slots some source holds."""
+        _, slot = self.settled()
+        return int(np.count_nonzero(np.bincount(slot))) if len(slot) else 0
+
+    def __len__(self) -> int:
+        return len(self.settled()[0])
+
+    @property
+    def size(self) -> int:
+        """At least the pairs it will hold once settled, without settling: the settled
+        ones and every pair a pending change names (for memory accounting)."""
+        return len(self._src) + sum(len(c[0]) for c in self._changes)
+
+    # -- settling -----------------------------------------------------------------------
+    def _settle(self) -> None:
+        changes, lost = self._changes, self._lost
+        self._changes, self._lost = [], []
+        src = np.concatenate([self._src, *(c[0] for c in changes)])
+        slot = np.concatenate([self._slot, *(c[1] for c in changes)])
+        # every pair's last change decides it: order by (source, slot, change number)
+        when = np.concatenate([np.full(len(self._src), -1, np.int64),
+                               *(np.full(len(c[0]), i, np.int64) for i, c in enumerate(changes))])
+        kept = np.concatenate([np.ones(len(self._src), bool),
+                               *(np.full(len(c[0]), c[2] == 1) for c in changes)])
+        order = np.lexsort((when, slot, src))
+        src, slot, when, kept = src[order], slot[order], when[order], kept[order]
+        last = np.ones(len(src), dtype=bool)
+        last[:-1] = (src[1:] != src[:-1]) | (slot[1:] != slot[:-1])
+        keep = last & kept
+        if lost:  # a pair made before its slot's last loss is gone
+            slots = np.concatenate([s for s, _ in lost])
+            at = np.concatenate([np.full(len(s), n, np.int64) for s, n in lost])
+            high = max(int(slots.max()), int(slot.max()) if len(slot) else 0) + 1
+            loss = np.full(high, -1, np.int64)
+            np.maximum.at(loss, slots, at)
+            keep &= when >= loss[slot]
+        self._src, self._slot = src[keep], slot[keep]
+
+
+def _sources(src: np.ndarray | int, slots: np.ndarray) -> np.ndarray:
+    if isinstance(src, np.ndarray):
+        return src.astype(np.uint64, copy=False)
+    return np.full(len(slots), src, dtype=np.uint64)
