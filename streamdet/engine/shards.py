@@ -241,21 +241,20 @@ class DocShard:
     @staticmethod
     def _hold(txn, early: DeltasMsg) -> None:
         """Keep deltas, links and cluster rows about pages not applied yet, after any held
-        before them."""
+        before them: one record a message and target (Txn.hold_early), never the held
+        ones decoded and written again."""
         for target, msg in early.by_target().items():
-            raw = txn.early_deltas(target)
-            held = DeltasMsg.decode(raw) if raw else DeltasMsg([])
-            held.extend(msg)
-            txn.put_early_deltas(target, held.encode())
+            txn.hold_early(target, msg.encode())
 
     @staticmethod
     def _release(txn, newest: int) -> DeltasMsg:
         """The held deltas and links of the pages applied now, oldest first (each
         target's own order is all that matters: those of different documents commute)."""
         out = DeltasMsg([])
-        for target, raw in txn.early_up_to(newest):
+        found = txn.early_up_to(newest)
+        for _, _, raw in found:
             out.extend(DeltasMsg.decode(raw))
-            txn.put_early_deltas(target, None)
+        txn.release_early(key for key, _, _ in found)
         return out
 
     def _arrive(self, txn, offset: int, page: PageMsg, dirty: Dirty,

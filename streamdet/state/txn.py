@@ -190,9 +190,10 @@ class Txn:
         # SPEC §8 (engine.labelled): a chunk's holders are scanned by their 9-byte prefix
         self.chunks = KeyedTable(self.kv, "chunks", group=9, grouped=b"p")
         self.meta_puts: dict[str, bytes | None] = {}
-        self.early: dict[int, bytes | None] = {}  # changed early deltas, per target docno
+        self.early: dict[bytes, bytes | None] = {}  # changed early deltas and waiting adds
         self.fresh: list[tuple[np.ndarray, int]] = []
         self._next_docno: int | None = None
+        self._held: int | None = None  # messages ever held early (hold_early), once read
         self._segment = None
         self._segment_keys: list[Op] = []  # the new segment's keys, ingested before commit
         self._logged: tuple[np.ndarray, np.ndarray] | None = None
@@ -565,38 +566,48 @@ class Txn:
     # -- early deltas (doc shards) --------------------------------------------------------
     # Deltas about a document whose page the doc shard has not applied yet: a new owner
     # resuming from the group's offsets can meet them before that page (see engine.shards).
+    # Each held message is a key of its own, (target, stamp), so holding one costs its own
+    # bytes, not a rewrite of everything held for the target before it (SPEC §9).
 
-    def early_deltas(self, docno: int) -> bytes | None:
-        """The encoded deltas held for a document version not applied yet."""
-        if docno in self.early:
-            return self.early[docno]
-        return self.kv.get("early", u64key(docno))
+    def hold_early(self, docno: int, raw: bytes) -> None:
+        """Hold an encoded message for version `docno`, after those held before it: its
+        stamp is the number of messages the shard ever held (meta `held`), so a batch done
+        again after a crash holds its messages under the same keys."""
+        if self._held is None:
+            self._held = int(self.store.meta("held") or 0)
+        self.early[u64key(docno) + u64key(self._held)] = raw
+        self._held += 1
 
-    def put_early_deltas(self, docno: int, raw: bytes | None) -> None:
-        self.early[docno] = raw
-
-    def early_up_to(self, docno: int) -> list[tuple[int, bytes]]:
-        """Held deltas of every document version up to `docno`, in docno order."""
+    def early_up_to(self, docno: int) -> list[tuple[bytes, int, bytes]]:
+        """Held messages (key, target, encoded) of every version up to `docno`, in target
+        order, each target's in the order they were held."""
         found = {}
         for key, raw in self.kv.items("early"):
-            d = key_u64(key)
-            if d > docno:
+            if key_u64(key[:8]) > docno:
                 break
-            found[d] = raw
-        for d, raw in self.early.items():
-            if d <= docno:
-                found[d] = raw
-        return [(d, raw) for d, raw in sorted(found.items()) if raw is not None]
+            found[key] = raw
+        for key, raw in self.early.items():
+            if key_u64(key[:8]) <= docno:
+                found[key] = raw
+        return [(key, key_u64(key[:8]), raw) for key, raw in sorted(found.items())
+                if raw is not None]
+
+    def release_early(self, keys: Iterable[bytes]) -> None:
+        for key in keys:
+            self.early[key] = None
 
     # A gram shard keeps in the same column an add that waits for the withdrawal of the
     # older version of its URL, keyed by that version (see engine.shards.GramShard).
 
     def waiting_add(self, docno: int) -> bytes | None:
         """The encoded add waiting for version `docno`'s withdrawal."""
-        return self.early_deltas(docno)
+        key = u64key(docno)
+        if key in self.early:
+            return self.early[key]
+        return self.kv.get("early", key)
 
     def put_waiting_add(self, docno: int, raw: bytes | None) -> None:
-        self.put_early_deltas(docno, raw)
+        self.early[u64key(docno)] = raw
 
     def put_meta(self, name: str, value: bytes | None) -> None:
         """A meta value written with the rest (e.g. a shard's outbox); None deletes it."""
@@ -630,8 +641,10 @@ class Txn:
             yield ("urls", url.encode("utf-8"), None if e is None else encode_url_entry(*e))
         if self._next_docno is not None:
             yield ("meta", b"next_docno", str(self._next_docno).encode())
-        for docno, raw in self.early.items():
-            yield ("early", u64key(docno), raw)
+        if self._held is not None:
+            yield ("meta", b"held", str(self._held).encode())
+        for key, raw in self.early.items():
+            yield ("early", key, raw)
         for name, value in self.meta_puts.items():
             yield ("meta", name.encode(), value)
         if positions is not None:
