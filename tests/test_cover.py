@@ -129,6 +129,36 @@ def test_reference_cover(name, patch, cands, expected):
     assert ref_cover(frozenset(patch), {u: frozenset(g) for u, g in cands.items()}) == expected
 
 
+@settings(max_examples=100, deadline=None)
+@given(pages=st.integers(2, 30), block=st.integers(1, 6), extra=st.lists(
+    st.sets(st.integers(0, 400), max_size=30), max_size=20))
+def test_the_greedy_work_is_linear_in_the_pairs(pages, block, extra):
+    """SPEC §9: heap pops, slots visited and gains lowered stay within sources + 3 pairs,
+    for the shape where every pick lowers every other source's gain (each pair of `pages`
+    sources shares a block of its own) and for random holdings beside it."""
+    from streamdet.engine.greedy import cover_steps
+
+    held: dict[int, set[int]] = {i: set() for i in range(pages + len(extra))}
+    slot = 0
+    for i in range(pages):
+        for j in range(i + 1, pages):
+            for _ in range(block):
+                held[i].add(slot)
+                held[j].add(slot)
+                slot += 1
+    for k, h in enumerate(extra):
+        held[pages + k] = {slot + x for x in h}
+    rows = sorted((s, x) for s, xs in held.items() for x in xs)
+    src = np.asarray([s for s, _ in rows], dtype=np.int32)
+    slots = np.asarray([x for _, x in rows], dtype=np.int32)
+    n_slots = int(slots.max(initial=0)) + 1
+    rank = np.arange(len(held), dtype=np.int64)
+    picks, gains, _, work = cover_steps(src, slots, len(held), n_slots, rank,
+                                        np.zeros(0, np.int32), True)
+    assert int(gains.sum()) == len(set(slots.tolist()))  # every held slot covered once
+    assert work <= len(held) + 3 * len(rows)
+
+
 def test_astral_urls_sort_by_code_point():
     """U+FFFF < U+10000 in code points (UTF-16 order would put the astral one first)."""
     cands = {"http://h/\U00010000": {1}, "http://h/\uffff": {1}}

@@ -40,8 +40,9 @@ class _Indexed:
 
     def steps(self, rank: np.ndarray, prefix: np.ndarray, resume: bool
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return cover_steps(self.src, self.slot, len(self.sources), self.n_slots, rank,
-                           prefix, resume)
+        picks, gains, step_of, _ = cover_steps(self.src, self.slot, len(self.sources),
+                                               self.n_slots, rank, prefix, resume)
+        return picks, gains, step_of
 
 
 def _url_rank(urls: list[str]) -> np.ndarray:

@@ -56,8 +56,10 @@ def cover_steps(const int32_t[::1] pair_src, const int32_t[::1] pair_slot, int n
     greedy's own), then, when `resume`, the greedy's own until nothing more is covered.
     Pairs index sources 0 .. n_src - 1 and slots 0 .. n_slots - 1; `rank` orders the
     sources by URL. Returns (picked sources, their gains, the step that covered each slot
-    or -1)."""
+    or -1, the work done: heap pops, slots visited and gains lowered, at most
+    sources + 3 pairs)."""
     cdef Py_ssize_t n_pairs = pair_src.shape[0], i, k, n_picks = 0
+    cdef int64_t work = 0
     cdef int32_t s, x
     cdef int64_t g
     total_a = np.zeros(n_src, dtype=np.int64)
@@ -100,7 +102,8 @@ def cover_steps(const int32_t[::1] pair_src, const int32_t[::1] pair_slot, int n
 
     for k in range(prefix.shape[0]):
         s = prefix[k]
-        g = _take(s, <int32_t>n_picks, src_ptr, src_slots, slot_ptr, slot_srcs, gain, step_of)
+        g = _take(s, <int32_t>n_picks, src_ptr, src_slots, slot_ptr, slot_srcs, gain, step_of,
+                  &work)
         picks[n_picks] = s
         gains[n_picks] = g
         n_picks += 1
@@ -108,8 +111,8 @@ def cover_steps(const int32_t[::1] pair_src, const int32_t[::1] pair_slot, int n
         hg_a = np.empty(n_src, dtype=np.int64)
         hs_a = np.empty(n_src, dtype=np.int32)
         n_picks = _resume(n_src, total, rank, src_ptr, src_slots, slot_ptr, slot_srcs, gain,
-                          step_of, picks, gains, n_picks, hg_a, hs_a)
-    return picks_a[:n_picks].copy(), gains_a[:n_picks].copy(), step_a
+                          step_of, picks, gains, n_picks, hg_a, hs_a, &work)
+    return picks_a[:n_picks].copy(), gains_a[:n_picks].copy(), step_a, work
 
 
 cdef Py_ssize_t _resume(int n_src, const int64_t[::1] total, const int64_t[::1] rank,
@@ -117,7 +120,7 @@ cdef Py_ssize_t _resume(int n_src, const int64_t[::1] total, const int64_t[::1] 
                         const int64_t[::1] slot_ptr, const int32_t[::1] slot_srcs,
                         int64_t[::1] gain, int32_t[::1] step_of, int32_t[::1] picks,
                         int64_t[::1] gains, Py_ssize_t n_picks, int64_t[::1] hg,
-                        int32_t[::1] hs) noexcept nogil:
+                        int32_t[::1] hs, int64_t* work) noexcept nogil:
     """The lazy greedy from the gains left by the steps taken; returns the picks' count."""
     cdef Py_ssize_t n_heap = 0, i
     cdef int32_t s
@@ -132,6 +135,7 @@ cdef Py_ssize_t _resume(int n_src, const int64_t[::1] total, const int64_t[::1] 
         i -= 1
         _sift_down(hg, hs, total, rank, n_heap, i)
     while n_heap > 0:
+        work[0] += 1
         s = hs[0]
         if hg[0] != gain[s]:  # stale: back with its exact gain (or out, at none)
             if gain[s] > 0:
@@ -146,7 +150,8 @@ cdef Py_ssize_t _resume(int n_src, const int64_t[::1] total, const int64_t[::1] 
         hg[0] = hg[n_heap]
         hs[0] = hs[n_heap]
         _sift_down(hg, hs, total, rank, n_heap, 0)
-        g = _take(s, <int32_t>n_picks, src_ptr, src_slots, slot_ptr, slot_srcs, gain, step_of)
+        g = _take(s, <int32_t>n_picks, src_ptr, src_slots, slot_ptr, slot_srcs, gain, step_of,
+                  work)
         picks[n_picks] = s
         gains[n_picks] = g
         n_picks += 1
@@ -156,17 +161,19 @@ cdef Py_ssize_t _resume(int n_src, const int64_t[::1] total, const int64_t[::1] 
 cdef int64_t _take(int32_t s, int32_t step, const int64_t[::1] src_ptr,
                    const int32_t[::1] src_slots, const int64_t[::1] slot_ptr,
                    const int32_t[::1] slot_srcs, int64_t[::1] gain,
-                   int32_t[::1] step_of) noexcept nogil:
+                   int32_t[::1] step_of, int64_t* work) noexcept nogil:
     """Source s covers its uncovered slots at `step`; each of their holders loses one.
     Returns how many it newly covered."""
     cdef int64_t newly = 0, j, k
     cdef int32_t x
+    work[0] += src_ptr[s + 1] - src_ptr[s]
     for j in range(src_ptr[s], src_ptr[s + 1]):
         x = src_slots[j]
         if step_of[x] >= 0:
             continue
         step_of[x] = step
         newly += 1
+        work[0] += slot_ptr[x + 1] - slot_ptr[x]
         for k in range(slot_ptr[x], slot_ptr[x + 1]):
             gain[slot_srcs[k]] -= 1
     return newly
