@@ -65,6 +65,7 @@ def analysed(records: list[dict], params) -> tuple[list, float]:
 def cutting(texts: list[str]) -> dict:
     """split_sentences alone, from tokens made beforehand (untimed)."""
     from streamdet.engine.grams import token_hashes
+    from streamdet.engine.params import Params
     from streamdet.engine.sentences import split_sentences
     from streamdet.engine.tokens import token_spans
 
@@ -73,7 +74,8 @@ def cutting(texts: list[str]) -> dict:
         tokens, starts, ends = token_spans(text)
         tokenized.append((text, token_hashes(tokens), starts, ends))
     t = time.perf_counter()
-    n = sum(len(split_sentences(*x)) for x in tokenized)
+    m = Params().m
+    n = sum(len(split_sentences(*x, m)) for x in tokenized)
     seconds = time.perf_counter() - t
     return {"ms_per_page": 1000 * seconds / len(texts), "sentences_per_page": n / len(texts)}
 
@@ -117,6 +119,7 @@ def state_bytes(store) -> dict:
 def worst_case(text: str) -> dict:
     """Tokenizing, then cutting and keying `text`: seconds of the cut, peak traced memory."""
     from streamdet.engine.grams import token_hashes
+    from streamdet.engine.params import Params
     from streamdet.engine.sentences import split_sentences
     from streamdet.engine.tokens import token_spans
 
@@ -124,10 +127,11 @@ def worst_case(text: str) -> dict:
     hashes = token_hashes(tokens)
     del tokens
     t = time.perf_counter()
-    n = len(split_sentences(text, hashes, starts, ends))
+    m = Params().m
+    n = len(split_sentences(text, hashes, starts, ends, m))
     seconds = time.perf_counter() - t
     tracemalloc.start()
-    split_sentences(text, hashes, starts, ends)
+    split_sentences(text, hashes, starts, ends, m)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     return {"chars": len(text), "tokens": len(hashes), "sentences": n, "seconds": seconds,
