@@ -5,7 +5,7 @@ import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-KERNELS = ["streamdet.engine.greedy"]
+KERNELS = ["streamdet.engine.greedy", "streamdet.state.pair_kernels"]
 
 setup(ext_modules=cythonize(
     [Extension(name, [name.replace(".", "/") + ".pyx"], include_dirs=[numpy.get_include()],

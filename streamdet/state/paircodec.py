@@ -19,6 +19,8 @@ import struct
 
 import numpy as np
 
+from .pair_kernels import decode_lists
+
 _COUNT = struct.Struct("<I")
 
 
@@ -51,24 +53,10 @@ def decode_pairs(b: bytes, off: int, sources: list[int], n_slots: int
                  ) -> tuple[np.ndarray, np.ndarray, int]:
     """(pair sources, pair slots) of the lists encoded at `off` for `sources`, in the
     order of `sources` (sorted by (source, slot) when `sources` ascend), and the offset
-    just after them."""
+    just after them (state.pair_kernels.decode_lists: one call a document)."""
     if not sources:
         return np.zeros(0, np.uint64), np.zeros(0, np.int32), off
     (n_distinct,) = _COUNT.unpack_from(b, off)
-    off += _COUNT.size
-    lengths = np.frombuffer(b, dtype="<u4", count=n_distinct, offset=off).astype(np.int64)
-    off += 4 * n_distinct
-    dt = _slot_dtype(n_slots)
-    total = int(lengths.sum())
-    lists = np.frombuffer(b, dtype=dt, count=total, offset=off).astype(np.int32)
-    off += dt.itemsize * total
-    it = _index_dtype(n_distinct)
-    index = np.frombuffer(b, dtype=it, count=len(sources), offset=off).astype(np.int64)
-    off += it.itemsize * len(sources)
-    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-    per = lengths[index]  # each source's list length
-    n = int(per.sum())
-    first = np.repeat(starts[index] - np.concatenate(([0], np.cumsum(per)[:-1])), per)
-    slot = lists[first + np.arange(n)] if n else np.zeros(0, np.int32)
-    src = np.repeat(np.asarray(sources, dtype=np.uint64), per)
-    return src, slot, off
+    return decode_lists(np.frombuffer(b, dtype=np.uint8), off + _COUNT.size,
+                        np.asarray(sources, dtype=np.uint64), n_distinct,
+                        _slot_dtype(n_slots).itemsize, _index_dtype(n_distinct).itemsize)

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .pair_kernels import settle
+
 _NO_SOURCES = np.zeros(0, dtype=np.uint64)
 _NO_SLOTS = np.zeros(0, dtype=np.int32)
 
@@ -40,16 +42,16 @@ class SourcePairs:
     def add(self, src: np.ndarray | int, slots: np.ndarray) -> None:
         """Pairs (src[i], slots[i]), or (src, slot) for every slot when src is one docno."""
         if len(slots):
-            self._changes.append((_sources(src, slots), np.asarray(slots, np.int32), 1))
+            self._changes.append((_sources(src), _slots(slots), 1))
 
     def drop(self, source: int, slots: np.ndarray) -> None:
         if len(slots):
-            self._changes.append((_sources(source, slots), np.asarray(slots, np.int32), 0))
+            self._changes.append((source, _slots(slots), 0))
 
     def lose(self, slots: np.ndarray) -> None:
         """These slots' pairs go, all of them (their gram is no patch gram any more)."""
         if len(slots):
-            self._lost.append((np.asarray(slots, np.int32), len(self._changes)))
+            self._lost.append((_slots(slots), len(self._changes)))
 
     # -- reads --------------------------------------------------------------------------
     @property
@@ -94,35 +96,20 @@ class SourcePairs:
     def size(self) -> int:
         """At least the pairs it will hold once settled, without settling: the settled
         ones and every pair a pending change names (for memory accounting)."""
-        return len(self._src) + sum(len(c[0]) for c in self._changes)
+        return len(self._src) + sum(len(c[1]) for c in self._changes)
 
     # -- settling -----------------------------------------------------------------------
     def _settle(self) -> None:
+        """Every pair's last change decides it; a pair made before its slot's last loss is
+        gone (state.pair_kernels.settle: a merge of the sorted pairs with the changes)."""
         changes, lost = self._changes, self._lost
         self._changes, self._lost = [], []
-        src = np.concatenate([self._src, *(c[0] for c in changes)])
-        slot = np.concatenate([self._slot, *(c[1] for c in changes)])
-        # every pair's last change decides it: order by (source, slot, change number)
-        when = np.concatenate([np.full(len(self._src), -1, np.int64),
-                               *(np.full(len(c[0]), i, np.int64) for i, c in enumerate(changes))])
-        kept = np.concatenate([np.ones(len(self._src), bool),
-                               *(np.full(len(c[0]), c[2] == 1) for c in changes)])
-        order = np.lexsort((when, slot, src))
-        src, slot, when, kept = src[order], slot[order], when[order], kept[order]
-        last = np.ones(len(src), dtype=bool)
-        last[:-1] = (src[1:] != src[:-1]) | (slot[1:] != slot[:-1])
-        keep = last & kept
-        if lost:  # a pair made before its slot's last loss is gone
-            slots = np.concatenate([s for s, _ in lost])
-            at = np.concatenate([np.full(len(s), n, np.int64) for s, n in lost])
-            high = max(int(slots.max()), int(slot.max()) if len(slot) else 0) + 1
-            loss = np.full(high, -1, np.int64)
-            np.maximum.at(loss, slots, at)
-            keep &= when >= loss[slot]
-        self._src, self._slot = src[keep], slot[keep]
+        self._src, self._slot = settle(self._src, self._slot, changes, lost)
 
 
-def _sources(src: np.ndarray | int, slots: np.ndarray) -> np.ndarray:
-    if isinstance(src, np.ndarray):
-        return src.astype(np.uint64, copy=False)
-    return np.full(len(slots), src, dtype=np.uint64)
+def _sources(src: np.ndarray | int) -> np.ndarray | int:
+    return np.ascontiguousarray(src, dtype=np.uint64) if isinstance(src, np.ndarray) else src
+
+
+def _slots(slots: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(slots, dtype=np.int32)
