@@ -33,6 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from loadtest.bench_embedded import git_revision  # noqa: E402
 from loadtest.host import machine, write_result  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"
@@ -227,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = list(SMOKE_SIZES) if args.smoke else args.sizes
     result = {"benchmark": "bench_bounds", "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
               "command": " ".join(["python", "loadtest/bench_bounds.py", *(argv or sys.argv[1:])]),
-              "machine": machine(), "sizes": sizes, "shapes": {}}
+              "git": git_revision(), "host": machine(), "sizes": sizes, "shapes": {}}
     for shape in args.shape or SHAPES:
         rows = []
         for n in sizes:

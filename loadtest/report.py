@@ -33,7 +33,7 @@ from loadtest.host import machine, pyplot  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"
 BENCHES = ("bench_embedded", "bench_lsh", "bench_growth", "bench_kafka", "bench_quality",
-           "bench_hostile", "bench_evidence", "bench_partials", "bench_near",
+           "bench_hostile", "bench_bounds", "bench_evidence", "bench_partials", "bench_near",
            "bench_replication", "bench_review")
 COMMANDS = {
     "bench_embedded": "python loadtest/bench_embedded.py --pages 20000 --floor-runs 2",
@@ -43,6 +43,7 @@ COMMANDS = {
     "bench_quality": "python loadtest/bench_quality.py",
     "bench_hostile": "python loadtest/bench_hostile.py --pages 3000 --pairs 3 "
                      "--no-guard-timeout 30 --baseline CHECKOUT",
+    "bench_bounds": "python loadtest/bench_bounds.py",
     "bench_evidence": "python loadtest/bench_evidence.py --pages 1800",
     "bench_partials": "python loadtest/bench_partials.py --pages 2000",
     "bench_near": "python loadtest/bench_near.py --pages 5000 --giant 10000",
@@ -216,6 +217,8 @@ def headline(name: str, r: dict) -> list[str]:
                 f"({fp['rate']:.1%}) {fp['by_kind']}", *_partials_quality(r.get("partials"))]
     if name == "bench_hostile":
         return _hostile_headline(r)
+    if name == "bench_bounds":
+        return _bounds_headline(r)
     if name == "bench_evidence":
         return _evidence_headline(r)
     if name == "bench_partials":
@@ -285,6 +288,25 @@ def _review_headline(r: dict) -> list[str]:
             f"{t['documents']:,} documents{'' if judged else ': a smaller state, not judged'})"
             f"{_pass(r['pass'] if judged else None)}; a label written in "
             f"{q['label_write']['median_ms']:.1f} ms (median)"]
+
+
+def _bounds_headline(r: dict) -> list[str]:
+    """The largest growth per doubling, then each shape's at the largest size."""
+    sizes = r["sizes"]
+    growths = [row.get("growth", 0) for rows in r["shapes"].values() for row in rows]
+    lines = [f"{len(r['shapes'])} hostile shapes from n = {sizes[0]:,} to {sizes[-1]:,}: engine "
+             f"seconds a byte grow at most **{max(growths, default=0):.2f}x** per doubling "
+             f"(1 linear, 2 quadratic; target <= 1.5){_pass(max(growths, default=0) <= 1.5)}"]
+    for shape, rows in r["shapes"].items():
+        last = rows[-1]
+        if "engine_s" not in last:
+            lines.append(f"{shape}: {last.get('timeout') or last.get('error')}")
+            continue
+        lines.append(f"{shape}: at n = {last['n']:,} ({last['input_bytes'] / 1e6:.2f} MB) "
+                     f"engine {last['engine_s']:.3f} s, slowest step {last['worst_step_s']:.3f}"
+                     f" s, peak {last['peak_rss_mb']:.0f} MB; growth "
+                     + ", ".join(f"{row['growth']:.2f}" for row in rows if "growth" in row))
+    return lines
 
 
 def _evidence_headline(r: dict) -> list[str]:
