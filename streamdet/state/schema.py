@@ -33,6 +33,7 @@ from itertools import chain
 import numpy as np
 
 from .maskcodec import decode_mask_pairs
+from .pair_kernels import settle
 from .paircodec import decode_pairs, encode_pairs
 from .slot_index import SlotIndex
 from .source_pairs import SourcePairs
@@ -176,7 +177,7 @@ class DocState:
     def weight(self) -> int:
         """Its memory in slot-equivalents, for the budget (budget.DOC_SLOT_BYTES a slot):
         a slot, and a third of one for each pair (12 bytes)."""
-        return len(self.slots) + self.pairs.size // 3
+        return len(self.slots) + self.pairs.settled_size // 3
 
     @property
     def n_patch(self) -> int:
@@ -339,10 +340,11 @@ def decode_doc(b: bytes, slot_bytes: bytes | None, delta: bytes | None = None) -
     n_grams, n_slots, (src, slot), changed, quilted, docnos, cover, blob = _decode(b)
     if delta is not None:  # newer slot count, changed sources' lists and result
         _, n_slots, (dsrc, dslot), changed, quilted, docnos, cover, blob = _decode(delta)
-        keep = ~np.isin(src, np.asarray(changed, dtype=np.uint64))
-        src, slot = np.concatenate((src[keep], dsrc)), np.concatenate((slot[keep], dslot))
-        order = np.lexsort((slot, src))
-        src, slot = src[order], slot[order]
+        if changed:  # the changed sources' lists replace theirs, merged in one pass
+            keys = np.asarray(changed, dtype=np.uint64)  # ascending
+            at = np.minimum(np.searchsorted(keys, src), len(keys) - 1)
+            keep = keys[at] != src
+            src, slot = settle(src[keep], slot[keep], [(dsrc, dslot, 1)], [])
     slots, free = _decode_slots(slot_bytes or b"", n_slots)
     d = DocState(n_grams, slots, SourcePairs(src, slot), None, free)
     d.result = DocResult(cover, quilted == 1, d.n_patch, n_grams, docnos, blob, quilted == _STALE)

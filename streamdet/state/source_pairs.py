@@ -93,10 +93,10 @@ class SourcePairs:
         return len(self.settled()[0])
 
     @property
-    def size(self) -> int:
-        """At least the pairs it will hold once settled, without settling: the settled
-        ones and every pair a pending change names (for memory accounting)."""
-        return len(self._src) + sum(len(c[1]) for c in self._changes)
+    def settled_size(self) -> int:
+        """The pairs as last settled, without settling (for memory accounting, asked
+        every time a transaction hands the document out)."""
+        return len(self._src)
 
     # -- settling -----------------------------------------------------------------------
     def _settle(self) -> None:

@@ -194,6 +194,7 @@ class Txn:
         self.fresh: list[tuple[np.ndarray, int]] = []
         self._next_docno: int | None = None
         self._held: int | None = None  # messages ever held early (hold_early), once read
+        self._as_delta: set[int] = set()  # documents written as a delta (commit)
         self._segment = None
         self._segment_keys: list[Op] = []  # the new segment's keys, ingested before commit
         self._logged: tuple[np.ndarray, np.ndarray] | None = None
@@ -623,7 +624,7 @@ class Txn:
             yield from (("grams", key, raw)
                         for key, raw in zip(keys, self._encoded_postings(), strict=True))
         for docno in sorted(self.dirty_docs):
-            yield from self._doc_ops(docno, self.docs[docno])
+            yield from self._doc_ops(docno, self.docs[docno], self._as_delta)
         for docno, grams in self.doc_gram_sets.items():
             yield ("docgrams", u64key(docno),
                    None if grams is None else np.asarray(grams, dtype="<u8").tobytes())
@@ -685,13 +686,15 @@ class Txn:
         return ops + keys + [manifest]
 
     @staticmethod
-    def _doc_ops(docno: int, d: DocState | None) -> list[Op]:
-        """A changed document's writes: its delta while that stays small, else a new
-        snapshot (and the delta deleted); its slots when they changed."""
+    def _doc_ops(docno: int, d: DocState | None, as_delta: set[int]) -> list[Op]:
+        """A changed document's writes: its delta while that stays small (its docno goes
+        into `as_delta`), else a new snapshot (and the delta deleted); its slots when they
+        changed."""
         key = u64key(docno)
         if d is None:
             return [("docs", key, None), ("slots", key, None), ("docdelta", key, None)]
         if d.delta_fits():
+            as_delta.add(docno)
             ops: list[Op] = [("docdelta", key, encode_doc_delta(d))]
         else:
             ops = [("docs", key, encode_doc(d))]
@@ -712,7 +715,7 @@ class Txn:
         for docno in self.dirty_docs:
             if (d := self.docs[docno]) is not None:  # stored now
                 d.slots_changed = False
-                d.has_delta = d.delta_fits()
+                d.has_delta = docno in self._as_delta
                 if not d.has_delta:
                     d.unsaved = set()
         self.store.withdrawn |= self.new_withdrawn
