@@ -83,10 +83,19 @@ class KV(ABC):
 
 
 class MemoryKV(KV):
-    """Dictionaries, for tests and throwaway runs; same semantics as RocksDB."""
+    """Dictionaries, for tests and throwaway runs; same semantics as RocksDB. A table's
+    keys are sorted once for all the scans until its next write (a transaction's reads see
+    no writes of their own), not once a scan."""
 
     def __init__(self) -> None:
         self._tables: dict[str, dict[bytes, bytes]] = {t: {} for t in TABLES}
+        self._sorted: dict[str, list[bytes]] = {}
+
+    def _keys(self, table: str) -> list[bytes]:
+        keys = self._sorted.get(table)
+        if keys is None:
+            keys = self._sorted[table] = sorted(self._tables[table])
+        return keys
 
     def get(self, table: str, key: bytes) -> bytes | None:
         return self._tables[table].get(key)
@@ -96,25 +105,26 @@ class MemoryKV(KV):
         return [t.get(k) for k in keys]
 
     def items(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
-        t = self._tables[table]
-        keys = sorted(t)
+        t, keys = self._tables[table], self._keys(table)
         for k in keys[bisect_left(keys, start):]:
-            yield k, t[k]
+            if k in t:  # (a write during the scan drops the cached order, not this list)
+                yield k, t[k]
 
     def items_back(self, table: str, end: bytes) -> Iterator[tuple[bytes, bytes]]:
-        t = self._tables[table]
-        keys = sorted(t)
+        t, keys = self._tables[table], self._keys(table)
         for k in reversed(keys[: bisect_left(keys, end)]):
-            yield k, t[k]
+            if k in t:
+                yield k, t[k]
 
     def last_key(self, table: str) -> bytes | None:
-        t = self._tables[table]
-        return max(t) if t else None
+        keys = self._keys(table)
+        return keys[-1] if keys else None
 
     def write(self, ops: Iterable[Op]) -> None:
         ops = list(ops)  # materialise first: a failing iterator must not half-apply
         for table, key, value in ops:
             t = self._tables[table]
+            self._sorted.pop(table, None)
             if value is None:
                 t.pop(key, None)
             elif isinstance(value, DeleteRange):
