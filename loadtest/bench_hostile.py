@@ -213,8 +213,6 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [0.1] if args.smoke else [float(s) for s in args.sizes.split(",")]
     work = Path(tempfile.mkdtemp(prefix="streamdet-hostile-"))
     try:
-        subprocess.run([sys.executable, "-c", "from streamdet.engine import nesting; "
-                        "nesting.prepare()"], check=True)  # compiled once, untimed
         result = {"benchmark": "bench_hostile",
                   "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                   "git": git_revision(), "host": machine(),

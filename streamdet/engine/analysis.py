@@ -35,18 +35,6 @@ class Analyzed:
     chunks: Chunks = NO_CHUNKS  # SPEC §8: its paragraph chunks that are not stop chunks
 
 
-def prepare() -> None:
-    """Compile the analysis's numba code now, or read it from its cache: the markup guard
-    (engine.nesting) and the min-hashes (engine.minhash). The analysis warms up with it,
-    and CI and the worker image call it, so no first page waits for the compiler. The
-    modules are imported here, not above: the engine's process imports this module for
-    `Analyzed` and must not load numba."""
-    from . import minhash, nesting
-
-    nesting.prepare()
-    minhash.prepare()
-
-
 def page_text(page: Page) -> str:
     return page.text if page.text is not None else visible_text(page.html or "")
 

@@ -86,7 +86,7 @@ def min_hashes(grams: np.ndarray) -> np.ndarray:
     in one compiled pass over the grams (engine.minhash)."""
     if not len(grams):
         return NO_KEYS
-    from .minhash import min_mixed  # numba's: loaded in the processes that make sketches
+    from .minhash import min_mixed  # compiled: loaded in the processes that make sketches
 
     return min_mixed(grams, SEEDS)
 

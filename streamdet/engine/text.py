@@ -34,7 +34,7 @@ def visible_text(html: str) -> str:
     it), encoded as selectolax would (UTF-8, unencodable lone surrogates dropped).
     Without DOM mutation events: with them, each option added to a select re-runs the
     select's option scan (quadratic in the options), and they change no visible text."""
-    from .nesting import bounded_html  # numba's, loaded by the first page parsed
+    from .nesting import bounded_html  # loaded by the first page parsed
 
     data = bounded_html(html.encode("utf-8", "ignore"))
     tree = LexborHTMLParser(data, scripting=True,  # parse <noscript> as a browser does

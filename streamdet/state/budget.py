@@ -6,8 +6,8 @@ number. What grows with the state is kept out of the process (the gram index's f
 and fences are mapped from segment files, state.segment_files; RocksDB's index and filter
 blocks are read through its block cache), so what remains are caches and batches, each
 sized from this budget, and the page analysis processes (adapters.watchdog). Those come
-out first (`for_analysis`): each peaks at ~240 MB (the interpreter, numpy, lexbor, the
-markup guard's compiled code, one page's parse tree), of which ANALYSIS_PROCESS_BYTES are
+out first (`for_analysis`): each peaks near ~110-160 MB (the interpreter, numpy, lexbor, one
+page's parse tree), of which ANALYSIS_PROCESS_BYTES are
 charged to the budget; the engine's process shares out the rest:
 
 | share | of what is shared out | what it holds |
@@ -55,10 +55,9 @@ NAME_BYTES = 250  # a cached (server, URL) pair
 # (2.8 M slots under 1 GiB) all processes of that run peak at 1,200 MiB, against 1,252 at
 # 64 B, for 2% more CPU (CHANGELOG.md)
 HELD_SLOT_BYTES = 72
-# an analysis process's peak RSS beyond an interpreter's ~100 MB: 227-241 MiB in a
-# 20,000-page run, of which ~125 MB is numba loading the markup guard's cached code
-# (engine.nesting) and ~30 MB the largest page's parse tree
-ANALYSIS_PROCESS_BYTES = 140 << 20
+# an analysis process's peak RSS beyond an interpreter's ~100 MB: its compiled kernels are
+# small, so what remains is the largest page's parse tree (~30 MB) and the batch it holds
+ANALYSIS_PROCESS_BYTES = 64 << 20
 
 
 def parse_bytes(text: str) -> int:

@@ -24,9 +24,7 @@ A packing works in place: the packed arrays are the front of buffers sized once 
 packed part's bytes; the entries kept move forward, then the young ones are merged in
 from the back, CHUNK entries a step, so a packing's temporaries are a few MB. Merging
 into new arrays would hold the old and new ones at once, ~1.2 times the packed bytes
-above the budget while it runs. (Compiled loops would do it in one pass, but numba costs
-a process ~130 MB resident once loaded, and the embedded runner's process does not load
-it otherwise.)
+above the budget while it runs.
 """
 
 from __future__ import annotations
