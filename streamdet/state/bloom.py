@@ -1,4 +1,4 @@
-"""Bloom filters over 64-bit gram hashes, in numpy: one per gram-index segment.
+"""Bloom filters over 64-bit gram hashes: one per gram-index segment.
 
 A segment's filter is what lets a lookup skip it: a gram no filter admits was never seen
 and costs no read at all, and each false positive costs a chunk read from a segment that
@@ -10,9 +10,11 @@ sorted grams fall into blocks in order and building is a run-length OR with no s
 
 - `SplitBlockBloom` (written since state format 6): a block of 4 words (256 bits, in one
   cache line); a key sets 2 bits in each word, taken from a multiplicative remix of the
-  key. 0.016% false positives at 24 bits a key, against 0.11% for the layout below with
-  the same memory. A probe tests every key's first word, and the other three only for the
-  ~8% that pass it: as cheap as the one-word layout but for those few.
+  key (odd, 0x9E3779B97F4A7C15: a bijection mixing low bits into high ones). 0.016%
+  false positives at 24 bits a key, against 0.11% for the layout below with the same
+  memory. A probe reads every key's first word, and the other three only for the ~8%
+  that pass it: as cheap as the one-word layout but for those few. Adding and testing are
+  one compiled pass each (state.bloom_kernels).
 - `BlockedBloom` (state formats up to 5, still read): a key sets K = 6 bits, from 6-bit
   fields of its low bits, in one 64-bit word.
 
@@ -23,6 +25,8 @@ state tests the batch's grams with, computed once per batch, not once per segmen
 from __future__ import annotations
 
 import numpy as np
+
+from . import bloom_kernels
 
 K = 6
 # ~0.1% false positives for the one-word layout with K=6 (16 bits: ~0.4%), 0.016% for
@@ -35,13 +39,11 @@ _ONE = np.uint64(1)
 _SIX = np.uint64(63)
 _TOP = np.uint64(64 - WORD_BITS)
 
-ADD_SLICE = 1 << 18  # grams add_sorted masks at a time (~10 MB of temporaries)
 BLOCK_WORDS = 4  # split-block layout: words per block (_first_word shifts by 2)
-BITS_PER_WORD = 2  # (split_masks: two 6-bit fields a word)
+BITS_PER_WORD = 2  # two 6-bit fields of a 12-bit one a word (state.bloom_kernels)
 BLOCK_BITS = 32  # the key bits that choose the block
 MAX_BLOCKS = 1 << BLOCK_BITS
 _BLOCK_TOP = np.uint64(64 - BLOCK_BITS)
-_REMIX = np.uint64(0x9E3779B97F4A7C15)  # odd: a bijection mixing low bits into high ones
 
 
 def probe_masks(grams: np.ndarray) -> np.ndarray:
@@ -52,22 +54,6 @@ def probe_masks(grams: np.ndarray) -> np.ndarray:
     return masks
 
 
-# The 2-bit word mask of every 12-bit field: bit (field >> 6) and bit (field & 63).
-_PAIR_MASKS = np.asarray([(1 << (i >> 6)) | (1 << (i & 63)) for i in range(1 << 12)],
-                         dtype=np.uint64)
-_TWELVE = np.uint64((1 << 12) - 1)
-
-
-def split_masks(grams: np.ndarray) -> list[np.ndarray]:
-    """Per word of a block, the 2-bit mask of each gram in the split-block layout: word w
-    takes its two bits from the 12-bit field at bits 52 - 12w of gram * _REMIX (the top bits
-    of the gram itself choose the block, so they cannot also choose the bits inside it),
-    through a table of the 4,096 possible masks: a third of the work of shifting bits."""
-    mixed = grams * _REMIX  # wraps around: a multiplication mod 2**64
-    return [_PAIR_MASKS[(mixed >> np.uint64(52 - 12 * w)) & _TWELVE]
-            for w in range(BLOCK_WORDS)]
-
-
 class Probe:
     """A batch's grams and their masks for each layout, computed when first needed and
     then shared by every segment's filter."""
@@ -75,7 +61,6 @@ class Probe:
     def __init__(self, grams: np.ndarray) -> None:
         self.grams = grams
         self._word_masks: np.ndarray | None = None
-        self._split: list[np.ndarray] | None = None
         self._top: np.ndarray | None = None
 
     @property
@@ -90,12 +75,6 @@ class Probe:
         if self._word_masks is None:
             self._word_masks = probe_masks(self.grams)
         return self._word_masks
-
-    @property
-    def split(self) -> list[np.ndarray]:
-        if self._split is None:
-            self._split = split_masks(self.grams)
-        return self._split
 
 
 class _Words:
@@ -152,14 +131,9 @@ class SplitBlockBloom(_Words):
         return cls(np.zeros(cls.words_for(n_keys), dtype=np.uint64))
 
     def add_sorted(self, grams: np.ndarray) -> None:
-        """Add grams sorted ascending (so a merge can fill a filter slice by slice)."""
-        for lo in range(0, len(grams), ADD_SLICE):  # bounded temporaries, whatever the size
-            part = grams[lo : lo + ADD_SLICE]
-            first = self._first_word(part >> _BLOCK_TOP)
-            starts = np.flatnonzero(np.concatenate(([True], first[1:] != first[:-1])))
-            at = first[starts]
-            for w, m in enumerate(split_masks(part)):
-                self.words[at + w] |= np.bitwise_or.reduceat(m, starts)
+        """Add grams sorted ascending (so a merge can fill a filter slice by slice, and a
+        mapped one drop the words behind it); one compiled pass (state.bloom_kernels)."""
+        bloom_kernels.add(self.words, self._n, grams)
 
     @classmethod
     def words_for(cls, n_keys: int) -> int:
@@ -174,20 +148,11 @@ class SplitBlockBloom(_Words):
 
     def may_contain(self, probe: Probe) -> np.ndarray:
         """False where a gram is certainly absent."""
-        return self.test(self.first_words(probe), probe.split)
+        return self.test(probe.grams)
 
-    def test(self, first: np.ndarray, masks: list[np.ndarray]) -> np.ndarray:
-        """may_contain for grams given by their blocks' first words and split masks."""
-        w0, m0 = self.words[first], masks[0]
-        passed = np.flatnonzero((w0 & m0) == m0)
-        at = first[passed]
-        ok = np.ones(len(passed), dtype=bool)
-        for w in range(1, BLOCK_WORDS):
-            m = masks[w][passed]
-            ok &= (self.words[at + w] & m) == m
-        out = np.zeros(len(first), dtype=bool)
-        out[passed[ok]] = True
-        return out
+    def test(self, grams: np.ndarray) -> np.ndarray:
+        """may_contain for grams (uint64): one compiled pass (state.bloom_kernels)."""
+        return bloom_kernels.test(self.words, self._n, grams)
 
 
 class BlockedBloom(_Words):

@@ -188,17 +188,17 @@ class Admitted:
 
 def _windowed(bloom: SplitBlockBloom, parts: MappedParts, probe: Probe) -> np.ndarray:
     """may_contain over a mapped filter, WINDOW_BYTES of it at a time in word order."""
-    first, masks = bloom.first_words(probe), probe.split
+    first, grams = bloom.first_words(probe), probe.grams
     order = None
     if len(first) > 1 and bool((first[1:] < first[:-1]).any()):
         order = np.argsort(first, kind="stable")
-        first, masks = first[order], [m[order] for m in masks]
+        first, grams = first[order], grams[order]
     step = WINDOW_BYTES // 8
     cuts = np.searchsorted(first, np.arange(step, len(bloom.words), step)).tolist()
     out = np.zeros(len(first), dtype=bool)
     for lo, hi in zip([0, *cuts], [*cuts, len(first)], strict=True):
         if hi > lo:
-            out[lo:hi] = bloom.test(first[lo:hi], [m[lo:hi] for m in masks])
+            out[lo:hi] = bloom.test(grams[lo:hi])
             start = parts.words_at + int(first[lo]) * 8
             parts.release(start, parts.words_at + int(first[hi - 1]) * 8 + 32 - start)
     if order is None:
