@@ -380,6 +380,7 @@ def throughput(broker, work: Path, stream: Path, n_pages: int, workers: int,
         produce_s = time.perf_counter() - t_prod
         pipe.start_workers(workers)
         res = run_sync(_measure(pipe, broker, n_pages))
+        res["topics"] = run_sync(topic_traffic(broker.bootstrap, pipe.prefix, n_pages))
         res.update(workers=workers, producer_cpu_seconds=cpu_prod, producer_seconds=produce_s,
                    vm_speed_s=vm_speed(), memory=pipe.peak_rss())
         log(f"{workers} worker(s): {res['pages_per_s']:.1f} pages/s ({res['seconds']:.1f} s; "
@@ -408,6 +409,51 @@ async def _measure(pipe: Pipeline, broker, n_pages: int) -> dict:
             "worker_cpu_seconds": pipe.cpu() - at["workers"],
             "broker_cpu_seconds": cpu_seconds(broker.process.pid) - at["broker"],
             "bench_cpu_seconds": time.process_time() - at["me"]}
+
+
+async def topic_traffic(bootstrap: str, prefix: str, pages: int) -> dict[str, dict]:
+    """Per topic of the pipeline: the records and the bytes (keys, values and headers) it
+    holds, and both a page. Read after a run, from each topic's start to its end: what the
+    pipeline made the broker keep and serve (the input topic's bytes are the crawler's,
+    counted in records only)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    await c.start()
+    try:
+        topics = sorted(t for t in await c.topics() if t.startswith(prefix + "-"))
+        tps = [TopicPartition(t, p) for t in topics for p in c.partitions_for_topic(t) or ()]
+        first, end = await c.beginning_offsets(tps), await c.end_offsets(tps)
+        out = {t[len(prefix) + 1:]: {"records": 0, "bytes": 0} for t in topics}
+        for tp in tps:
+            out[tp.topic[len(prefix) + 1:]]["records"] += end[tp] - first[tp]
+        wanted = [tp for tp in tps if end[tp] > first[tp] and not tp.topic.endswith("-pages")]
+        if wanted:
+            c.assign(wanted)
+            await c.seek_to_beginning(*wanted)
+            left = set(wanted)
+            while left:
+                for tp, msgs in (await c.getmany(timeout_ms=500, max_records=5000)).items():
+                    row = out[tp.topic[len(prefix) + 1:]]
+                    row["bytes"] += sum(len(m.key or b"") + len(m.value or b"") + sum(
+                        len(k) + len(v or b"") for k, v in m.headers or ()) for m in msgs)
+                    if msgs and msgs[-1].offset + 1 >= end[tp]:
+                        left.discard(tp)
+    finally:
+        await c.stop()
+    for row in out.values():
+        row.update(records_a_page=row["records"] / pages, bytes_a_page=row["bytes"] / pages)
+    return out
+
+
+def format_traffic(traffic: dict[str, dict]) -> list[str]:
+    """One line a topic: records and bytes a page; the pipeline's own topics summed."""
+    own = [r for t, r in traffic.items() if t != "pages"]
+    lines = [f"  {t:16s} {r['records_a_page']:9.1f} records {r['bytes_a_page']:11,.0f} B a page"
+             for t, r in sorted(traffic.items())]
+    lines.append(f"  {'written by it':16s} {sum(r['records_a_page'] for r in own):9.1f} records "
+                 f"{sum(r['bytes_a_page'] for r in own):11,.0f} B a page")
+    return lines
 
 
 def _clean(work: Path) -> None:
@@ -904,6 +950,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(pairs) > 1:
         print("  each pair: " + ", ".join(f"{a['pages_per_s']:.1f} / {b['pages_per_s']:.1f}"
                                           f" = {x:.2f}x" for x, a, b in pairs))
+    print("broker traffic, 1 worker (what each topic holds after the run):")
+    print("\n".join(format_traffic(one["topics"])))
     print(f"broker CPU (2 workers) {two['broker_cpu_seconds']:8.1f} s of {two['seconds']:.1f} s;"
           f" producer {two['producer_cpu_seconds']:.1f} CPU s")
     budget = one["memory"]["budget_bytes"]

@@ -191,6 +191,7 @@ def headline(name: str, r: dict) -> list[str]:
                    f"{_kafka_drain(lat)}"]
                   if lat else []),
                 *_kafka_minutes(lat.get("by_minute", [])),
+                *_kafka_traffic(r["one_worker"].get("topics")),
                 *(_kafka_memory(r) if "memory" in r else [])]
     if name == "bench_lsh":
         f, ls, q = r["figures"], r["lsh"], r["streamdet"]["quality"]
@@ -236,6 +237,18 @@ def headline(name: str, r: dict) -> list[str]:
         return ["; ".join(f"{k} {_fmt(v)}" for k, v in summary.items()
                           if not isinstance(v, dict | list))]
     return []
+
+
+def _kafka_traffic(topics: dict | None) -> list[str]:
+    """What the pipeline writes to the broker a page, per topic (1 worker's run)."""
+    if not topics:
+        return []
+    own = {t: x for t, x in topics.items() if t != "pages" and x["records"]}
+    per = ", ".join(f"{t} {x['records_a_page']:.1f} / {x['bytes_a_page'] / 1000:,.1f} KB"
+                    for t, x in sorted(own.items()))
+    return [f"written to the broker a page (records / bytes): **"
+            f"{sum(x['records_a_page'] for x in own.values()):.1f} / "
+            f"{sum(x['bytes_a_page'] for x in own.values()) / 1000:,.1f} KB**: {per}"]
 
 
 def _kafka_drain(lat: dict) -> str:
