@@ -123,3 +123,30 @@ def test_without_waiting_for_the_pipeline_a_late_event_is_left_out(
         kafka_broker: KafkaBroker, monkeypatch):
     res = _late_event_run(kafka_broker, monkeypatch, "drain-none", wait=False)
     assert res["events"] == 0
+
+
+def test_topic_traffic_counts_each_topics_records_and_bytes_a_page(kafka_broker: KafkaBroker):
+    """Records from each partition's start to its end, bytes of keys, values and headers;
+    the input topic's records counted, its bytes not (the crawler's, not the pipeline's);
+    another prefix's topics left out."""
+    kafka_broker.create_topics({"traffic-grams": 2, "traffic-pages": 1, "other-grams": 1})
+
+    async def fill() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap)
+        await producer.start()
+        for i in range(5):
+            await producer.send_and_wait("traffic-grams", b"v" * 10, key=b"kk",
+                                         partition=i % 2, headers=[("h", b"xyz")])
+        for _ in range(2):
+            await producer.send_and_wait("traffic-pages", b"p" * 1000, key=b"url")
+        await producer.send_and_wait("other-grams", b"o" * 99)
+        await producer.stop()
+
+    run_sync(fill())
+    got = run_sync(bk.topic_traffic(kafka_broker.bootstrap, "traffic", pages=2))
+    assert sorted(got) == ["grams", "pages"]
+    assert got["grams"]["records"] == 5 and got["grams"]["bytes"] == 5 * (2 + 10 + 1 + 3)
+    assert got["grams"]["records_a_page"] == 2.5 and got["grams"]["bytes_a_page"] == 40
+    assert got["pages"] == {"records": 2, "bytes": 0, "records_a_page": 1.0, "bytes_a_page": 0}
+    lines = bk.format_traffic(got)
+    assert "grams" in lines[0] and lines[-1].split()[:3] == ["written", "by", "it"]
