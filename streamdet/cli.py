@@ -218,7 +218,7 @@ def add_analysis_options(p: argparse.ArgumentParser) -> None:
                    "(default 1; 0: parse in this process, with no watchdog)")
     p.add_argument("--memory", default=env("MEMORY", "1GiB"), metavar="SIZE",
                    help="memory for caches, memtables, batches in flight and the analysis "
-                   "processes (140 MiB each), e.g. 512MiB or 4GiB (default 1GiB; "
+                   "processes (64 MiB each), e.g. 512MiB or 4GiB (default 1GiB; "
                    "interpreters come on top, ~100 MB a process)")
     p.add_argument("--page-timeout", type=float, default=float(
         env("PAGE_TIMEOUT") or DEFAULT_PAGE_TIMEOUT), metavar="S",
