@@ -7,15 +7,12 @@ mapping of its own, returned at free; but it raises that threshold to the larges
 block freed (up to 32 MB), so after the first batch a batch's arrays come from the heap,
 where they leave holes between long-lived blocks that stay resident: the process ratchets
 up to the largest heap any batch has made. `map_large_blocks` fixes the threshold at 1 MB
-(the mapping cost is paid by arrays that big only). Measured on 8,000 replayed pages
-(`streamdet run --memory 1GiB`, peak RSS of all processes, main process in brackets,
-each run alone): 1,301 MB (1,062) as glibc has it, 1,179 MB (968) with the threshold
-fixed, for +10% CPU seconds (316 s against 348 s, CHANGELOG.md).
+(the mapping cost is paid by arrays that big only): about a tenth off the peak of a
+run, for about a tenth more CPU.
 
 `malloc_trim` gives the free pages of the heaps back, but they are faulted in again by the
-next batch: it does not lower the peak (1,279 MB trimming after every batch against
-1,276 MB, two runs side by side), so the heaps
-are trimmed only after a batch that leaves the process above its budget. Where glibc is
+next batch: it does not lower the peak, so the heaps are trimmed only after a batch that
+leaves the process above its budget. Where glibc is
 not the C library (musl, macOS) both do nothing.
 """
 

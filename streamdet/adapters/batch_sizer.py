@@ -2,12 +2,11 @@
 shard, may hold.
 
 A batch's working memory grows with the earlier documents it re-scores, and each new page
-reaches more of them as the state grows: measured on 20,000 replayed pages (batches of
-~350 pages, closed by bytes), a batch's transaction held 3,000 documents (1.4 M slots) at
-4,000 pages and 12,700 (7.3 M slots) at 19,600. So the runner closes batches at fewer
-records when the last one held more slots than the budget gives a batch
-(MemoryBudget.batch_slots), and at more again, by a quarter a batch at most, when it held
-fewer - up to `--batch`. Fewer records a batch means an earlier document touched by
+reaches more of them as the state grows (a batch of a few hundred pages holds a few
+thousand earlier documents early in a stream, four times as many later). So the runner
+closes batches at fewer records when the last one held more slots than the budget gives
+a batch (MemoryBudget.batch_slots), and at more again, by a quarter a batch at most, when
+it held fewer - up to `--batch`. Fewer records a batch means an earlier document touched by
 several pages is re-scored more often: the price of a budget that holds as the state
 grows.
 

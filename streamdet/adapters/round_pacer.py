@@ -3,12 +3,11 @@
 A round has costs that do not grow with its records: each shard step's state commit and
 lookups, the site shard's figures, the producer's requests, the broker's fetch
 responses. While the worker keeps up, a round holds the one or two records that came
-since the last one, and those costs are paid per record: in bench_kafka's latency step
-two workers spent 147 ms of CPU a paced page against 60 a page of a backlog, and on a
-machine that is short of cores that is what makes events late (docs/benchmarks).
-Rounds that gather records pay them once for many, but make each hop wait: a fixed
-wait (500 ms) cut the workers' CPU by a third and the test broker's by three quarters,
-and held every event back even when the machine was idle (CHANGELOG.md).
+since the last one, and those costs are paid per record: a paced page costs a worker
+more than twice the CPU of a page of a backlog, and on a machine that is short of cores
+that is what makes events late. Rounds that gather records pay them once for many, but
+make each hop wait: a fixed wait cuts the workers' CPU and the broker's, and holds every
+event back even when the machine is idle.
 
 So the wait follows the load: the share of the last `window_s` seconds the worker spent
 in rounds (from its records fetched to the round handed to its acknowledgements). Below
@@ -16,10 +15,9 @@ in rounds (from its records fetched to the round handed to its acknowledgements)
 in proportion, up to `most_s`. Gathering lowers the share (fewer rounds for the same
 records), so the wait settles where the two meet rather than running to the ceiling; a
 machine slowed by other work stretches the rounds, raises the share and gathers more.
-`low` is a compromise. At 8 pages/s in profile_worker (the share at 0.2-0.6) a wait
-from 0.5 saved no CPU and added ~0.2 s to p99; but on bench_kafka's 20,000-page latency
-step a wait from 0.7 let the workers fall behind where one from 0.5 kept up
-(CHANGELOG.md): a worker gathering early keeps the slack it needs when the load rises.
+`low` is a compromise: waiting from a lower share saves no CPU at a light load and adds
+to the latency, while waiting only from a higher one lets the workers fall behind when
+the load rises; a worker gathering early keeps the slack it needs.
 A worker with a backlog never waits (adapters.worker): its records are already there.
 """
 

@@ -152,9 +152,9 @@ class Worker:
         self.on_batch = on_batch
         # a worker may come to own every doc and gram shard: its states share half of the
         # budget (one RocksDB cache, the engine's caches by role: state.budget.ShardShare),
-        # the rest is the records in flight (fetches, rounds) and the rounds' work. At three
-        # quarters, with every share filled, a worker that took 20,000 pages alone peaked
-        # at 1,286 MiB of all its processes under 1 GiB (CHANGELOG.md)
+        # the rest is the records in flight (fetches, rounds) and the rounds' work: three
+        # quarters keeps a worker that owns every shard, each share filled, within the
+        # budget and its slack
         self.budget = budget or MemoryBudget()
         self._rocks_memory, self._shard_budgets = shard_budgets(self.budget, shards)
         self._fetch_bytes = min(64 << 20, self.budget.records // 4)
@@ -584,7 +584,7 @@ class Worker:
         order and up to the first that fails; then, on the loop, each finished step's
         outbox queued. Each hand-off has the loop and the engine thread trade the GIL, a
         fixed cost that a round holding a page or two pays per page: one a round, not one
-        a shard (docs/benchmarks/profile.md)."""
+        a shard."""
         if not steps:
             return
         outcomes = await self._cpu(_work_of, steps)

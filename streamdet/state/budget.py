@@ -48,12 +48,10 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 # state (24.2 without the index), plus malloc's own
 DOC_SLOT_BYTES = 40
 NAME_BYTES = 250  # a cached (server, URL) pair
-# resident memory per slot of the documents a transaction holds (slots, masks, the index
-# of the unfolded ones, and what the allocators keep of them once freed): a 20,000-page
-# run's peak fell by 320 MB (main process) when its batches' held slots fell from
-# ~7.3 M to ~2.7 M (batches of ~350 records against 128), i.e. ~70 B a slot. At 72 B
-# (2.8 M slots under 1 GiB) all processes of that run peak at 1,200 MiB, against 1,252 at
-# 64 B, for 2% more CPU (CHANGELOG.md)
+# resident memory per slot of the documents a transaction holds (slots, pairs, the index
+# of the unfolded ones, and what the allocators keep of them once freed): ~70 B a slot
+# as measured from the peaks of runs whose batches held fewer or more slots; a little
+# above it, so that every process of a run stays within its budget
 HELD_SLOT_BYTES = 72
 # an analysis process's peak RSS beyond an interpreter's ~100 MB: its compiled kernels are
 # small, so what remains is the largest page's parse tree (~30 MB) and the batch it holds
@@ -152,11 +150,9 @@ class ShardShare(MemoryBudget):
     caches are per state, and each goes to the role that reads it: overlay postings to
     the gram shards, decoded documents to the doc shards, names to both, each state a
     1/shards part of the role's share, so that a worker that comes to own every shard
-    keeps within its budget. An equal part of every share for every state gave a gram
-    shard a documents cache it never fills and a doc shard postings it never reads: a
-    worker that took 20,000 pages alone (four shards) read overlay postings back from
-    RocksDB for 41 s of its engine thread's 590, against 19 s of 544 with the shares by
-    role (CHANGELOG.md)."""
+    keeps within its budget. An equal part of every share for every state would give a
+    gram shard a documents cache it never fills and a doc shard postings it never reads,
+    and the gram shards would read overlay postings back from RocksDB twice as often."""
 
     role: str = GRAM_ROLE
     shards: int = 1

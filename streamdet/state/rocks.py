@@ -289,8 +289,7 @@ class RocksKV(KV):
     def reclaim(self, table: str, start: bytes, end: bytes) -> None:
         """Compact the range now. Range deletions leave their data in the SST files until
         compaction reaches them, and merged-away segments are a large part of the state
-        on disk; files wholly inside the range are simply dropped, so this costs little
-        (CHANGELOG.md has the figures)."""
+        on disk; files wholly inside the range are simply dropped, so this costs little."""
         self._cf[table].compact_range(start, end)
 
     def disk_bytes(self) -> int:
