@@ -68,7 +68,7 @@ sys.path.insert(0, str(REPO))
 
 from loadtest.host import MEMORY_SLACK, TreeRss, machine, vm_speed  # noqa: E402
 from loadtest.report import plot_kafka  # noqa: E402
-from streamdet.adapters.pacing import RateLimiter  # noqa: E402
+from streamdet.adapters.rate_limiter import RateLimiter  # noqa: E402
 from streamdet.state.budget import DEFAULT_MEMORY, MemoryBudget  # noqa: E402
 
 OUT_DIR = REPO / "loadtest" / "out"

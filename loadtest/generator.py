@@ -73,7 +73,7 @@ from loadtest.corpus import (  # noqa: E402
     synth_word,
     write_jsonl,
 )
-from streamdet.adapters.pacing import RateLimiter  # noqa: E402
+from streamdet.adapters.rate_limiter import RateLimiter  # noqa: E402
 from streamdet.engine.analysis import page_text  # noqa: E402
 from streamdet.engine.records import Page  # noqa: E402
 from streamdet.engine.servers import host_of, registered_domain  # noqa: E402

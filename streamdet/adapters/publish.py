@@ -21,7 +21,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from ..engine.messages import GramsMsg
 from .inputs import ReadOptions, Source
 from .kafka import PipelineError, Topics, connection, ensure_topics, pipeline_shards, producer
-from .pacing import RateLimiter
+from .rate_limiter import RateLimiter
 
 IN_FLIGHT = 500  # sends awaited in groups of this many
 

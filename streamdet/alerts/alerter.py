@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..adapters.outputs import utc_now
-from ..adapters.pacing import RateLimiter
+from ..adapters.rate_limiter import RateLimiter
 from .bodies import json_body, slack_body
 from .commit_order import Tracker
 from .config import AlertsConfig

@@ -1,4 +1,4 @@
-"""streamdet/adapters/pacing.py: the rate limiter behind `streamdet produce --rate` and the
+"""streamdet/adapters/rate_limiter.py: the rate limiter behind `streamdet produce --rate` and the
 load-test harness, driven by a fake clock (no timing is asserted against the real one)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from streamdet.adapters.pacing import RateLimiter
+from streamdet.adapters.rate_limiter import RateLimiter
 
 
 class FakeClock:
