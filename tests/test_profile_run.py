@@ -20,7 +20,7 @@ STACKS = [
     ([MAIN, ROOT, "plan_batch (/v/streamdet/engine/postings.py:72)",
       "Txn.prefetch (/v/streamdet/state/txn.py:219)",
       "SegmentIndex.find (/v/streamdet/state/segments.py:470)", READ], 50),
-    ([MAIN, ROOT, "DocRole._load (/v/streamdet/engine/docs.py:120)",
+    ([MAIN, ROOT, "DocRole._load (/v/streamdet/engine/doc_role.py:120)",
       "Txn.load_docs (/v/streamdet/state/txn.py:330)", READ], 15),
     ([ANALYSIS, "_serve (/v/streamdet/adapters/watchdog.py:40)", COMMIT, READ], 40),
 ]

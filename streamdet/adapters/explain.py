@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ..engine.badness import page_neighbourhoods
 from ..engine.clusters import ClusterRole
-from ..engine.docs import current
+from ..engine.doc_role import current
 from ..engine.evidence import evidence
 from ..engine.params import Params
 from ..engine.sites import page_sites

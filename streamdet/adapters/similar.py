@@ -19,7 +19,7 @@ from __future__ import annotations
 from ..engine.analysis import analyze
 from ..engine.clusters import ClusterRole
 from ..engine.core import Engine
-from ..engine.docs import current
+from ..engine.doc_role import current
 from ..engine.evidence import evidence
 from ..engine.messages import DeltasMsg, GramsMsg, PageMsg
 from ..engine.params import Params

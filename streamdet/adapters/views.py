@@ -9,7 +9,7 @@ from itertools import islice
 from ..engine.badness import ranked_neighbourhoods
 from ..engine.chunks import Chunks
 from ..engine.clusters import ClusterRole
-from ..engine.docs import current
+from ..engine.doc_role import current
 from ..engine.evidence import evidence
 from ..engine.labelled import share
 from ..engine.params import Params

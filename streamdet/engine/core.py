@@ -25,7 +25,7 @@ from .analysis import Analyzed
 from .badness import BadnessRole, Place
 from .clusters import ClusterRole, cluster_events
 from .deltas import arrival_stats
-from .docs import Dirty, DocRole, Touch
+from .doc_role import Dirty, DocRole, Touch
 from .events import trap_event
 from .grams import gram_set
 from .labelled import LabelledSet, contains_fixed, shares

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, MutableMapping
 
 from ..state.schema import DocResult
-from .docs import Dirty, DocRole
+from .doc_role import Dirty, DocRole
 from .events import change_kind, make_event, shown_change, shown_state
 from .evidence import evidence
 

@@ -42,7 +42,7 @@ import numpy as np
 from ..state.schema import DocResult, DocState
 from .clusters import ClusterRole, ClusterRow, cluster_events, cluster_slot, shown_by_cluster
 from .deltas import ADD, DROP, GAIN, GAIN_FROM, Delta, arrival_stats
-from .docs import Dirty, DocRole, Touch
+from .doc_role import Dirty, DocRole, Touch
 from .events import shown_by
 from .labelled import LabelledSet, shares
 from .messages import DeltasMsg, GramsMsg, MessageError, PageMsg, ShownMsg, unpack

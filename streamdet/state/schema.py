@@ -108,7 +108,7 @@ class DocResult:
     blob: bytes | None = field(default=None, compare=False, repr=False)
     # True: the cover was not computed (no sources kept). Only for a document below theta
     # that is not quilted: no event can come of its cover, so re-scoring leaves it to be
-    # computed when read (engine.docs.current); most re-scored documents are such.
+    # computed when read (engine.doc_role.current); most re-scored documents are such.
     stale: bool = False
 
     def sources_bytes(self) -> bytes:
