@@ -275,7 +275,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                                         max_body=args.max_body, on_batch=progress,
                                         spill_dir=spill_dir, analyzers=analyzers,
                                         page_timeout=args.page_timeout, budget=budget,
-                                        metrics=run_metrics(args.metrics_port))
+                                        sensor=run_metrics(args.metrics_port))
                 s = runner.run(sources)
             finally:
                 progress.done()

@@ -15,6 +15,7 @@ from streamdet.adapters.embedded import EmbeddedRunner
 from streamdet.adapters.inputs import open_source
 from streamdet.adapters.metrics import METRICS, Metrics
 from streamdet.adapters.outputs import JsonlSink
+from streamdet.adapters.sensor import Sensor
 from streamdet.engine.params import Params
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
@@ -32,7 +33,7 @@ def _run(tmp_path, records, params: Params | None = None):
     events, dead = JsonlSink(str(tmp_path / "ev.jsonl")), JsonlSink(str(tmp_path / "dl.jsonl"))
     try:
         summary = EmbeddedRunner(Store(MemoryKV()), params or Params(), events, dead, batch_size=16,
-                                 metrics=m).run([open_source(str(path))])
+                                 sensor=m).run([open_source(str(path))])
     finally:
         events.close()
         dead.close()
@@ -143,3 +144,45 @@ def test_bad_neighbourhoods_gauge_follows_site_events(tmp_path):
            for i, r in enumerate(farm)]
     reg, _, _ = _run(tmp_path, farm + other + own, params)
     assert reg.get_sample_value("streamdet_bad_neighbourhoods") == 0
+
+
+class _Recorder(Sensor):
+    """A sensor of its own: the hooks it cares about, counted."""
+
+    def __init__(self) -> None:
+        self.pages = self.dead = self.stages = 0
+        self.kinds: list[str] = []
+
+    def on_pages(self, pages: int, implausible_times: int) -> None:
+        self.pages += pages
+
+    def on_dead_letter(self, reason: str) -> None:
+        self.dead += 1
+
+    def on_stage(self, stage: str, seconds: float) -> None:
+        assert stage == "embedded" and seconds >= 0
+        self.stages += 1
+
+    def on_events(self, events) -> None:
+        self.kinds.extend(e["event"] for e in events)
+
+
+def test_the_runner_tells_any_sensor_through_its_hooks(tmp_path):
+    """The loop calls hooks, never a metric: a sensor that is not Prometheus sees the same
+    run (and the hooks it leaves alone are the base class's no-ops)."""
+    crawl = build_crawl(seed=5, n_pages=40, n_quilts=6)
+    records = with_bad(crawl, random.Random(5))
+    path = write_jsonl(tmp_path / "in.jsonl", records)
+    rec = _Recorder()
+    events, dead = JsonlSink(str(tmp_path / "ev.jsonl")), JsonlSink(str(tmp_path / "dl.jsonl"))
+    try:
+        summary = EmbeddedRunner(Store(MemoryKV()), Params(), events, dead, batch_size=16,
+                                 sensor=rec).run([open_source(str(path))])
+    finally:
+        events.close()
+        dead.close()
+    assert rec.pages == summary.pages == len(crawl)
+    assert rec.dead == summary.dead_total == len(bad_lines())
+    assert rec.stages >= -(-len(records) // 16)  # a batch at least every 16 records
+    assert sorted(rec.kinds) == sorted(e["event"] for e in read_jsonl(tmp_path / "ev.jsonl"))
+    assert "quilt" in rec.kinds

@@ -159,9 +159,10 @@ def test_rounds_gather_records_only_while_they_keep_the_worker_busy(busy_s, cons
         return real_sleep(seconds)
 
     monkeypatch.setattr(asyncio, "sleep", sleep)
-    shown: list[float] = []  # every value the wait's gauge took
-    gauge = worker.metrics.round_gather
-    monkeypatch.setattr(gauge, "set", lambda v, set_=gauge.set: (shown.append(v), set_(v)))
+    shown: list[float] = []  # every wait the worker told its sensor
+    on_round = worker.sensor.on_round
+    monkeypatch.setattr(worker.sensor, "on_round",
+                        lambda busy, gather: (shown.append(gather), on_round(busy, gather)))
 
     async def handle(batch):
         handled.append(batch["tp"][0].offset)
@@ -183,7 +184,8 @@ def test_rounds_gather_records_only_while_they_keep_the_worker_busy(busy_s, cons
     finally:
         worker.cpu.shutdown()
     assert handled == list(range(1, 17))
-    assert shown[-1] == gauge._value.get()  # noqa: SLF001
+    # the Prometheus sensor's gauge shows the last wait told
+    assert shown[-1] == worker.sensor.round_gather._value.get()  # noqa: SLF001
     if busy_s and consumer is _Consumer:
         assert slept and all(0 < s <= 0.1 for s in slept), slept
         gaps = [b - a for a, b in zip(fetched, fetched[1:], strict=False)]

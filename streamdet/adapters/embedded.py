@@ -41,8 +41,8 @@ from .inputs import (
     Source,
     payload_bytes,
 )
-from .metrics import Metrics
 from .outputs import JsonlSink, dead_letter, utc_now
+from .sensor import Sensor
 from .state_format import EMBEDDED, check_state
 from .views import monster_counts
 from .watchdog import DEFAULT_PAGE_TIMEOUT
@@ -79,7 +79,7 @@ class EmbeddedRunner:
                  batch_size: int = DEFAULT_BATCH, max_body: int = DEFAULT_MAX_BODY,
                  on_batch: Callable[[RunSummary], None] | None = None,
                  spill_dir: str | None = None, analyzers: int = 0,
-                 metrics: Metrics | None = None,
+                 sensor: Sensor | None = None,
                  page_timeout: float = DEFAULT_PAGE_TIMEOUT,
                  budget: MemoryBudget | None = None) -> None:
         if batch_size < 1:
@@ -89,13 +89,12 @@ class EmbeddedRunner:
 
         self.analyzers = analyzers
         self.page_timeout = page_timeout
-        self.metrics = metrics
+        self.sensor = sensor or Sensor()
+        self._watched = sensor is not None  # what only an observer needs is computed
         self._disk_checked = 0.0
-        self._documents = sum(1 for _ in store.kv.items("urls")) if metrics else 0
-        if metrics:  # SPEC §8: the monster candidates the state holds, then their events
-            for level, n in monster_counts(store).items():
-                metrics.monsters.labels(level).set(n)
-            metrics.bad_neighbourhoods.set(bad_count(store.begin()))
+        self._documents = sum(1 for _ in store.kv.items("urls")) if self._watched else 0
+        if self._watched:  # SPEC §8: what the state holds, then the events that change it
+            self.sensor.on_sites(monster_counts(store), bad_count(store.begin()))
         self.store = store
         self.params = params
         self.engine = Engine(params)
@@ -123,8 +122,8 @@ class EmbeddedRunner:
                 self._apply(batch, results, positions, summary)
                 del batch, results
                 release_free_memory(self.budget.total)  # over budget: freed memory goes back
-                if self.metrics is not None and analyzers.replaced > summary.replaced:
-                    self.metrics.analysis_restarts.inc(analyzers.replaced - summary.replaced)
+                if analyzers.replaced > summary.replaced:
+                    self.sensor.on_analysis_restarts(analyzers.replaced - summary.replaced)
                     summary.replaced = analyzers.replaced
                 summary.seconds = time.perf_counter() - start
                 summary.bytes_read = sum(s.bytes_read for s in sources)
@@ -221,7 +220,7 @@ class EmbeddedRunner:
             positions[rec.source + CHAIN] = rec.chain
             if rec.index == 0:
                 positions[rec.source + HEAD] = rec.chain
-        input_bytes = sum(payload_bytes(r.payload) for r in batch) if self.metrics else 0
+        input_bytes = sum(payload_bytes(r.payload) for r in batch) if self._watched else 0
         records = len(batch)
         # The records are done with (their dead letters written, their positions taken):
         # emptying the list lets them go before the engine works, not after (every holder
@@ -243,42 +242,34 @@ class EmbeddedRunner:
         self.store.compact()
         summary.pages += stats.pages
         summary.fanout.extend(stats.fanout or ())
-        if self.metrics is not None:
+        if self._watched:
             self._observe(input_bytes, results, pages, events, stats,
                           time.perf_counter() - began)
 
     def _observe(self, input_bytes: int, results, pages, events, stats, seconds: float
                  ) -> None:
-        """The batch in the Prometheus metrics (`streamdet run --metrics-port`)."""
-        m = self.metrics
-        m.input_bytes.inc(input_bytes)
+        """The batch told to the sensor (`streamdet run --metrics-port`)."""
+        sensor = self.sensor
+        sensor.on_input(input_bytes)
         for res in results:
             if isinstance(res, BadRecord):
-                m.dead_letters.labels(res.reason).inc()
-        m.pages.inc(len(pages))
-        m.implausible_times.inc(sum(p.implausible_time for p in pages))
-        m.common.inc(stats.went_common)
+                sensor.on_dead_letter(res.reason)
+        sensor.on_pages(len(pages), sum(p.implausible_time for p in pages))
+        sensor.on_rescored(stats.fanout or (), stats.went_common)
         self._documents += stats.new_documents
-        m.documents.set(self._documents)
-        for _ in pages:
-            m.page_seconds.labels("engine").observe(seconds / len(pages))
-        m.batch_seconds.labels("embedded").observe(seconds)
-        for n in stats.fanout or ():
-            m.fanout.observe(n)
+        sensor.on_documents(self._documents)
+        if pages:
+            sensor.on_page_seconds("engine", seconds / len(pages), len(pages))
+        sensor.on_stage("embedded", seconds)
+        sensor.on_events(events)
         fetched = {p.url: p.fetched_at for p in pages if p.fetched_at is not None}
         now = time.time()
         for ev in events:
-            m.events.labels(ev["event"]).inc()
-            if ev["event"] == "site" and ev["level"] == "neighbourhood":
-                m.bad_neighbourhoods.inc(1 if ev["bad"] else -1)
-            elif ev["event"] == "site":
-                m.monsters.labels(ev["level"]).inc(1 if ev["monster"] else -1)
             if ev["cause"] in fetched:
-                m.latency.observe(max(0.0, now - fetched[ev["cause"]]))
+                sensor.on_event_latency(now - fetched[ev["cause"]])
         if time.monotonic() - self._disk_checked > 10:
             self._disk_checked = time.monotonic()
-            m.state_bytes.set(self.store.kv.disk_bytes())
-            m.postings.set(self.store.first_holder_pairs)
+            sensor.on_state(self.store.kv.disk_bytes(), self.store.first_holder_pairs)
 
 
 def _with_ticks(records: Iterator[RawRecord], every: float

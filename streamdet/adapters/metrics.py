@@ -1,5 +1,8 @@
 """Prometheus metrics of a worker or of `streamdet run --metrics-port`, and their endpoint.
 
+`Metrics` is the Prometheus sensor (adapters.sensor): the loops call its hooks, and each
+hook moves the series it concerns.
+
 Names follow Prometheus conventions (`streamdet_` prefix, `_total` counters, base units),
 and every label has a small fixed set of values (a reason code, an event kind, a stage,
 a topic and partition of the pipeline) - never a URL or a domain.
@@ -7,6 +10,8 @@ The Grafana dashboard and the alert rules in deploy/ are tested against METRICS 
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
 
 from prometheus_client import (
     REGISTRY,
@@ -17,12 +22,14 @@ from prometheus_client import (
     start_http_server,
 )
 
+from .sensor import Sensor
+
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 _PAGE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 _FANOUT_BUCKETS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 
 
-class Metrics:
+class Metrics(Sensor):
     """One set of streamdet metrics on a registry (the process-wide one by default)."""
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
@@ -115,6 +122,96 @@ class Metrics:
         for kind in ("quilt", "rescore", "unquilt", "partial", "partial_gone", "cluster",
                      "trap", "site"):
             self.events.labels(kind)
+
+    # -- the sensor's hooks (adapters.sensor) ---------------------------------------------
+    def on_worker_start(self) -> None:
+        self.up.set(1)
+
+    def on_worker_stop(self) -> None:
+        self.up.set(0)
+
+    def on_rejoin(self) -> None:
+        self.rejoins.inc()
+
+    def on_rebalance(self) -> None:
+        self.rebalances.inc()
+
+    def on_partition_gone(self, topic: str, partition: int) -> None:
+        try:
+            self.lag.remove(topic, str(partition))
+        except KeyError:
+            pass  # never reported
+
+    def on_round(self, busy: float, gather: float) -> None:
+        self.round_busy.set(busy)
+        self.round_gather.set(gather)
+
+    def on_input(self, nbytes: int) -> None:
+        self.input_bytes.inc(nbytes)
+
+    def on_dead_letter(self, reason: str) -> None:
+        self.dead_letters.labels(reason).inc()
+
+    def on_pages(self, pages: int, implausible_times: int) -> None:
+        self.pages.inc(pages)
+        self.implausible_times.inc(implausible_times)
+
+    def on_page_seconds(self, stage: str, seconds_each: float, pages: int = 1) -> None:
+        series = self.page_seconds.labels(stage)
+        for _ in range(pages):
+            series.observe(seconds_each)
+
+    def on_analysis_restarts(self, n: int) -> None:
+        self.analysis_restarts.inc(n)
+
+    def on_stage(self, stage: str, seconds: float) -> None:
+        self.batch_seconds.labels(stage).observe(seconds)
+
+    def on_rescored(self, fanout: Iterable[int], went_common: int) -> None:
+        for n in fanout:
+            self.fanout.observe(n)
+        self.common.inc(went_common)
+
+    def on_documents(self, n: int) -> None:
+        self.documents.set(n)
+
+    def on_events(self, events: Iterable[Mapping]) -> None:
+        for ev in events:
+            kind = ev["event"]
+            self.events.labels(kind).inc()
+            if kind == "site" and ev["level"] == "neighbourhood":
+                self.bad_neighbourhoods.inc(1 if ev["bad"] else -1)
+            elif kind == "site":
+                self.monsters.labels(ev["level"]).inc(1 if ev["monster"] else -1)
+
+    def on_event_latency(self, seconds: float) -> None:
+        self.latency.observe(max(0.0, seconds))
+
+    def on_sites(self, monsters: Mapping[str, int], bad_neighbourhoods: int) -> None:
+        for level, n in monsters.items():
+            self.monsters.labels(level).set(n)
+        self.bad_neighbourhoods.set(bad_neighbourhoods)
+
+    def on_lag(self, topic: str, partition: int, records: int) -> None:
+        self.lag.labels(topic, str(partition)).set(max(0, records))
+
+    def on_shards(self, doc: int, gram: int) -> None:
+        self.shards.labels("doc").set(doc)
+        self.shards.labels("gram").set(gram)
+
+    def on_state(self, disk_bytes: int, postings: int | None = None) -> None:
+        self.state_bytes.set(disk_bytes)
+        if postings is not None:
+            self.postings.set(postings)
+
+    def on_fetch_gap(self) -> None:
+        self.fetch_gaps.inc()
+
+    def on_deferred(self, records: int) -> None:
+        self.deferred.inc(records)
+
+    def on_replayed(self, records: int) -> None:
+        self.replayed.inc(records)
 
 
 METRICS = ("streamdet_pages_total", "streamdet_input_bytes_total",

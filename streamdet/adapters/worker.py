@@ -77,6 +77,7 @@ from .metrics import metrics
 from .outputs import utc_at, utc_now
 from .payloads import analyze_payloads, warm_up
 from .round_pacer import RoundPacer
+from .sensor import Sensor
 from .state_format import SHARD, check_state
 from .views import monster_counts
 from .watchdog import DEFAULT_PAGE_TIMEOUT, Aborted, AnalysisPool
@@ -165,7 +166,7 @@ class Worker:
         self._released = 0.0
         self.doc_shards: dict[int, Shard] = {}
         self.gram_shards: dict[int, Shard] = {}
-        self.metrics = metrics()
+        self.sensor: Sensor = metrics()  # what the loops tell (adapters.sensor)
         self._disk_checked = 0.0
         self.lock = asyncio.Lock()
         self.cpu = ThreadPoolExecutor(1, thread_name_prefix="streamdet-engine")
@@ -208,7 +209,7 @@ class Worker:
             self.analysis = AnalysisPool(self._analyzers, self.params, self.max_body,
                                          self._page_timeout)
         stopper = asyncio.create_task(self._abort_analysis_on(stop))
-        self.metrics.up.set(1)
+        self.sensor.on_worker_start()
         log.info("worker started: %d shards, group %s, state %s", self.shards, self.group,
                  self.state_dir)
         pause = REJOIN_PAUSE_S
@@ -224,13 +225,13 @@ class Worker:
                         pause = REJOIN_PAUSE_S  # not a failure in a row
                     log.exception("worker: %s; leaving the group and joining it again "
                                   "from the shards' states in %.0f s", exc, pause)
-                    self.metrics.rejoins.inc()
+                    self.sensor.on_rejoin()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stop.wait(), pause)
                     pause = min(pause * 2, REJOIN_PAUSE_MAX_S)
         finally:
             stopper.cancel()
-            self.metrics.up.set(0)
+            self.sensor.on_worker_stop()
             self.cpu.shutdown(wait=True)
             if self.analysis is not None:
                 self.analysis.close()
@@ -272,8 +273,7 @@ class Worker:
             share = self.pacer.busy_share(now)
             # a fetch that left records behind (a backlog): they are there to take now
             gather = 0.0 if self._left_behind else self.pacer.gather_for(share)
-            self.metrics.round_busy.set(share)
-            self.metrics.round_gather.set(gather)
+            self.sensor.on_round(share, gather)
             if (wait := began + gather - now) > 0:
                 await asyncio.sleep(wait)
             batch = await self._fetch()
@@ -356,22 +356,21 @@ class Worker:
     def _gauges(self) -> None:
         """Lag per assigned partition (high watermark from fetch responses, not ListOffsets),
         shards owned, and every ~10 s the state's size."""
-        m = self.metrics
+        sensor = self.sensor
         for tp in self.assigned:
             high, done = self.consumer.highwater(tp), self.applied.get(tp)
             if high is not None and done is not None:
-                m.lag.labels(tp.topic, str(tp.partition)).set(max(0, high - done))
+                sensor.on_lag(tp.topic, tp.partition, high - done)
         if self.analysis is not None and self.analysis.replaced > self._replaced:
-            m.analysis_restarts.inc(self.analysis.replaced - self._replaced)
+            sensor.on_analysis_restarts(self.analysis.replaced - self._replaced)
             self._replaced = self.analysis.replaced
-        m.shards.labels("doc").set(len(self.doc_shards))
-        m.shards.labels("gram").set(len(self.gram_shards))
+        sensor.on_shards(len(self.doc_shards), len(self.gram_shards))
         now = time.monotonic()
         if now - self._disk_checked > 10:
             self._disk_checked = now
-            m.state_bytes.set(dir_bytes(self.state_dir))
-            m.postings.set(sum(s.store.first_holder_pairs for s in self.gram_shards.values()))
-            m.documents.set(sum(s.documents for s in self.doc_shards.values()))
+            sensor.on_state(dir_bytes(self.state_dir), sum(
+                s.store.first_holder_pairs for s in self.gram_shards.values()))
+            sensor.on_documents(sum(s.documents for s in self.doc_shards.values()))
 
     async def _leave(self) -> None:
         """Finish the rounds in flight and commit what they acknowledged (a failure among
@@ -454,19 +453,22 @@ class Worker:
         await self._commit_acknowledged()
         now = time.time()
         for cause_at in r.event_causes:
-            self.metrics.latency.observe(max(0.0, now - cause_at))
-        self.metrics.batch_seconds.labels("deliver").observe(time.perf_counter() - began)
+            self.sensor.on_event_latency(now - cause_at)
+        self.sensor.on_stage("deliver", time.perf_counter() - began)
 
     async def _ingest(self, pages: dict[int, list], r: _Round) -> None:
-        with self.metrics.batch_seconds.labels("ingest").time():
+        began = time.perf_counter()
+        try:
             for p, recs in sorted(pages.items()):
                 try:
                     await self._pages(p, recs, r)
                 except Aborted:  # stopping: these pages are read again on restart
                     return
+        finally:
+            self.sensor.on_stage("ingest", time.perf_counter() - began)
 
     async def _pages(self, partition: int, recs: list, r: _Round) -> None:
-        m = self.metrics
+        sensor = self.sensor
         began = time.perf_counter()
         payloads = [r.value for r in recs]
         if self.analysis is None:
@@ -474,23 +476,21 @@ class Worker:
         else:
             results = await asyncio.wrap_future(self.analysis.submit(payloads))
         per_page = (time.perf_counter() - began) / len(recs)
+        sensor.on_page_seconds("analyse", per_page, len(recs))
         for rec, res in zip(recs, results, strict=True):
-            m.input_bytes.inc(len(rec.value or b""))
-            m.page_seconds.labels("analyse").observe(per_page)
+            sensor.on_input(len(rec.value or b""))
             if isinstance(res, tuple):
                 reason, detail = res
-                m.dead_letters.labels(reason).inc()
+                sensor.on_dead_letter(reason)
                 headers = _dead_headers(reason, detail, self.topics.pages, partition, rec.offset)
                 r.sends.append(await self.producer.send(self.topics.dead, value=rec.value,
                                                         key=rec.key, headers=headers))
                 continue
-            m.pages.inc()
-            if res.implausible_time:
-                m.implausible_times.inc()
+            sensor.on_pages(1, int(res.implausible_time))
             if (trap := trap_event(res.url, self.params, seq=rec.offset + 1)) is not None:
                 # no state sees it; a record processed again repeats its event exactly
                 trap["at"] = utc_at(rec.timestamp)
-                m.events.labels("trap").inc()
+                sensor.on_events((trap,))
                 r.sends.append(await self.producer.send(
                     self.topics.events, value=json.dumps(trap, ensure_ascii=False).encode(),
                     key=res.url.encode("utf-8")))
@@ -530,9 +530,7 @@ class Worker:
             return process_grams(shard, role, msgs, end).commit()
 
         async def done(outbox: Outbox | None) -> None:
-            for n in role.fanout:
-                self.metrics.fanout.observe(n)
-            self.metrics.common.inc(role.went_common)
+            self.sensor.on_rescored(role.fanout, role.went_common)
             await self._queue_outbox(shard, outbox, r)
             r.offsets[TopicPartition(self.topics.grams, g)] = end
 
@@ -595,7 +593,7 @@ class Worker:
                 raise result
             await step.done(result)
         for stage, seconds in spent.items():
-            self.metrics.batch_seconds.labels(stage).observe(seconds)
+            self.sensor.on_stage(stage, seconds)
 
     def _unapplied(self, shard: Shard, name: str, recs: list) -> list:
         """The fetched records of the shard's input `name` that follow on from its
@@ -606,7 +604,7 @@ class Worker:
         if missing is None:
             self.gaps.filled(tp)
             return run
-        self.metrics.fetch_gaps.inc()
+        self.sensor.on_fetch_gap()
         what = f"{shard.kind} shard {shard.index}: {name}"
         log.info("%s: offset %d missing from a fetch; reading again from it", what, missing)
         self.gaps.missing(tp, missing, time.monotonic(), what)
@@ -626,7 +624,7 @@ class Worker:
         for topic, recs, keep in ((t.docs, docs, keep_docs), (t.deltas, deltas, keep_deltas)):
             if keep < len(recs):
                 self.consumer.seek(TopicPartition(topic, s), recs[keep].offset)
-        self.metrics.deferred.inc(n - keep_docs - keep_deltas)
+        self.sensor.on_deferred(n - keep_docs - keep_deltas)
         return docs[:keep_docs], deltas[:keep_deltas]
 
     async def _queue_outbox(self, shard: Shard, outbox: Outbox | None, r: _Round) -> None:
@@ -663,9 +661,7 @@ class Worker:
             sent = []
             for value in events:
                 ev = json.loads(value)
-                self.metrics.events.labels(ev["event"]).inc()
-                if ev["event"] == "site":
-                    self._site_event(ev)
+                self.sensor.on_events((ev,))
                 sent.append(await self.producer.send(self.topics.events, value=value,
                                                      key=_key(ev)))
         finally:
@@ -677,17 +673,7 @@ class Worker:
         """The monster candidates and bad neighbourhoods the site shard's state holds
         (SPEC §8), or 0 when this worker does not hold it (store None)."""
         counts = monster_counts(store) if store is not None else {"host": 0, "domain": 0}
-        for level, n in counts.items():
-            self.metrics.monsters.labels(level).set(n)
-        self.metrics.bad_neighbourhoods.set(bad_count(store.begin()) if store else 0)
-
-    def _site_event(self, ev: dict) -> None:
-        """A `site` event moves the gauge of what it tells (site events come from the
-        site shard alone, on the worker that holds it)."""
-        if ev["level"] == "neighbourhood":
-            self.metrics.bad_neighbourhoods.inc(1 if ev["bad"] else -1)
-        else:
-            self.metrics.monsters.labels(ev["level"]).inc(1 if ev["monster"] else -1)
+        self.sensor.on_sites(counts, bad_count(store.begin()) if store else 0)
 
     async def _send_outboxes(self, shard: Shard) -> None:
         """Send again the outboxes a crash left between commit and acknowledgement."""
@@ -767,8 +753,7 @@ class Worker:
         t = self.topics
         for tp in tps:
             self.applied.pop(tp, None)
-            with contextlib.suppress(KeyError):
-                self.metrics.lag.remove(tp.topic, str(tp.partition))
+            self.sensor.on_partition_gone(tp.topic, tp.partition)
             table = {t.docs: self.doc_shards, t.grams: self.gram_shards}.get(tp.topic)
             if table is not None and tp.partition in table:
                 await self._cpu(table.pop(tp.partition).close)
@@ -781,7 +766,7 @@ class Worker:
         listener returns, so a replay in here that outlasted the session would get the
         member evicted: another rebalance, its shards moved to the other worker and
         rebuilt there from their partitions, and again at that one's next eviction."""
-        self.metrics.rebalances.inc()
+        self.sensor.on_rebalance()
         self.revoking = False
         async with self.lock:
             t = self.topics
@@ -876,7 +861,7 @@ class Worker:
                         return False
                     msgs = [m for _, m in self._decoded(GramsMsg.decode, recs)]
                     await self._cpu(replay_grams, shard, gs, msgs, recs[-1].offset + 1)
-                    self.metrics.replayed.inc(len(recs))
+                    self.sensor.on_replayed(len(recs))
         self._seek(TopicPartition(self.topics.grams, g), shard.offset("grams"), committed)
         return True
 
@@ -905,7 +890,7 @@ class Worker:
                 pages = [(r.offset, m) for r, m in self._decoded(PageMsg.decode, recs)]
                 await self._cpu(replay_docs, shard, ds, pages, [], {
                     "docs": recs[-1].offset + 1, "deltas": shard.offset("deltas")})
-                self.metrics.replayed.inc(len(recs))
+                self.sensor.on_replayed(len(recs))
         replayed_from = shard.offset("deltas")
         shown: list[tuple[int, bytes]] = []  # the ShownMsg records among them
         async with self._replay(t.deltas, s, replayed_from, ce) as chunks:
@@ -918,7 +903,7 @@ class Worker:
                              if isinstance(m, ShownMsg))
                 await self._cpu(replay_docs, shard, ds, [], msgs, {
                     "docs": shard.offset("docs"), "deltas": recs[-1].offset + 1})
-                self.metrics.replayed.inc(len(recs))
+                self.sensor.on_replayed(len(recs))
                 failpoints.hit(f"replayed-deltas-{s}")  # tests: die amid a take-over's replay
         if shard.taking_over:
             # a take-over resumed on a state replayed in part reads what it did not replay
