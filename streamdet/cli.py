@@ -16,12 +16,18 @@ from .adapters.inputs import (
     open_source,
     sample_source,
 )
-from .adapters.outputs import JsonlSink, SinkError
+from .adapters.outputs import JsonlSink, SinkError, json_line
 from .console import UsageError, env, env_as, int_env, log_to_stderr
 from .engine.params import FOREIGN_MODES, Params, ParamsError
 from .engine.records import DEFAULT_MAX_BODY
-
-DEFAULT_STATE = "streamdet-state"
+from .reading.shards import find_page, pipeline_chunks, pipeline_counts
+from .reading.states import (
+    DEFAULT_STATE,
+    cluster_store,
+    open_store,
+    opened_states,
+    state_dirs,
+)
 
 
 def add_params(p: argparse.ArgumentParser, env_prefix: bool = False) -> None:
@@ -105,41 +111,6 @@ def _stop_chunks(path: str | None) -> tuple[int, ...]:
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read the stop chunks in {path}: {exc}") from None
     return tuple(text_keys(text).tolist())
-
-
-def open_store(path: str, must_exist: bool = False, read_only: bool = False,
-               tables: tuple[str, ...] | None = None, budget=None):
-    from .state.rocks import RocksKV
-    from .state.txn import Store
-
-    if must_exist:
-        if not os.path.exists(path):
-            raise UsageError(f"no streamdet state in {path}: no such directory")
-        if not os.path.isdir(path):
-            raise UsageError(f"no streamdet state in {path}: not a directory")
-        if not os.path.exists(os.path.join(path, "CURRENT")):
-            raise UsageError(f"no streamdet state in {path} (made by `streamdet run --state`)")
-    elif os.path.exists(path):
-        if not os.path.isdir(path):
-            raise UsageError(f"state directory {path} is a file, not a directory")
-        if not os.path.exists(os.path.join(path, "CURRENT")):
-            other = [n for n in os.listdir(path) if not n.startswith("dead-letter")]
-            if other:
-                raise UsageError(f"{path} is not empty and holds no streamdet state "
-                                 f"(e.g. {sorted(other)[0]}); give a new directory as --state")
-    from .state.rocks import StateDirError
-
-    try:
-        store = Store(RocksKV(path, read_only=read_only, tables=tables, budget=budget))
-    except StateDirError as exc:
-        if "lock" in str(exc).lower():
-            raise UsageError(f"state {path} is in use by another streamdet process") from None
-        raise
-    if must_exist and store.meta("params") is None:
-        store.close()
-        raise UsageError(f"no streamdet state in {path}: a database without streamdet "
-                         "parameters (an interrupted first run, or not a streamdet state)")
-    return store
 
 
 class Progress:
@@ -306,49 +277,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _state_dirs(states: list[str] | None, partial: bool = True
-                ) -> tuple[list[str], str | None]:
-    """The directories to read: one `streamdet run` state, or the doc shards of worker
-    states (the newest copy of each), and the directory of the clusters (SPEC §6): the
-    state itself, or the worker states' cluster shard (None: none of them holds it).
-    Unless `partial`, every doc shard of the pipeline and its cluster shard."""
-    from .adapters.views import shard_dirs
-
-    states = states or [DEFAULT_STATE]
-    found = shard_dirs(states)  # worker states: their doc shards, newest copy of each
-    if found is None:
-        if len(states) > 1:
-            raise UsageError("several --state directories are only for worker states")
-        return states, states[0]
-    dirs, missing, near = found
-    if (missing or near is None) and not partial:
-        lacks = [f"doc shards {', '.join(map(str, missing))}"] if missing else []
-        lacks += [] if near is not None else ["the cluster shard (gram shard 0)"]
-        raise UsageError(
-            f"these worker states lack {' and '.join(lacks)} of the pipeline: give the "
-            "--state of every worker, or --partial for what these hold")
-    return dirs, near
-
-
-def _cluster_store(dirs: list[str], near: str | None):
-    """The store to read clusters from: None for a `streamdet run` state (its own) or a
-    missing cluster shard (the rows then say null), else the cluster shard opened."""
-    if near is None or dirs == [near]:
-        return None
-    return open_store(near, must_exist=True, read_only=True)
-
-
 def cmd_dump(args: argparse.Namespace) -> int:
-    from .adapters.outputs import _line
     from .adapters.views import dump_rows, partial_rows
 
-    dirs, near = _state_dirs(args.state, args.partial and not args.clusters)
+    dirs, near = state_dirs(args.state, args.partial and not args.clusters)
     if args.clusters:
         return _dump_clusters(near or dirs[0])
     rows: list[dict] = []
-    clusters = None if args.partials else _cluster_store(dirs, near)
+    clusters = None if args.partials else cluster_store(dirs, near)
     pops, contains = ((True, True) if args.partials or dirs == [near] else
-                      _pipeline_counts(args.state))
+                      pipeline_counts(args.state))
     try:
         for path in dirs:
             store = open_store(path, must_exist=True, read_only=True)
@@ -365,56 +303,13 @@ def cmd_dump(args: argparse.Namespace) -> int:
     order = ((lambda r: (r["url"].encode("utf-8"), r["other"].encode("utf-8")))
              if args.partials else (lambda r: r["url"].encode("utf-8")))
     for row in sorted(rows, key=order) if len(dirs) > 1 else rows:
-        out.write(_line(row))
+        out.write(json_line(row))
     out.flush()
     return 0
 
 
-def _pipeline_sites(states: list[str] | None, url: str) -> tuple[list[dict], list[dict]]:
-    """A page's host, domain and neighbourhoods with their figures, from the site shard
-    of worker states (doc shard 0, engine.site_shard; none when it is not among them)."""
-    from .adapters.views import worker_shards
-    from .engine.badness import page_neighbourhoods
-    from .engine.site_shard import SITE_SHARD
-    from .engine.sites import page_sites
-
-    found = worker_shards(states or [DEFAULT_STATE])
-    if found is None or SITE_SHARD not in found[0]:
-        return [], []
-    store = open_store(found[0][SITE_SHARD], must_exist=True, read_only=True)
-    try:
-        txn = store.begin()
-        params = Params.from_fingerprint(store.meta("params"))
-        return page_sites(txn, url, params), page_neighbourhoods(txn, url)
-    finally:
-        store.close()
-
-
-def _pipeline_counts(states: list[str] | None, docno: int | None = None):
-    """SPEC §8's per-page counts of worker states' documents (of `docno` alone, if given),
-    summed over every gram shard: (pop(d), contains' counts), each None when some gram
-    shard is not among the states."""
-    from .adapters.views import contains_counts, contains_of, pop_counts, pop_of, worker_shards
-
-    found = worker_shards(states or [DEFAULT_STATE])
-    if found is None:
-        return None, None
-    _, grams, shards = found
-    if len(grams) < shards:
-        return None, None
-    stores = [open_store(grams[g], must_exist=True, read_only=True) for g in range(shards)]
-    try:
-        if docno is None:
-            return pop_counts(stores), contains_counts(stores)
-        return pop_of(stores, docno), contains_of(stores, docno)
-    finally:
-        for store in stores:
-            store.close()
-
-
 def _dump_clusters(path: str) -> int:
     """`dump --clusters`: the clusters of a `run` state or of worker states' cluster shard."""
-    from .adapters.outputs import _line
     from .adapters.views import cluster_rows
 
     store = open_store(path, must_exist=True, read_only=True)
@@ -424,51 +319,9 @@ def _dump_clusters(path: str) -> int:
         store.close()
     out = sys.stdout.buffer
     for row in rows:
-        out.write(_line(row))
+        out.write(json_line(row))
     out.flush()
     return 0
-
-
-def _page(args: argparse.Namespace, with_pairs: bool = False):
-    """The page of args.url in the given state(s) (for worker states, in whichever doc
-    shard holds it), or its absence with every spelling of it that one of them holds;
-    `with_pairs`: with its partial duplicates, gathered from every doc shard, and its
-    cluster, from the cluster shard."""
-    from .adapters.explain import Missing, cluster_of, look_up
-    from .adapters.views import pairs_of
-
-    spellings: list[str] = []
-    dirs, near = _state_dirs(args.state)
-    for path in dirs:
-        store = open_store(path, must_exist=True, read_only=True)
-        try:
-            found = look_up(store, args.url)
-        finally:
-            store.close()
-        if isinstance(found, Missing):
-            spellings += found.near
-            continue
-        for other in dirs if with_pairs else ():
-            store = open_store(other, must_exist=True, read_only=True)
-            try:
-                found.pairs += pairs_of(store, found.docno, found.params)
-            finally:
-                store.close()
-        found.pairs.sort(key=lambda p: p["other"].encode("utf-8"))
-        if near is not None and dirs != [near]:  # worker states: the gram shards count pop
-            found.pop, found.contains = _pipeline_counts(args.state, found.docno)
-            found.sites, found.neighbourhoods = _pipeline_sites(args.state, found.url)
-
-        clusters = _cluster_store(dirs, near) if with_pairs else None
-        if clusters is not None:
-            try:
-                found.cluster = cluster_of(clusters.begin(), found.docno, found.url)
-            finally:
-                clusters.close()
-        elif near is None:
-            found.cluster = {}  # not known: the cluster shard is not among these states
-        return found
-    return Missing(args.url.strip(), spellings)
 
 
 def _query_page(args: argparse.Namespace, *stores):
@@ -503,41 +356,14 @@ def _query_page(args: argparse.Namespace, *stores):
     return Page(url, text=body) if args.text is not None else Page(url, html=body)
 
 
-def _opened_states(states: list[str] | None, stack, tables: tuple[str, ...] | None = None):
-    """A `run` state opened read-only, or every shard of worker states: (doc shards,
-    gram shards, shard count), the stores by shard number; `stack` closes them. With
-    `tables`, only those tables are opened (a command that reads no other)."""
-    from .adapters.views import all_shard_dirs
-
-    states = states or [DEFAULT_STATE]
-    try:
-        found = all_shard_dirs(states)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    if found is None and len(states) > 1:
-        raise UsageError("several --state directories are only for worker states")
-
-    def opened(path: str):
-        store = open_store(path, must_exist=True, read_only=True, tables=tables)
-        stack.callback(store.close)
-        return store
-
-    if found is None:
-        return opened(states[0])
-    doc_dirs, gram_dirs, shards = found
-    return ({s: opened(p) for s, p in doc_dirs.items()},
-            {g: opened(p) for g, p in gram_dirs.items()}, shards)
-
-
 def cmd_similar(args: argparse.Namespace) -> int:
     from contextlib import ExitStack
 
-    from .adapters.outputs import _line
     from .adapters.similar import similar, similar_sharded, similar_text
     from .engine.params import Params
 
     with ExitStack() as stack:
-        found = _opened_states(args.state, stack)
+        found = opened_states(args.state, stack)
         if isinstance(found, tuple):
             docs, grams, shards = found
             params = Params.from_fingerprint(docs[0].meta("params"))
@@ -547,7 +373,7 @@ def cmd_similar(args: argparse.Namespace) -> int:
             params = Params.from_fingerprint(found.meta("params"))
             answer = similar(found, _query_page(args, found), params)
     if args.json:
-        sys.stdout.buffer.write(_line(answer))
+        sys.stdout.buffer.write(json_line(answer))
     else:
         print(similar_text(answer, params))
     sys.stdout.flush()
@@ -559,7 +385,6 @@ def cmd_phrases(args: argparse.Namespace) -> int:
     worker state (gram shards count them, doc shards keep the texts)."""
     from contextlib import ExitStack
 
-    from .adapters.outputs import _line
     from .adapters.phrases import phrase_rows
     from .adapters.views import live_docnos, text_reader
     from .engine.params import Params
@@ -567,7 +392,7 @@ def cmd_phrases(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise UsageError(f"--top must be >= 1, got {args.top}")
     with ExitStack() as stack:
-        found = _opened_states(args.state, stack)
+        found = opened_states(args.state, stack)
         if isinstance(found, tuple):
             by_shard, grams, shards = found
             docs = [by_shard[s] for s in range(shards)]
@@ -582,7 +407,7 @@ def cmd_phrases(args: argparse.Namespace) -> int:
                            params)
     out = sys.stdout.buffer
     for row in rows:
-        out.write(_line(row) if args.json else f"{row['docs']}\t{row['phrase']}\n".encode())
+        out.write(json_line(row) if args.json else f"{row['docs']}\t{row['phrase']}\n".encode())
     out.flush()
     return 0
 
@@ -597,7 +422,7 @@ def cmd_sites(args: argparse.Namespace) -> int:
 
     levels = set(args.level or ("host", "domain", "neighbourhood"))
     with ExitStack() as stack:
-        found = _opened_states(args.state, stack, tables=("meta", "sites"))
+        found = opened_states(args.state, stack, tables=("meta", "sites"))
         if isinstance(found, tuple):  # worker states: the site shard keeps them
             found = found[0][SITE_SHARD]
         if found.meta("popular") == "partial":
@@ -686,7 +511,7 @@ def _label_pipeline(args: argparse.Namespace) -> int:
         keys, what = text_keys(_read_text(args.text)), f"label-chunks --text {args.text}"
     else:
         what = args.url.strip()
-        keys = _pipeline_chunks(args.state, what)
+        keys = pipeline_chunks(args.state, what)
     try:
         shards = asyncio.run(send_labels(args.broker, keys, what, Topics.named(args.prefix)))
     except PipelineError as exc:
@@ -694,33 +519,6 @@ def _label_pipeline(args: argparse.Namespace) -> int:
     print(f"streamdet: {len(keys)} paragraph chunks sent to the pipeline's {shards} gram "
           "shards; its `site` events tell what they change", file=sys.stderr)
     return 0
-
-
-def _pipeline_chunks(states: list[str] | None, url: str):
-    """The chunk keys of a page of worker states, from every gram shard's share of it."""
-    import numpy as np
-
-    from .adapters.views import worker_shards
-    from .engine.labelled import doc_chunks
-    from .engine.routing import url_shard
-    from .state.sorting import sorted_unique
-
-    found = worker_shards(states or [DEFAULT_STATE]) if states else None
-    if found is None:
-        raise UsageError("--url with --broker needs the worker states that hold the page "
-                         "(--state DIR, repeated)")
-    docs, grams, shards = found
-    stores = [open_store(p, must_exist=True, read_only=True)
-              for p in [docs.get(url_shard(url, shards)), *grams.values()] if p]
-    try:
-        entry = stores[0].begin().url_entry(url) if url_shard(url, shards) in docs else None
-        if entry is None:
-            raise UsageError(f"{url} is not in these worker states")
-        parts = [doc_chunks(s.begin(), entry[0]).keys for s in stores[1:]]
-        return sorted_unique(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
-    finally:
-        for s in stores:
-            s.close()
 
 
 def _read_text(path: str) -> str:
@@ -735,12 +533,11 @@ def _read_text(path: str) -> str:
 
 def _print_sites(sites: list[dict], hoods: list[dict], as_json: bool) -> None:
     """`sites` output: JSON lines, or a table of sites then one of neighbourhoods."""
-    from .adapters.outputs import _line
 
     out = sys.stdout.buffer
     if as_json:
         for row in [*sites, *hoods]:
-            out.write(_line(row))
+            out.write(json_line(row))
         out.flush()
         return
     if sites:
@@ -820,14 +617,13 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from .adapters.explain import Missing, explain_json, explain_text
-    from .adapters.outputs import _line
 
-    page = _page(args, with_pairs=True)
+    page = find_page(args.state, args.url, with_pairs=True)
     if isinstance(page, Missing):
         print(page.message)
         return 1
     if args.json:
-        sys.stdout.buffer.write(_line(explain_json(page)))
+        sys.stdout.buffer.write(json_line(explain_json(page)))
     else:
         colour = args.color == "always" or (
             args.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
@@ -839,7 +635,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_text(args: argparse.Namespace) -> int:
     from .adapters.explain import Missing
 
-    page = _page(args)
+    page = find_page(args.state, args.url)
     if isinstance(page, Missing):
         print(page.message, file=sys.stderr)
         return 1

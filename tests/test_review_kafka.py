@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from streamdet.cli import open_store
+from streamdet.reading.states import open_store
 from streamdet.review.desk import Desk
 from streamdet.review.embedded import EmbeddedSource
 from streamdet.review.label_store import LabelStore

@@ -25,7 +25,8 @@ def utc_at(millis: int) -> str:
     return datetime.fromtimestamp(millis / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _line(obj: dict) -> bytes:
+def json_line(obj: dict) -> bytes:
+    """One JSONL line (UTF-8, compact, with its newline): every JSONL output's form."""
     # ensure_ascii=False keeps URLs readable; "surrogatepass" can never fail on the odd
     # lone surrogate that slips into an opaque field (valid JSON readers reject those, so
     # records holding them are dead-lettered as base64 before they get here).
@@ -66,7 +67,7 @@ class JsonlSink:
         self.count += 1
         if self._f is not None:
             try:
-                self._f.write(_line(obj))
+                self._f.write(json_line(obj))
             except OSError as exc:
                 raise self._error(exc) from None
 

@@ -163,7 +163,7 @@ class _labels:
 
 def _desk(args: argparse.Namespace, desk_dir: str) -> Desk:
     from ..adapters.outputs import utc_now
-    from ..cli import open_store
+    from ..reading.states import open_store
     from .desk import Desk
     from .embedded import EmbeddedSource
 
