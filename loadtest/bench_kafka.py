@@ -241,7 +241,7 @@ def make_stream(path: Path, pages: int, seed: int) -> dict:
 
 class Pipeline:
     def __init__(self, broker, work: Path, name: str, memory: str | None = None) -> None:
-        from tests.kafka_broker import unique_name
+        from loadtest.kafka_broker import unique_name
 
         self.broker, self.work = broker, work
         self.prefix = unique_name(name)
@@ -370,7 +370,7 @@ class Watcher:
 
 def throughput(broker, work: Path, stream: Path, n_pages: int, workers: int,
                memory: str | None = None) -> dict:
-    from tests.kafka_broker import run_sync
+    from loadtest.kafka_broker import run_sync
 
     pipe = Pipeline(broker, work, f"tp{workers}", memory=memory)
     try:
@@ -557,7 +557,7 @@ async def wait_done(pipe: Pipeline, n_pages: int,
 
 def warm_pipeline(broker, work: Path, warm: Path, n_warm: int, name: str) -> Pipeline:
     """Two workers that have taken the stream's first half and are idle."""
-    from tests.kafka_broker import run_sync
+    from loadtest.kafka_broker import run_sync
 
     pipe = Pipeline(broker, work, name)
     pipe.produce(warm)
@@ -569,7 +569,7 @@ def warm_pipeline(broker, work: Path, warm: Path, n_warm: int, name: str) -> Pip
 def segment_peak(broker, work: Path, warm: Path, segment: Path, n_warm: int) -> dict:
     """Pages/s of two warm workers over the second half, sent all at once (the sender
     as in the latency runs), from the first send until the pipeline is idle again."""
-    from tests.kafka_broker import run_sync
+    from loadtest.kafka_broker import run_sync
 
     pipe = warm_pipeline(broker, work, warm, n_warm, "peak")
     try:
@@ -698,7 +698,7 @@ def desk_lag(on_topic: dict, in_view: dict, polls: int) -> dict:
 
 def latency(broker, work: Path, warm: Path, segment: Path, n_warm: int, rate: float,
             review_desk: bool = False) -> dict:
-    from tests.kafka_broker import run_sync
+    from loadtest.kafka_broker import run_sync
 
     pipe = warm_pipeline(broker, work, warm, n_warm, "lat")
     try:
@@ -769,7 +769,7 @@ def start_desk(pipe: Pipeline, timeout: float = 300) -> str:
     """`streamdet review --broker` on the pipeline (one of its processes, stopped with
     it), once it serves and its view has taken every event so far; its base URL."""
 
-    from tests.kafka_broker import unique_name
+    from loadtest.kafka_broker import unique_name
 
     logf = pipe.work / f"{pipe.prefix}-desk.log"
     with open(logf, "wb") as f:
@@ -829,7 +829,7 @@ def print_desk(lat: dict) -> None:
 
 def latency_only(pages: int, seed: int, rate: float, review_desk: bool = False) -> int:
     """Latency at a given rate, without the throughput runs (for tuning the workers)."""
-    from tests.kafka_broker import broker_session
+    from loadtest.kafka_broker import broker_session
 
     work = Path(tempfile.mkdtemp(prefix="streamdet-bench-kafka-"))
     try:
@@ -880,7 +880,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.latency_only:
         return latency_only(args.pages, args.seed, args.latency_only, args.review_desk)
     pages = 120 if args.smoke else args.pages
-    from tests.kafka_broker import broker_session
+    from loadtest.kafka_broker import broker_session
 
     work = Path(tempfile.mkdtemp(prefix="streamdet-bench-kafka-"))
     try:

@@ -1,6 +1,6 @@
 """What the test broker's requests cost as a partition fills with record batches.
 
-bench_kafka runs on tansu with memory storage (tests/kafka_broker.py). Its latency step
+bench_kafka runs on tansu with memory storage (loadtest/kafka_broker.py). Its latency step
 slows over a run in a way a log-structured Kafka broker would not, and this measures why:
 a fresh broker, one partition filled with one-record batches (a batch per worker round is
 what a pipeline writes), and at each size the broker's CPU per produce-and-fetch of one
@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtest.bench_kafka import cpu_seconds  # noqa: E402
-from tests.kafka_broker import broker_session  # noqa: E402
+from loadtest.kafka_broker import broker_session  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 PAIRS = 100  # requests timed at each size

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.kafka_broker import broker_session  # noqa: E402
+from loadtest.kafka_broker import broker_session  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 

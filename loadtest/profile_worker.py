@@ -126,7 +126,7 @@ class Spy:
 
 def phases(pages: int, rate: float, seed: int, work: Path) -> dict:
     from loadtest import bench_kafka as bk
-    from tests.kafka_broker import broker_session, run_sync
+    from loadtest.kafka_broker import broker_session, run_sync
 
     stream, warm, seg = work / "stream.jsonl", work / "warm.jsonl", work / "seg.jsonl"
     bk.make_stream(stream, pages, seed)

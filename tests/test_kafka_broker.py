@@ -1,4 +1,4 @@
-"""The test broker itself (tansu, see kafka_broker.py): keyed produce / consume on a
+"""The test broker itself (tansu, see loadtest/kafka_broker.py): keyed produce / consume on a
 4-partition topic, manual commits and resuming from them, and the high watermark.
 
 Quirks met here (tansu 0.6.0 + aiokafka 0.14.0):
