@@ -20,6 +20,7 @@ from streamdet.state.schema import (
     decode_doc,
     decode_posting,
     encode_doc,
+    encode_doc_packing,
     encode_posting,
     encode_slots,
     u64key,
@@ -269,3 +270,39 @@ def test_an_added_source_is_stored_as_a_small_delta_not_a_new_snapshot():
 def test_u64keys_are_the_keys_one_at_a_time(values):
     """Keys ending in zero bytes keep them (a byte-string view would strip them)."""
     assert u64keys(np.array(values, dtype=np.uint64)) == [u64key(v) for v in values]
+
+
+PACKED_OPS = st.lists(st.tuples(st.sampled_from(["gain", "lose", "add", "drop", "pack", "check",
+                                                 "roundtrip", "snapshot"]),
+                                st.lists(GRAMS, max_size=5, unique=True), SOURCES), max_size=50)
+
+
+@settings(max_examples=300, deadline=None)
+@given(PACKED_OPS)
+def test_packed_pairs_read_as_the_unpacked_ones(ops):
+    """Pairs kept packed between batches (state.source_pairs) take changes while packed
+    and answer every read as a document that was never packed."""
+    d, ref = DocState(100), DocState(100)
+    model: dict[int, set[int]] = {}
+    for op, grams, src in ops:
+        if op == "pack":
+            held = set(_holdings(d))  # settles: a pack needs nothing pending
+            d.pairs.pack(len(d.slots))
+            assert set(d.sources().tolist()) == held
+            assert all(d.held_before(s) == (s in held) for s in range(1, 6))
+            assert d.pairs.nbytes > 0 or not held
+        elif op == "check":
+            assert _holdings(d) == _holdings(ref)
+            assert d.weight <= ref.weight or d.pairs.nbytes == ref.pairs.nbytes
+        elif op == "roundtrip":  # decoded, a snapshot's pairs come packed
+            d = decode_doc(encode_doc(d), encode_slots(d))
+            assert encode_doc(d) == encode_doc(ref)
+        elif op == "snapshot":  # written by a commit: the same bytes, its pairs packed
+            assert encode_doc_packing(d) == encode_doc(ref)
+            ref.pairs.settled()
+            assert d.pairs.nbytes <= ref.pairs.nbytes  # packed only when smaller
+        else:
+            _apply(ref, dict(model), op, grams, src)
+            _apply(d, model, op, grams, src)
+    assert _holdings(d) == _holdings(ref)
+    assert encode_doc(d) == encode_doc(ref) and encode_slots(d) == encode_slots(ref)

@@ -49,6 +49,17 @@ def encode_pairs(src: np.ndarray, slot: np.ndarray, order: list[int], n_slots: i
                      np.asarray(index, dtype=_index_dtype(len(distinct))).tobytes()))
 
 
+def lists_end(b: bytes, off: int, n_sources: int, n_slots: int) -> int:
+    """The offset just after the lists encoded at `off` for `n_sources` sources, read from
+    their header alone (nothing is decoded)."""
+    if not n_sources:
+        return off
+    (n_distinct,) = _COUNT.unpack_from(b, off)
+    lengths = np.frombuffer(b, dtype="<u4", count=n_distinct, offset=off + _COUNT.size)
+    return (off + _COUNT.size + 4 * n_distinct + _slot_dtype(n_slots).itemsize * int(lengths.sum())
+            + _index_dtype(n_distinct).itemsize * n_sources)
+
+
 def decode_pairs(b: bytes, off: int, sources: list[int], n_slots: int
                  ) -> tuple[np.ndarray, np.ndarray, int]:
     """(pair sources, pair slots) of the lists encoded at `off` for `sources`, in the

@@ -34,7 +34,7 @@ import numpy as np
 
 from .maskcodec import decode_mask_pairs
 from .pair_kernels import settle
-from .paircodec import decode_pairs, encode_pairs
+from .paircodec import decode_pairs, encode_pairs, lists_end
 from .slot_index import SlotIndex
 from .source_pairs import SourcePairs
 
@@ -176,8 +176,8 @@ class DocState:
     @property
     def weight(self) -> int:
         """Its memory in slot-equivalents, for the budget (budget.DOC_SLOT_BYTES a slot):
-        a slot, and a third of one for each pair (12 bytes)."""
-        return len(self.slots) + self.pairs.settled_size // 3
+        a slot, and a third of one for each 12 bytes of its pairs (a pair unpacked)."""
+        return len(self.slots) + self.pairs.nbytes // 36
 
     @property
     def n_patch(self) -> int:
@@ -307,21 +307,34 @@ def encode_doc(d: DocState) -> bytes:
     return _encode(d, d.sources().tolist())
 
 
+def encode_doc_packing(d: DocState) -> bytes:
+    """`encode_doc`, the document's pairs then kept packed as these bytes hold them
+    (state.source_pairs): a stored snapshot's pairs wait for their next reader packed,
+    encoded once."""
+    order = d.sources().tolist()
+    lists = encode_pairs(*d.pairs.settled(), order, len(d.slots))
+    raw = _encode(d, order, lists)
+    d.pairs.pack(len(d.slots), lists)
+    return raw
+
+
 def encode_doc_delta(d: DocState) -> bytes:
     """The delta beside a snapshot: the snapshot's layout over the sources changed since
     it was written (an empty list for a source that is gone)."""
     return _encode(d, sorted(d.unsaved or ()))
 
 
-def _encode(d: DocState, order: list[int]) -> bytes:
+def _encode(d: DocState, order: list[int], lists: bytes | None = None) -> bytes:
+    """The layout over the sources in `order` (`lists`: their slot lists, if encoded)."""
     cover = d.result.sources_bytes()
-    src, slot = d.pairs.settled()
+    if lists is None:
+        lists = encode_pairs(*d.pairs.settled(), order, len(d.slots))
     flag = (_STALE if d.result.stale else d.result.quilted) | _PAIRS
     return b"".join((
         _DOC_HEADER.pack(d.n_grams, len(d.slots), len(order), len(d.result.docnos),
                          len(cover), flag),
         np.asarray(order, dtype="<u8").tobytes(),
-        encode_pairs(src, slot, order, len(d.slots)),
+        lists,
         np.asarray(d.result.docnos, dtype="<u8").tobytes(),
         cover,
     ))
@@ -337,16 +350,19 @@ def encode_slots(d: DocState) -> bytes:
 
 def decode_doc(b: bytes, slot_bytes: bytes | None, delta: bytes | None = None) -> DocState:
     """A document from its `docs`, `slots` and `docdelta` values (None: it has none)."""
-    n_grams, n_slots, (src, slot), changed, quilted, docnos, cover, blob = _decode(b)
+    n_grams, n_slots, pairs, changed, quilted, docnos, cover, blob = _decode(
+        b, packed=delta is None)
     if delta is not None:  # newer slot count, changed sources' lists and result
-        _, n_slots, (dsrc, dslot), changed, quilted, docnos, cover, blob = _decode(delta)
+        src, slot = pairs.settled()
+        _, n_slots, dpairs, changed, quilted, docnos, cover, blob = _decode(delta)
         if changed:  # the changed sources' lists replace theirs, merged in one pass
             keys = np.asarray(changed, dtype=np.uint64)  # ascending
             at = np.minimum(np.searchsorted(keys, src), len(keys) - 1)
             keep = keys[at] != src
-            src, slot = settle(src[keep], slot[keep], [(dsrc, dslot, 1)], [])
+            src, slot = settle(src[keep], slot[keep], [(*dpairs.settled(), 1)], [])
+        pairs = SourcePairs(src, slot)
     slots, free = _decode_slots(slot_bytes or b"", n_slots)
-    d = DocState(n_grams, slots, SourcePairs(src, slot), None, free)
+    d = DocState(n_grams, slots, pairs, None, free)
     d.result = DocResult(cover, quilted == 1, d.n_patch, n_grams, docnos, blob, quilted == _STALE)
     if delta is not None:
         d.unsaved = set(changed)
@@ -354,18 +370,27 @@ def decode_doc(b: bytes, slot_bytes: bytes | None, delta: bytes | None = None) -
     return d
 
 
-def _decode(b: bytes) -> tuple[int, int, tuple[np.ndarray, np.ndarray], list[int], int,
-                               tuple[int, ...], tuple[tuple[str, int], ...], bytes]:
-    """n_grams, n_slots, (pair sources, pair slots), the sources listed, result flag (0,
-    1 quilted, _STALE), cover docnos, cover and its bytes, of a snapshot or a delta."""
+def _decode(b: bytes, packed: bool = False
+            ) -> tuple[int, int, SourcePairs, list[int], int, tuple[int, ...],
+                       tuple[tuple[str, int], ...], bytes]:
+    """n_grams, n_slots, the pairs, the sources listed, result flag (0, 1 quilted,
+    _STALE), cover docnos, cover and its bytes, of a snapshot or a delta. `packed`: a
+    snapshot's pairs are kept as stored (state.source_pairs), not decoded."""
     n_grams, n_slots, n_src, n_docnos, n_cover, flag = _DOC_HEADER.unpack_from(b)
     off = _DOC_HEADER.size
-    sources = np.frombuffer(b, dtype="<u8", count=n_src, offset=off).tolist()
+    source_array = np.frombuffer(b, dtype="<u8", count=n_src, offset=off).astype(np.uint64)
+    sources = source_array.tolist()
     off += 8 * n_src
-    if flag & _PAIRS:
+    if flag & _PAIRS and packed and n_src:
+        end = lists_end(b, off, n_src, n_slots)
+        pairs = SourcePairs.packed(b[off:end], source_array, n_slots)
+        off = end
+    elif flag & _PAIRS:
         src, slot, off = decode_pairs(b, off, sources, n_slots)
+        pairs = SourcePairs(src, slot)
     else:  # a document written as bitmasks (formats up to 13 / shards-12)
         src, slot, off = decode_mask_pairs(b, off, sources, n_slots)
+        pairs = SourcePairs(src, slot)
     docnos = tuple(np.frombuffer(b, dtype="<u8", count=n_docnos, offset=off).tolist())
     off += 8 * n_docnos
     blob = b[off : off + n_cover]
@@ -373,7 +398,7 @@ def _decode(b: bytes) -> tuple[int, int, tuple[np.ndarray, np.ndarray], list[int
     cover = tuple(
         (u, int(n)) for u, n in (item.split("\x01") for item in cover_text.split("\x00"))
     ) if cover_text else ()
-    return n_grams, n_slots, (src, slot), sources, flag & ~_PAIRS, docnos, cover, blob
+    return n_grams, n_slots, pairs, sources, flag & ~_PAIRS, docnos, cover, blob
 
 
 def _decode_slots(b: bytes, n_slots: int) -> tuple[array, list[int]]:

@@ -32,8 +32,8 @@ from .schema import (
     decode_name,
     decode_posting,
     decode_url_entry,
-    encode_doc,
     encode_doc_delta,
+    encode_doc_packing,
     encode_name,
     encode_posting,
     encode_slots,
@@ -697,7 +697,7 @@ class Txn:
             as_delta.add(docno)
             ops: list[Op] = [("docdelta", key, encode_doc_delta(d))]
         else:
-            ops = [("docs", key, encode_doc(d))]
+            ops = [("docs", key, encode_doc_packing(d))]  # its pairs then wait packed
             if d.has_delta:
                 ops.append(("docdelta", key, None))
         if d.slots_changed:
