@@ -1,6 +1,7 @@
 """Helpers for the command-line tests: run `streamdet` as a real subprocess, and build
-input files from the real pages in ../shared/data (planted quilts, re-fetches, copies,
-boilerplate and bad records, so that runs have patch grams, events and dead letters)."""
+input files from the slice of real pages in tests/data (planted quilts, re-fetches,
+copies, boilerplate and bad records, so that runs have patch grams, events and dead
+letters)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
+DATA = REPO / "tests" / "data"  # the tests' own slice of the real data (tests/data/README.md)
 PAGES = DATA / "wcxb-pages.jsonl.gz"
 WARCS = [DATA / "dolma-sample-0000.warc.gz", DATA / "dolma-sample-0001.warc.gz"]
 SAMPLE = REPO / "streamdet" / "sample" / "sample-crawl.jsonl.gz"
@@ -107,12 +108,12 @@ def write_jsonl(path, records, gz: bool = False) -> Path:
 @functools.lru_cache(maxsize=4)
 def real_pages(n: int, max_html: int = 120_000) -> tuple[dict, ...]:
     """The first n pages of the real crawl with at most max_html characters of HTML,
-    each {"url", "html"}."""
+    each {"url", "html"}; the record whose URL has no host (a dead letter) is left out."""
     out = []
     with gzip.open(PAGES, "rt", encoding="utf-8") as f:
         for line in f:
             obj = json.loads(line)
-            if len(obj["html"]) <= max_html:
+            if len(obj["html"]) <= max_html and _host(obj["url"]):
                 out.append({"url": obj["url"], "html": obj["html"]})
                 if len(out) == n:
                     break

@@ -15,8 +15,8 @@ from streamdet.engine.records import Page, page_from_object
 from streamdet.engine.servers import host_of, registered_domain
 from streamdet.engine.tokens import tokenize
 
-# The real pages are part of the test setup (../shared/data beside the repo, or
-# $STREAMDET_DATA): missing data is a failure, not a skip.
+# The real pages are part of the test setup (the tests' slice in tests/data, which
+# tests/conftest.py points $STREAMDET_DATA at): missing data is a failure, not a skip.
 assert (corpus.data_dir() / corpus.PAGES_FILE).exists(), (
     f"no {corpus.PAGES_FILE} in {corpus.data_dir()}")
 
@@ -77,11 +77,19 @@ def planted():
     return corpus.planted_corpus(11, 80, 6)
 
 
+def test_tests_read_the_slice_in_the_repository():
+    """Tests never read ../shared: a clone of the repository alone runs them."""
+    assert corpus.data_dir() == Path(__file__).resolve().parent / "data"
+
+
 def test_load_pages():
     pages = corpus.load_pages(limit=5)
     assert len(pages) == 5
     assert all(set(p) == {"url", "html"} for p in pages)
-    assert len(corpus.load_pages()) > 1800
+    with gzip.open(corpus.data_dir() / corpus.PAGES_FILE, "rt", encoding="utf-8") as f:
+        lines = sum(1 for _ in f)
+    assert lines >= 250
+    assert len(corpus.load_pages()) == lines - 1  # all of them, but the one without a host
     for p in corpus.load_pages():
         page_from_object(p)  # every record returned is one the pipeline accepts
     assert len(corpus.load_pages(include_invalid=True)) == len(corpus.load_pages()) + 1
