@@ -413,17 +413,22 @@ async def _measure(pipe: Pipeline, broker, n_pages: int) -> dict:
 
 async def topic_traffic(bootstrap: str, prefix: str, pages: int) -> dict[str, dict]:
     """Per topic of the pipeline: the records and the bytes (keys, values and headers) it
-    holds, and both a page. Read after a run, from each topic's start to its end: what the
-    pipeline made the broker keep and serve (the input topic's bytes are the crawler's,
-    counted in records only)."""
+    holds, and both a page. Read after a run, from each topic's start to its end (its high
+    watermark from Fetch responses: tansu's ListOffsets is wrong, loadtest.kafka_broker):
+    what the pipeline made the broker keep and serve (the input topic's bytes are the
+    crawler's, counted in records only)."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from loadtest.kafka_broker import high_watermarks
 
     c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
     await c.start()
     try:
         topics = sorted(t for t in await c.topics() if t.startswith(prefix + "-"))
-        tps = [TopicPartition(t, p) for t in topics for p in c.partitions_for_topic(t) or ()]
-        first, end = await c.beginning_offsets(tps), await c.end_offsets(tps)
+        end = {TopicPartition(t, p): high for t in topics
+               for p, high in (await high_watermarks(bootstrap, t)).items()}
+        tps = list(end)
+        first = await c.beginning_offsets(tps)
         out = {t[len(prefix) + 1:]: {"records": 0, "bytes": 0} for t in topics}
         for tp in tps:
             out[tp.topic[len(prefix) + 1:]]["records"] += end[tp] - first[tp]

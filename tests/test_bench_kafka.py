@@ -132,11 +132,13 @@ def test_topic_traffic_counts_each_topics_records_and_bytes_a_page(kafka_broker:
     kafka_broker.create_topics({"traffic-grams": 2, "traffic-pages": 1, "other-grams": 1})
 
     async def fill() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap)
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap, linger_ms=50)
         await producer.start()
-        for i in range(5):
-            await producer.send_and_wait("traffic-grams", b"v" * 10, key=b"kk",
-                                         partition=i % 2, headers=[("h", b"xyz")])
+        # several records a batch: the end is the high watermark, not ListOffsets (which
+        # tansu answers with the last batch's first offset + 1)
+        sent = [await producer.send("traffic-grams", b"v" * 10, key=b"kk", partition=i % 2,
+                                    headers=[("h", b"xyz")]) for i in range(5)]
+        await asyncio.gather(*sent)
         for _ in range(2):
             await producer.send_and_wait("traffic-pages", b"p" * 1000, key=b"url")
         await producer.send_and_wait("other-grams", b"o" * 99)
