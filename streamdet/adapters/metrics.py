@@ -199,10 +199,9 @@ class Metrics(Sensor):
         self.shards.labels("doc").set(doc)
         self.shards.labels("gram").set(gram)
 
-    def on_state(self, disk_bytes: int, postings: int | None = None) -> None:
+    def on_state(self, disk_bytes: int, postings: int) -> None:
         self.state_bytes.set(disk_bytes)
-        if postings is not None:
-            self.postings.set(postings)
+        self.postings.set(postings)
 
     def on_fetch_gap(self) -> None:
         self.fetch_gaps.inc()

@@ -78,7 +78,7 @@ class Sensor:
     def on_shards(self, doc: int, gram: int) -> None:
         """Shards owned, by role."""
 
-    def on_state(self, disk_bytes: int, postings: int | None = None) -> None:
+    def on_state(self, disk_bytes: int, postings: int) -> None:
         """The state's bytes on disk and its gram postings."""
 
     def on_fetch_gap(self) -> None:
