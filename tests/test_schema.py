@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamdet.state.budget import DOC_SLOT_BYTES, MemoryBudget
+from streamdet.state.doc_cache import DocCache
 from streamdet.state.kv import MemoryKV
 from streamdet.state.maskcodec import decode_mask_pairs
-from streamdet.state.paircodec import decode_pairs, encode_pairs
+from streamdet.state.paircodec import count_pairs, decode_pairs, decode_some, encode_pairs
 from streamdet.state.schema import (
     COMMON,
     DocResult,
@@ -20,6 +21,7 @@ from streamdet.state.schema import (
     decode_doc,
     decode_posting,
     encode_doc,
+    encode_doc_delta,
     encode_doc_packing,
     encode_posting,
     encode_slots,
@@ -133,6 +135,23 @@ def test_slot_lists_round_trip_with_repeats(case):
     assert blob[end:] == b"suffix"
 
 
+@settings(max_examples=200, deadline=None)
+@given(LISTS, st.sets(st.integers(5, 40)))
+def test_some_sources_lists_read_alone(case, wanted):
+    """A delta reads only its sources' lists of a packed snapshot: the same pairs as the
+    whole decode restricted to them; a wanted source not stored has none."""
+    n_slots, lists = case
+    sources = list(range(10, 10 + len(lists)))
+    rows = sorted((s, x) for s, xs in zip(sources, lists, strict=True) for x in xs)
+    raw = encode_pairs(np.asarray([s for s, _ in rows], dtype=np.uint64),
+                       np.asarray([x for _, x in rows], dtype=np.int32), sources, n_slots)
+    assert count_pairs(raw, len(sources), n_slots) == len(rows)
+    src, slot = decode_some(raw, np.asarray(sources, dtype=np.uint64),
+                            np.asarray(sorted(wanted), dtype=np.uint64), n_slots)
+    assert list(zip(src.tolist(), slot.tolist(), strict=True)) == [
+        (s, x) for s, x in rows if s in wanted]
+
+
 def test_a_document_stored_as_bitmasks_reads_as_pairs():
     """Formats up to 13 stored each source's slots as a bitmask, each distinct one once."""
     n_slots, width = 20, 3
@@ -198,6 +217,34 @@ def test_documents_stored_as_snapshot_plus_delta_read_back_equal(ops):
                 again.result.stale) == (result.sources, result.quilted, result.docnos,
                                         result.stale)
         assert encode_slots(again) == encode_slots(d)
+
+
+def test_the_document_cache_folds_the_oldest_before_it_forgets_any():
+    """Documents wait whole; past the limit the least recently used are folded (their
+    index dropped) and only then forgotten; a folded one comes back whole."""
+    cache = DocCache()
+    for docno in range(1, 5):
+        d = DocState(5000)
+        d.gain([docno * 10_000 + i for i in range(2000)])
+        d.add_source(9, d.slots_of([docno * 10_000, docno * 10_000 + 1]))
+        assert not d.folded  # built, as a batch's use leaves it
+        cache.put(docno, d)
+    whole = d.resident_weight
+    d.fold()
+    folded = d.resident_weight
+    d.index  # noqa: B018
+    assert folded < whole and cache.weight == 4 * whole
+    cache.shrink(2 * whole + 2 * folded)
+    assert [cache.folded(n) for n in range(1, 5)] == [True, True, False, False]
+    assert cache.weight == 2 * whole + 2 * folded
+    cache.shrink(4 * folded)  # every one fits folded: none is forgotten
+    assert [cache.folded(n) for n in range(1, 5)] == [True] * 4 and cache.weight == 4 * folded
+    cache.shrink(3 * folded)  # now the oldest goes
+    assert cache.folded(1) is None and len(cache) == 3
+    again = cache.take(2)
+    assert cache.weight == 2 * folded and again.folded
+    assert again.slots_of([20_000, 20_050, 5]).tolist() == [0, 50]
+    assert _holdings(again) == {9: {0, 1}}
 
 
 def test_a_transaction_folds_its_oldest_documents_past_the_budget_and_loses_nothing():
@@ -273,7 +320,8 @@ def test_u64keys_are_the_keys_one_at_a_time(values):
 
 
 PACKED_OPS = st.lists(st.tuples(st.sampled_from(["gain", "lose", "add", "drop", "pack", "check",
-                                                 "roundtrip", "snapshot"]),
+                                                 "roundtrip", "snapshot", "delta",
+                                                 "delta_reload"]),
                                 st.lists(GRAMS, max_size=5, unique=True), SOURCES), max_size=50)
 
 
@@ -284,8 +332,20 @@ def test_packed_pairs_read_as_the_unpacked_ones(ops):
     and answer every read as a document that was never packed."""
     d, ref = DocState(100), DocState(100)
     model: dict[int, set[int]] = {}
+    stored: bytes | None = None  # the snapshot a commit wrote last
     for op, grams, src in ops:
-        if op == "pack":
+        if op in ("delta", "delta_reload"):  # a commit writes a delta beside the snapshot
+            delta = d.delta_pairs() if stored is not None else None
+            if delta is None:
+                continue
+            keys, pair_src, _ = delta
+            assert set(keys.tolist()) >= set(pair_src.tolist())
+            raw = encode_doc_delta(d, *delta)  # d keeps them as its overlay
+            assert set(d.sources().tolist()) == set(_holdings(ref))
+            if op == "delta_reload":
+                d = decode_doc(stored, encode_slots(d), raw)
+            assert encode_doc(d) == encode_doc(ref)
+        elif op == "pack":
             held = set(_holdings(d))  # settles: a pack needs nothing pending
             d.pairs.pack(len(d.slots))
             assert set(d.sources().tolist()) == held
@@ -295,10 +355,13 @@ def test_packed_pairs_read_as_the_unpacked_ones(ops):
             assert _holdings(d) == _holdings(ref)
             assert d.weight <= ref.weight or d.pairs.nbytes == ref.pairs.nbytes
         elif op == "roundtrip":  # decoded, a snapshot's pairs come packed
-            d = decode_doc(encode_doc(d), encode_slots(d))
+            stored = encode_doc(d)
+            d = decode_doc(stored, encode_slots(d))
             assert encode_doc(d) == encode_doc(ref)
         elif op == "snapshot":  # written by a commit: the same bytes, its pairs packed
-            assert encode_doc_packing(d) == encode_doc(ref)
+            stored = encode_doc_packing(d)
+            d.unsaved = set()
+            assert stored == encode_doc(ref)
             ref.pairs.settled()
             assert d.pairs.nbytes <= ref.pairs.nbytes  # packed only when smaller
         else:

@@ -14,7 +14,7 @@ charged to the budget; the engine's process shares out the rest:
 |---|---|---|
 | RocksDB block cache | 3/16 | data, index and filter blocks, and the memtables (charged to it) |
 | of which memtables | 1/16 | writes not yet flushed, all column families together |
-| documents | 3/16 | decoded documents kept between batches (~40 B a patch-gram slot) |
+| documents | 3/16 | decoded documents kept between batches (state.doc_cache; 8-20 B a slot) |
 | postings | 2/16 | overlay postings kept between batches (state.posting_cache, ~37 B each) |
 | names | 1/64 | (server, URL) of document versions (~250 B each) |
 | records | 4/16 | records of the batches in flight and their analysis (bytes read) |
@@ -47,6 +47,11 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 # state.slot_index): 36.3 B traced by tracemalloc over 4,000 documents of a 20,000-page
 # state (24.2 without the index), plus malloc's own
 DOC_SLOT_BYTES = 40
+# a document cached folded (no gram -> slot index) beyond its slots and pairs: its
+# result (the cover's URLs and counts), free slots and the objects around them, ~3.1 KB
+# traced by tracemalloc over 2,000 documents of a 10,000-page state
+DOC_OVERHEAD_BYTES = 3 << 10
+SLOT_INDEX_BYTES = 12  # a slot's entry in a document's gram -> slot index (state.slot_index)
 NAME_BYTES = 250  # a cached (server, URL) pair
 # resident memory per slot of the documents a transaction holds (slots, pairs, the index
 # of the unfolded ones, and what the allocators keep of them once freed): ~70 B a slot

@@ -121,37 +121,54 @@ def settle(const uint64_t[::1] src, const int32_t[::1] slot, list changes, list 
         free(c)
 
 
-def decode_lists(const uint8_t[::1] b, Py_ssize_t off, const uint64_t[::1] sources,
-                 Py_ssize_t n_distinct, int slot_width, int index_width):
-    """(pair sources, pair slots, offset after) of slot lists stored at `off` (layout in
-    state.paircodec): u32 lengths of the distinct lists, their slots (u16 or u32), then an
-    index (u16 or u32) per source."""
-    cdef Py_ssize_t i, j, n = sources.shape[0], total = 0, pairs = 0, at, start
-    cdef Py_ssize_t lists_at, index_at
+cdef object _starts(const uint8_t[::1] b, Py_ssize_t off, Py_ssize_t n_distinct):
+    """Where each distinct list begins among the stored slots (and the total at the end)."""
+    cdef Py_ssize_t i
     cdef uint32_t length
-    cdef uint16_t v16
-    cdef uint32_t v32
-    cdef int64_t[::1] st, ix
-    cdef uint64_t[::1] src_out
-    cdef int32_t[::1] slot_out
     starts = np.empty(n_distinct + 1, dtype=np.int64)
-    st = starts
+    cdef int64_t[::1] st = starts
     st[0] = 0
     for i in range(n_distinct):
         memcpy(&length, &b[off + 4 * i], 4)
         st[i + 1] = st[i] + length
-    total = st[n_distinct]
+    return starts
+
+
+cdef inline Py_ssize_t _list_no(const uint8_t[::1] b, Py_ssize_t index_at, Py_ssize_t i,
+                                int index_width) noexcept:
+    cdef uint16_t v16
+    cdef uint32_t v32
+    if index_width == 2:
+        memcpy(&v16, &b[index_at + 2 * i], 2)
+        return v16
+    memcpy(&v32, &b[index_at + 4 * i], 4)
+    return v32
+
+
+def decode_picked(const uint8_t[::1] b, Py_ssize_t off, Py_ssize_t n_sources,
+                  const int64_t[::1] picks, const uint64_t[::1] picked,
+                  Py_ssize_t n_distinct, int slot_width, int index_width):
+    """(pair sources, pair slots, offset after the lists) of the sources at positions
+    `picks` (ascending), named `picked`, among the `n_sources` whose slot lists are stored
+    at `off` (layout in state.paircodec: u32 lengths of the distinct lists, their slots
+    (u16 or u32), then an index (u16 or u32) per source). Every source, or a few of a
+    document whose other lists stay packed (a delta's): the cost is the picked pairs'."""
+    cdef Py_ssize_t i, j, n = picks.shape[0], pairs = 0, at, start, lists_at, index_at
+    cdef Py_ssize_t list_no
+    cdef uint16_t v16
+    cdef uint32_t v32
+    cdef int64_t[::1] st = _starts(b, off, n_distinct)
+    cdef int64_t[::1] ix
+    cdef uint64_t[::1] src_out
+    cdef int32_t[::1] slot_out
     lists_at = off + 4 * n_distinct
-    index_at = lists_at + slot_width * total
+    index_at = lists_at + slot_width * st[n_distinct]
     index = np.empty(n, dtype=np.int64)
     ix = index
     for i in range(n):
-        if index_width == 2:
-            memcpy(&v16, &b[index_at + 2 * i], 2)
-            ix[i] = v16
-        else:
-            memcpy(&v32, &b[index_at + 4 * i], 4)
-            ix[i] = v32
+        if picks[i] < 0 or picks[i] >= n_sources:
+            raise IndexError("a picked source is not among the stored ones")
+        ix[i] = _list_no(b, index_at, picks[i], index_width)
         pairs += st[ix[i] + 1] - st[ix[i]]
     src_a = np.empty(pairs, dtype=np.uint64)
     slot_a = np.empty(pairs, dtype=np.int32)
@@ -159,9 +176,10 @@ def decode_lists(const uint8_t[::1] b, Py_ssize_t off, const uint64_t[::1] sourc
     slot_out = slot_a
     at = 0
     for i in range(n):
-        start = lists_at + slot_width * st[ix[i]]
-        for j in range(st[ix[i] + 1] - st[ix[i]]):
-            src_out[at] = sources[i]
+        list_no = ix[i]
+        start = lists_at + slot_width * st[list_no]
+        for j in range(st[list_no + 1] - st[list_no]):
+            src_out[at] = picked[i]
             if slot_width == 2:
                 memcpy(&v16, &b[start + 2 * j], 2)
                 slot_out[at] = v16
@@ -169,4 +187,16 @@ def decode_lists(const uint8_t[::1] b, Py_ssize_t off, const uint64_t[::1] sourc
                 memcpy(&v32, &b[start + 4 * j], 4)
                 slot_out[at] = <int32_t>v32
             at += 1
-    return src_a, slot_a, index_at + index_width * n
+    return src_a, slot_a, index_at + index_width * n_sources
+
+
+def count_pairs(const uint8_t[::1] b, Py_ssize_t off, Py_ssize_t n_sources,
+                Py_ssize_t n_distinct, int slot_width, int index_width):
+    """How many pairs the lists stored at `off` hold, from their header and index alone."""
+    cdef Py_ssize_t i, list_no, pairs = 0
+    cdef int64_t[::1] st = _starts(b, off, n_distinct)
+    cdef Py_ssize_t index_at = off + 4 * n_distinct + slot_width * st[n_distinct]
+    for i in range(n_sources):
+        list_no = _list_no(b, index_at, i, index_width)
+        pairs += st[list_no + 1] - st[list_no]
+    return pairs

@@ -19,7 +19,7 @@ import struct
 
 import numpy as np
 
-from .pair_kernels import decode_lists
+from . import pair_kernels
 
 _COUNT = struct.Struct("<I")
 
@@ -64,10 +64,39 @@ def decode_pairs(b: bytes, off: int, sources: list[int], n_slots: int
                  ) -> tuple[np.ndarray, np.ndarray, int]:
     """(pair sources, pair slots) of the lists encoded at `off` for `sources`, in the
     order of `sources` (sorted by (source, slot) when `sources` ascend), and the offset
-    just after them (state.pair_kernels.decode_lists: one call a document)."""
+    just after them (pair_kernels.decode_picked: one call a document)."""
     if not sources:
         return np.zeros(0, np.uint64), np.zeros(0, np.int32), off
     (n_distinct,) = _COUNT.unpack_from(b, off)
-    return decode_lists(np.frombuffer(b, dtype=np.uint8), off + _COUNT.size,
-                        np.asarray(sources, dtype=np.uint64), n_distinct,
-                        _slot_dtype(n_slots).itemsize, _index_dtype(n_distinct).itemsize)
+    return pair_kernels.decode_picked(
+        np.frombuffer(b, dtype=np.uint8), off + _COUNT.size, len(sources),
+        np.arange(len(sources), dtype=np.int64), np.asarray(sources, dtype=np.uint64),
+        n_distinct, _slot_dtype(n_slots).itemsize, _index_dtype(n_distinct).itemsize)
+
+
+def decode_some(b: bytes, stored: np.ndarray, wanted: np.ndarray, n_slots: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(pair sources, pair slots), sorted, of the `wanted` sources (ascending) among the
+    lists `b` holds for `stored` (ascending; a wanted source not stored has no pairs):
+    only their lists are read."""
+    if not len(stored) or not len(wanted):
+        return np.zeros(0, np.uint64), np.zeros(0, np.int32)
+    at = np.searchsorted(stored, wanted)
+    hit = at < len(stored)
+    hit[hit] = stored[at[hit]] == wanted[hit]
+    (n_distinct,) = _COUNT.unpack_from(b, 0)
+    src, slot, _ = pair_kernels.decode_picked(
+        np.frombuffer(b, dtype=np.uint8), _COUNT.size, len(stored),
+        at[hit].astype(np.int64), np.ascontiguousarray(wanted[hit], dtype=np.uint64),
+        n_distinct, _slot_dtype(n_slots).itemsize, _index_dtype(n_distinct).itemsize)
+    return src, slot
+
+
+def count_pairs(b: bytes, n_sources: int, n_slots: int) -> int:
+    """How many pairs the lists `b` holds for `n_sources` sources (nothing is decoded)."""
+    if not n_sources:
+        return 0
+    (n_distinct,) = _COUNT.unpack_from(b, 0)
+    return pair_kernels.count_pairs(np.frombuffer(b, dtype=np.uint8), _COUNT.size, n_sources,
+                                    n_distinct, _slot_dtype(n_slots).itemsize,
+                                    _index_dtype(n_distinct).itemsize)

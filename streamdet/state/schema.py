@@ -32,8 +32,8 @@ from itertools import chain
 
 import numpy as np
 
+from .budget import DOC_OVERHEAD_BYTES, DOC_SLOT_BYTES, SLOT_INDEX_BYTES
 from .maskcodec import decode_mask_pairs
-from .pair_kernels import settle
 from .paircodec import decode_pairs, encode_pairs, lists_end
 from .slot_index import SlotIndex
 from .source_pairs import SourcePairs
@@ -180,6 +180,15 @@ class DocState:
         return len(self.slots) + self.pairs.nbytes // 36
 
     @property
+    def resident_weight(self) -> int:
+        """What it weighs as it is, for the document cache (state.doc_cache): 8 bytes a
+        slot, 12 more for the index unless folded, its pairs, and the result and objects
+        around them, in the same DOC_SLOT_BYTES units as `weight`."""
+        per_slot = 8 if self._index is None else 8 + SLOT_INDEX_BYTES
+        return (per_slot * len(self.slots) + self.pairs.nbytes
+                + DOC_OVERHEAD_BYTES) // DOC_SLOT_BYTES
+
+    @property
     def n_patch(self) -> int:
         return len(self.slots) - len(self.free)
 
@@ -272,19 +281,18 @@ class DocState:
         """Whether `source` held some of its patch grams before the changes in hand."""
         return self.pairs.held_before(source)
 
-    def delta_fits(self) -> bool:
-        """Whether the changes since the snapshot are few enough to store as a delta
-        (rewritten whole at every commit, so it must stay a small share of the pairs):
-        the delta holds every changed source's whole list."""
+    def delta_pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The sources changed since the snapshot (ascending) and their pairs, when they
+        are few enough to store as a delta (rewritten whole at every commit, so it must
+        stay a small share of the snapshot's pairs); None: write a snapshot. Only the
+        changed sources' lists are read (SourcePairs.of_sources)."""
         if self.unsaved is None:
-            return False
-        if not self.unsaved:
-            return True
-        src, _ = self.pairs.settled()
-        changed = np.asarray(sorted(self.unsaved), dtype=np.uint64)
-        n = int((np.searchsorted(src, changed, "right")
-                 - np.searchsorted(src, changed, "left")).sum())
-        return n <= max(DELTA_MIN_PAIRS, len(src) // DELTA_SHARE)
+            return None
+        keys = np.asarray(sorted(self.unsaved), dtype=np.uint64)
+        src, slot = self.pairs.of_sources(keys)
+        if len(src) > max(DELTA_MIN_PAIRS, self.pairs.base_pairs() // DELTA_SHARE):
+            return None
+        return keys, src, slot
 
     def foreign_patch_grams(self) -> int:
         """How many patch grams some foreign document also holds."""
@@ -318,10 +326,15 @@ def encode_doc_packing(d: DocState) -> bytes:
     return raw
 
 
-def encode_doc_delta(d: DocState) -> bytes:
+def encode_doc_delta(d: DocState, keys: np.ndarray, src: np.ndarray, slot: np.ndarray
+                     ) -> bytes:
     """The delta beside a snapshot: the snapshot's layout over the sources changed since
-    it was written (an empty list for a source that is gone)."""
-    return _encode(d, sorted(d.unsaved or ()))
+    it was written, `keys` (an empty list for a source that is gone), their pairs `src`,
+    `slot` (DocState.delta_pairs). The document then keeps them as its pairs' overlay."""
+    order = keys.tolist()
+    raw = _encode(d, order, encode_pairs(src, slot, order, len(d.slots)))
+    d.pairs.rebase(keys, src, slot)
+    return raw
 
 
 def _encode(d: DocState, order: list[int], lists: bytes | None = None) -> bytes:
@@ -350,17 +363,11 @@ def encode_slots(d: DocState) -> bytes:
 
 def decode_doc(b: bytes, slot_bytes: bytes | None, delta: bytes | None = None) -> DocState:
     """A document from its `docs`, `slots` and `docdelta` values (None: it has none)."""
-    n_grams, n_slots, pairs, changed, quilted, docnos, cover, blob = _decode(
-        b, packed=delta is None)
+    n_grams, n_slots, pairs, changed, quilted, docnos, cover, blob = _decode(b, packed=True)
     if delta is not None:  # newer slot count, changed sources' lists and result
-        src, slot = pairs.settled()
         _, n_slots, dpairs, changed, quilted, docnos, cover, blob = _decode(delta)
-        if changed:  # the changed sources' lists replace theirs, merged in one pass
-            keys = np.asarray(changed, dtype=np.uint64)  # ascending
-            at = np.minimum(np.searchsorted(keys, src), len(keys) - 1)
-            keep = keys[at] != src
-            src, slot = settle(src[keep], slot[keep], [(*dpairs.settled(), 1)], [])
-        pairs = SourcePairs(src, slot)
+        # the changed sources' lists replace theirs: an overlay while the snapshot is packed
+        pairs = pairs.overlaid(np.asarray(changed, dtype=np.uint64), *dpairs.settled())
     slots, free = _decode_slots(slot_bytes or b"", n_slots)
     d = DocState(n_grams, slots, pairs, None, free)
     d.result = DocResult(cover, quilted == 1, d.n_patch, n_grams, docnos, blob, quilted == _STALE)

@@ -11,7 +11,12 @@ Between batches a document's settled pairs may be kept packed: as they are store
 distinct slot list once (state.paircodec), ~12 bytes a pair down to ~1 (the copies of a
 page on other sites hold the same lists), and unpacked when they are first read. A batch
 that only adds pairs to a document, or asks whether a source held some before, never
-unpacks it; the memory budget then holds several times as many documents decoded.
+unpacks it; the memory budget then holds several times as many documents decoded. A
+document stored as a snapshot and a delta (state.schema) keeps the delta beside its packed
+snapshot as an overlay (the changed sources' lists, which replace theirs), and a batch
+that writes a new delta reads only the changed sources' lists (`of_sources`, `rebase`):
+most documents a batch reaches gain a source, are re-scored without their cover (below
+theta) and are written back as a delta, all without unpacking.
 
 The pairs are kept settled, sorted by (source, slot); a batch's changes (pairs added,
 pairs dropped, slots lost) are recorded in order and applied together when the pairs are
@@ -26,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from .pair_kernels import settle
-from .paircodec import decode_pairs, encode_pairs
+from .paircodec import count_pairs, decode_pairs, decode_some, encode_pairs
 
 _NO_SOURCES = np.zeros(0, dtype=np.uint64)
 _NO_SLOTS = np.zeros(0, dtype=np.int32)
@@ -35,7 +40,7 @@ _NO_SLOTS = np.zeros(0, dtype=np.int32)
 class SourcePairs:
     """(source docno, slot) pairs, sorted by source then slot, with pending changes."""
 
-    __slots__ = ("_src", "_slot", "_changes", "_lost", "_packed")
+    __slots__ = ("_src", "_slot", "_changes", "_lost", "_packed", "_over", "_base_pairs")
 
     def __init__(self, src: np.ndarray = _NO_SOURCES, slot: np.ndarray = _NO_SLOTS) -> None:
         self._src = src
@@ -43,6 +48,10 @@ class SourcePairs:
         # the settled pairs packed instead (paircodec bytes, their sources ascending, the
         # document's slot count), or None
         self._packed: tuple[bytes, np.ndarray, int] | None = None
+        # with a packed snapshot only: (sources ascending, their pairs' sources and slots)
+        # whose lists replace the snapshot's (a stored delta), or None
+        self._over: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._base_pairs = -1  # the packed snapshot's pair count, once counted
         # (sources, slots, kept: 1 added / 0 dropped) in order, and the slots lost, with
         # the number of changes recorded before each loss
         self._changes: list[tuple[np.ndarray, np.ndarray, int]] = []
@@ -65,11 +74,14 @@ class SourcePairs:
 
     # -- packing ------------------------------------------------------------------------
     @classmethod
-    def packed(cls, raw: bytes, sources: np.ndarray, n_slots: int) -> SourcePairs:
+    def packed(cls, raw: bytes, sources: np.ndarray, n_slots: int,
+               over: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> SourcePairs:
         """Pairs kept as stored: `raw` the paircodec lists of `sources` (ascending, each
-        with pairs), over a document of `n_slots` slots."""
+        with pairs), over a document of `n_slots` slots; `over`: a delta's sources
+        (ascending), and their pairs sorted, that replace those sources' lists."""
         pairs = cls()
         pairs._packed = (raw, sources, n_slots)
+        pairs._over = over
         return pairs
 
     def pack(self, n_slots: int, raw: bytes | None = None) -> None:
@@ -86,15 +98,70 @@ class SourcePairs:
 
     def _unpack(self) -> None:
         raw, sources, n_slots = self._packed  # type: ignore[misc]
-        self._packed = None
-        self._src, self._slot, _ = decode_pairs(raw, 0, sources.tolist(), n_slots)
+        src, slot, _ = decode_pairs(raw, 0, sources.tolist(), n_slots)
+        if self._over is not None:  # the overlay's lists replace the snapshot's
+            src, slot = _replaced(src, slot, *self._over)
+        self._packed, self._over, self._base_pairs = None, None, -1
+        self._src, self._slot = src, slot
 
     @property
     def nbytes(self) -> int:
         """The memory the settled pairs take, packed or not (for the memory budget)."""
         if self._packed is not None:
-            return len(self._packed[0]) + self._packed[1].nbytes
+            n = len(self._packed[0]) + self._packed[1].nbytes
+            if self._over is not None:
+                n += sum(a.nbytes for a in self._over)
+            return n
         return self._src.nbytes + self._slot.nbytes
+
+    def base_pairs(self) -> int:
+        """How many pairs the stored snapshot holds (packed), or the settled pairs."""
+        if self._packed is None:
+            return len(self.settled()[0])
+        if self._base_pairs < 0:
+            raw, sources, n_slots = self._packed
+            self._base_pairs = count_pairs(raw, len(sources), n_slots)
+        return self._base_pairs
+
+    def of_sources(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The settled pairs of the sources `keys` (uint64, ascending), which must name
+        every source the pending changes touch and no slot may have been lost since the
+        last settle (a loss reaches every source). A packed document reads only these
+        sources' lists; the pending changes are settled into them, not into the rest."""
+        if self._packed is None or self._lost:
+            src, slot = self.settled()
+            pick = np.isin(src, keys)
+            return src[pick], slot[pick]
+        raw, stored, n_slots = self._packed
+        src, slot = decode_some(raw, stored, keys, n_slots)
+        if self._over is not None:  # the overlay decides the sources it names
+            okeys, osrc, oslot = self._over
+            pick = np.isin(osrc, keys)
+            src, slot = _replaced(src, slot, okeys, osrc[pick], oslot[pick])
+        if self._changes:
+            src, slot = settle(src, slot, self._changes, [])
+        return src, slot
+
+    def overlaid(self, keys: np.ndarray, src: np.ndarray, slot: np.ndarray) -> SourcePairs:
+        """These pairs with the lists of the sources `keys` (ascending) replaced by `src`,
+        `slot` (sorted): a stored delta over its snapshot. A packed snapshot keeps them as
+        its overlay; otherwise they are merged now."""
+        if not len(keys):
+            return self
+        if self._packed is not None and self._over is None and not self.pending:
+            self._over = (keys, src, slot)
+            return self
+        return SourcePairs(*_replaced(*self.settled(), keys, src, slot))
+
+    def rebase(self, keys: np.ndarray, src: np.ndarray, slot: np.ndarray) -> None:
+        """The pairs of the sources `keys` are now `src`, `slot` (as `of_sources` gave them,
+        and as stored in the document's new delta): a packed document keeps them as its
+        overlay and drops the pending changes, which they hold; otherwise nothing changes
+        (its pairs are settled already)."""
+        if self._packed is None:
+            return
+        self._over = (keys, src, slot) if len(keys) else None
+        self._changes = []
 
     # -- reads --------------------------------------------------------------------------
     @property
@@ -112,15 +179,21 @@ class SourcePairs:
     def sources(self) -> np.ndarray:
         """The distinct sources, ascending."""
         if self._packed is not None and not self.pending:
-            return self._packed[1]
+            stored = self._packed[1]
+            if self._over is None:
+                return stored
+            keys, osrc, _ = self._over
+            return np.union1d(np.setdiff1d(stored, keys, assume_unique=True), _distinct(osrc))
         return _distinct(self.settled()[0])
 
     def held_before(self, source: int) -> bool:
         """Whether `source` has pairs among the settled ones (those of the batches before
         the changes now pending)."""
-        src = self._packed[1] if self._packed is not None else self._src
-        i = int(np.searchsorted(src, np.uint64(source)))
-        return i < len(src) and int(src[i]) == source
+        if self._packed is None:
+            return _has(self._src, source)
+        if self._over is not None and _has(self._over[0], source):
+            return _has(self._over[1], source)
+        return _has(self._packed[1], source)
 
     def of(self, source: int) -> np.ndarray:
         """The slots `source` holds, ascending."""
@@ -143,6 +216,21 @@ class SourcePairs:
         changes, lost = self._changes, self._lost
         self._changes, self._lost = [], []
         self._src, self._slot = settle(self._src, self._slot, changes, lost)
+
+
+def _replaced(src: np.ndarray, slot: np.ndarray, keys: np.ndarray, new_src: np.ndarray,
+              new_slot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted pairs (src, slot) with every pair of the sources `keys` (ascending, not
+    empty) replaced by the sorted pairs (new_src, new_slot)."""
+    keep = ~np.isin(src, keys)
+    if not len(new_src):
+        return src[keep], slot[keep]
+    return settle(src[keep], slot[keep], [(new_src, new_slot, 1)], [])
+
+
+def _has(ascending: np.ndarray, value: int) -> bool:
+    i = int(np.searchsorted(ascending, np.uint64(value)))
+    return i < len(ascending) and int(ascending[i]) == value
 
 
 def _distinct(src: np.ndarray) -> np.ndarray:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from functools import cached_property
 
@@ -21,6 +20,7 @@ import numpy as np
 from .bloom import Probe
 from .budget import MemoryBudget
 from .cache import Generations
+from .doc_cache import DocCache
 from .keyed import KeyedTable
 from .kv import KV, Op
 from .posting_cache import PostingCache
@@ -65,8 +65,7 @@ class Store:
         # Decoded documents as of the last commit. A transaction takes (pops) what it reads
         # and gives everything back on commit, so an abandoned transaction can never leave
         # uncommitted changes here.
-        self.doc_cache: OrderedDict[int, DocState] = OrderedDict()
-        self._cached_slots = 0
+        self.doc_cache = DocCache()
         # Overlay postings as of the last commit. The grams pages share (menus, boilerplate,
         # replicated passages) come back batch after batch, and their postings only change
         # through commits, which update this cache with the same values they write.
@@ -115,32 +114,23 @@ class Store:
         return json.loads(text) if text else {}
 
     def take_doc(self, docno: int) -> DocState | None:
-        d = self.doc_cache.pop(docno, None)
-        if d is not None:
-            self._cached_slots -= d.weight
-        return d
+        return self.doc_cache.take(docno)
 
     @property
     def cached_slots(self) -> int:
-        return self._cached_slots
+        return self.doc_cache.weight
 
     def shrink_cache(self, slots: int) -> None:
-        """Forget the least recently used cached documents until they hold at most
-        `slots` slots (a transaction needs the room)."""
-        cache = self.doc_cache
-        while self._cached_slots > slots and cache:
-            _, old = cache.popitem(last=False)
-            self._cached_slots -= old.weight
+        """Make the cached documents weigh at most `slots` (a transaction needs the room):
+        the least recently used are folded, then forgotten (state.doc_cache)."""
+        self.doc_cache.shrink(slots)
 
     def keep_docs(self, docs: dict[int, DocState | None]) -> None:
         """Keep a committed transaction's documents decoded, within the budget's
-        document share (budget.DOC_SLOT_BYTES a patch-gram slot)."""
-        cache = self.doc_cache
+        document share."""
         for docno, d in docs.items():
             if d is not None:
-                cache[docno] = d
-                cache.move_to_end(docno)
-                self._cached_slots += d.weight
+                self.doc_cache.put(docno, d)
         self.shrink_cache(self.budget.doc_slots)
 
     @property
@@ -693,9 +683,10 @@ class Txn:
         key = u64key(docno)
         if d is None:
             return [("docs", key, None), ("slots", key, None), ("docdelta", key, None)]
-        if d.delta_fits():
+        delta = d.delta_pairs()
+        if delta is not None:
             as_delta.add(docno)
-            ops: list[Op] = [("docdelta", key, encode_doc_delta(d))]
+            ops: list[Op] = [("docdelta", key, encode_doc_delta(d, *delta))]
         else:
             ops = [("docs", key, encode_doc_packing(d))]  # its pairs then wait packed
             if d.has_delta:
