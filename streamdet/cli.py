@@ -17,7 +17,7 @@ from .adapters.inputs import (
     sample_source,
 )
 from .adapters.outputs import JsonlSink, SinkError, json_line
-from .console import UsageError, env, env_as, int_env, log_to_stderr
+from .console import PlainStdout, UsageError, env, env_as, int_env, log_to_stderr
 from .engine.params import FOREIGN_MODES, Params, ParamsError
 from .engine.records import DEFAULT_MAX_BODY
 from .reading.shards import find_page, pipeline_chunks, pipeline_counts
@@ -627,7 +627,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     else:
         colour = args.color == "always" or (
             args.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
-        print(explain_text(page, colour))
+        text = explain_text(page, colour) + "\n"  # its page content escaped already
+        sys.stdout.styled(text) if isinstance(sys.stdout, PlainStdout) else sys.stdout.write(text)
     sys.stdout.flush()
     return 0
 
@@ -826,6 +827,19 @@ def _terminate(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _total_text_streams() -> None:
+    """Text written to stdout and stderr cannot fail on what a state or topic holds: a
+    lone surrogate kept by an older version is written as `?`, and plain text on stdout
+    has its control characters escaped (SPEC §9: every tool is total, and a crawled
+    page's ESC sequences never reach a terminal). JSONL goes to the byte stream
+    (adapters.outputs.json_line) and is unaffected."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
+    if not isinstance(sys.stdout, PlainStdout):
+        sys.stdout = PlainStdout(sys.stdout)
+
+
 def main(argv: list[str] | None = None) -> int:
     from .state.rocks import StateDirError
     from .state.txn import StateError
@@ -836,6 +850,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"streamdet: error: {exc}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
+    _total_text_streams()
     if args.command in ("run", "worker"):
         tune_collector()  # these hold a large state for long
     if args.command == "run" and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:

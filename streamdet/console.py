@@ -43,3 +43,33 @@ def log_to_stderr() -> None:
     logging.basicConfig(format="streamdet: %(levelname)s %(name)s: %(message)s",
                         level=logging.WARNING, stream=sys.stderr)
     logging.getLogger("streamdet").setLevel(logging.INFO)
+
+
+# Control characters other than line breaks and tabs, as `\x1b`: a crawled page's ESC
+# sequences would otherwise set a reviewer's terminal title or clear the screen (SPEC §9).
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))
+             if c not in (0x09, 0x0A)}
+
+
+def escape_controls(text: str) -> str:
+    """The text with its control characters (C0 but tab and line feed, DEL, C1) shown
+    as `\\xNN`: safe for a terminal, and plain text however it is read."""
+    return text.translate(_CONTROLS)
+
+
+class PlainStdout:
+    """stdout for plain text: whatever is written has its control characters escaped;
+    `styled` writes a command's own escapes (explain's colours) as they are. JSONL goes
+    to `buffer`, untouched."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+
+    def write(self, text: str) -> int:
+        return self._inner.write(escape_controls(text))
+
+    def styled(self, text: str) -> int:
+        return self._inner.write(text)
+
+    def __getattr__(self, name: str):  # buffer, flush, isatty, fileno, encoding, ...
+        return getattr(self._inner, name)

@@ -9,6 +9,7 @@ import gzip
 import hashlib
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -252,10 +253,12 @@ def test_truncated_warc_keeps_what_was_read(tmp_path):
     assert s["pages"] == 3
 
 
-def _raw_warc_record(url: bytes | None, body: bytes, length_delta: int = 0) -> bytes:
-    """A response record written by hand, so its Content-Length can be wrong and its
-    target URI missing (warcio's writer makes neither)."""
-    http = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n" + body
+def _raw_warc_record(url: bytes | None, body: bytes, length_delta: int = 0,
+                     status: bytes = b"HTTP/1.1 200 OK\r\n", ctype: bytes = b"text/html"
+                     ) -> bytes:
+    """A response record written by hand, so its Content-Length can be wrong, its target
+    URI missing and its HTTP status line too (warcio's writer makes none of these)."""
+    http = status + b"Content-Type: " + ctype + b"\r\n\r\n" + body
     head = [b"WARC/1.0", b"WARC-Type: response",
             b"WARC-Record-ID: <urn:uuid:%s>" % hashlib.md5(body).hexdigest().encode(),
             b"WARC-Date: 2026-01-01T00:00:00Z",
@@ -266,7 +269,9 @@ def _raw_warc_record(url: bytes | None, body: bytes, length_delta: int = 0) -> b
     return b"\r\n".join(head) + b"\r\n\r\n" + http + b"\r\n\r\n"
 
 
-@pytest.mark.parametrize("damage", ["no_url", "length_short", "length_long", "length_junk"])
+@pytest.mark.parametrize("damage", ["no_url", "length_short", "length_long", "length_junk",
+                                    "length_absurd", "length_past_end", "no_status",
+                                    "junk_between", "header_without_end"])
 @pytest.mark.parametrize("gz", [False, True])
 def test_a_damaged_warc_record_costs_that_record_only(tmp_path, damage, gz):
     """SPEC §9: a response without WARC-Target-URI is a no_url dead letter; a wrong
@@ -280,7 +285,15 @@ def test_a_damaged_warc_record_costs_that_record_only(tmp_path, damage, gz):
            "length_short": _raw_warc_record(b"http://bad.example/", body, -30),
            "length_long": _raw_warc_record(b"http://bad.example/", body, 300),
            "length_junk": _raw_warc_record(b"http://bad.example/", body).replace(
-               b"Content-Length: ", b"Content-Length: x")}[damage]
+               b"Content-Length: ", b"Content-Length: x"),
+           "length_absurd": re.sub(rb"Content-Length: \d+", b"Content-Length: " + b"9" * 30,
+                                   _raw_warc_record(b"http://bad.example/", body)),
+           "length_past_end": _raw_warc_record(b"http://bad.example/", body, 100_000),
+           "no_status": _raw_warc_record(b"http://bad.example/", body, status=b""),
+           "junk_between": b"<html>a crawler's stray bytes between two records</html>\r\n",
+           "header_without_end": b"WARC/1.0\r\nWARC-Type: response\r\n"
+                                 b"WARC-Target-URI: http://bad.example/\r\n"
+                                 b"Content-Length: 12\r\n"}[damage]
     records = [good[0], bad, *good[1:]]
     data = b"".join(gzip.compress(r) for r in records) if gz else b"".join(records)
     path = tmp_path / ("damaged.warc.gz" if gz else "damaged.warc")
@@ -292,8 +305,39 @@ def test_a_damaged_warc_record_costs_that_record_only(tmp_path, damage, gz):
     assert s["dead"] == {want: 1}, s["line"]
     [e] = read_jsonl(tmp_path / "s" / "dead-letter.jsonl")
     assert e["index"] == 1 and e["error"]
-    if damage != "no_url":
+    if damage.startswith("length"):
         assert "Content-Length" in e["error"]
+    if damage == "no_status":
+        assert "not HTTP" in e["error"]
+    if damage == "junk_between":
+        assert "between WARC records" in e["error"]
+    if damage == "header_without_end":
+        assert "without its end" in e["error"]
+
+
+def test_a_warc_charset_of_any_name_costs_that_record_at_most(tmp_path):
+    """A charset label that names no web encoding (utf-7, idna, a codec that is no text
+    encoding, a NUL) is read as absent; a declared utf-8 body with bad bytes is a
+    not_utf8 dead letter; either way the rest of the file is read (SPEC §9)."""
+    pages = {b"utf-7": b"<p>text +2AA- with a surrogate under utf-7, five words</p>",
+             b"idna": b"<p>a page whose charset is idna, with several words</p>",
+             b"rot13": b"<p>a page whose charset is rot13, with several words</p>",
+             b"x\x00y": b"<p>a page whose charset holds a NUL, with several words</p>",
+             b"utf-8": b"<p>declared utf-8 yet caf\xe9 in latin-1 bytes, several words</p>",
+             b"koi8-r": b"<p>\xf0\xd2\xc9\xd7\xc5\xd4 a page in koi8-r, five more words</p>"}
+    path = tmp_path / "charsets.warc"
+    path.write_bytes(b"".join(
+        _raw_warc_record(b"http://c%d.example/p" % i, body, ctype=b"text/html; charset=" + cs)
+        for i, (cs, body) in enumerate(pages.items())))
+    proc = streamdet("run", "--input", path, "--state", tmp_path / "s", "--events", "-")
+    s = summary(proc.stderr)
+    rows = dump_rows(tmp_path / "s")
+    assert s["dead"] == {"not_utf8": 1}, s["line"]
+    assert set(rows) == {f"http://c{i}.example/p" for i in range(6)} - {"http://c4.example/p"}
+    text = streamdet("text", "--state", tmp_path / "s", "http://c0.example/p").stdout
+    assert "+2AA-" in text.decode()  # utf-7 is no web encoding: read as UTF-8
+    text = streamdet("text", "--state", tmp_path / "s", "http://c5.example/p").stdout
+    assert "Привет" in text.decode()
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", -1e20, "1e999", 10 ** 400, "1970-01-01T00:00:01Z",
@@ -322,3 +366,138 @@ def test_credentials_are_not_part_of_a_url_and_ports_are_checked(tmp_path):
     assert summary(proc.stderr)["dead"] == {"bad_url": 2}
     assert set(dump_rows(tmp_path / "s")) == {"http://cred.example/page"}
     assert b"secret" not in proc.stdout + proc.stderr
+
+
+def test_urls_are_read_as_a_browser_reads_them(tmp_path):
+    """SPEC §9: a backslash in an http(s) URL's authority or path is a `/` (WHATWG), so
+    `attacker.example\\@victim.example.com` is on attacker.example and never replaces
+    victim's page; a host with whitespace or format characters is bad_url; an error
+    sentence never quotes what may be a password, even one holding `/` or `#`."""
+    text = "one two three four five six"
+    records = [{"url": "http://victim.example.com/news", "text": f"victim {text}"},
+               {"url": "http://attacker.example\\@victim.example.com/news",
+                "text": f"attacker {text}"},
+               *({"url": f"http://a{ch}b.example/", "text": text}
+                 for ch in ("\u00a0", "\u2028", "\u202e")),
+               {"url": "http://user:pa/ss@host.example/", "text": text},
+               {"url": "http://user:se#cret@host.example/", "text": text}]
+    path = tmp_path / "u.jsonl"
+    path.write_bytes(b"".join(_line(r) for r in records))
+    dl = tmp_path / "dl.jsonl"
+    proc = streamdet("run", "--input", path, "--state", tmp_path / "s", "--events", "-",
+                     "--dead-letter", dl)
+    assert summary(proc.stderr)["dead"] == {"bad_url": 5}
+    rows = dump_rows(tmp_path / "s")
+    assert set(rows) == {"http://victim.example.com/news",
+                         "http://attacker.example/@victim.example.com/news"}
+    victim = streamdet("text", "--state", tmp_path / "s", "http://victim.example.com/news")
+    assert victim.stdout.decode().strip() == f"victim {text}"
+    errors = " ".join(e["error"] for e in read_jsonl(dl))
+    assert "pa/ss" not in errors and "se#cret" not in errors and "/ss@" not in errors
+
+
+def test_blank_lines_between_warc_records_are_no_damage(tmp_path):
+    records = [_raw_warc_record(b"http://w%d.example/p" % i,
+                                b"<p>page %d of the archive, five words at least</p>" % i)
+               for i in range(3)]
+    path = tmp_path / "blank.warc"
+    path.write_bytes(records[0] + b"\r\n\r\n" + records[1] + b"\n" + records[2] + b"\r\n")
+    proc = streamdet("run", "--input", path, "--state", tmp_path / "s", "--events", "-")
+    assert summary(proc.stderr)["dead"] == {}
+    assert set(dump_rows(tmp_path / "s")) == {f"http://w{i}.example/p" for i in range(3)}
+
+
+def test_damage_is_read_once_and_never_held(monkeypatch):
+    """A megabyte with no `WARC/` line before a good record: reading on to that record
+    reads each byte once and holds at most a read's worth of the damage (SPEC §9)."""
+    from streamdet.adapters import warc
+
+    monkeypatch.setattr(warc, "_READ", 4096)
+    junk = bytes(range(256)) * 4096  # 1 MiB, no "\nWARC/" in it
+    good = _raw_warc_record(b"http://ok.example/", b"<p>the one good page after the damage</p>")
+    stream = io.BytesIO(junk + b"\n" + good)
+    read_sizes: list[int] = []
+    peak = 0
+
+    def read(n: int) -> bytes:
+        chunk = stream.read(n)
+        read_sizes.append(len(chunk))
+        return chunk
+
+    fill = warc._Window.fill
+
+    def watched_fill(self, n: int) -> bool:
+        nonlocal peak
+        ok = fill(self, n)
+        peak = max(peak, len(self.buf))
+        return ok
+
+    monkeypatch.setattr(warc._Window, "fill", watched_fill)
+    got = list(warc.frames(read, 1 << 20, lambda headers, parts: None))
+    assert [f.header("WARC-Target-URI") for f in got if f.problem is None] == [
+        "http://ok.example/"]
+    assert sum(read_sizes) == len(junk) + 1 + len(good)
+    assert peak <= 3 * 4096 + len(good)
+
+
+def test_a_lone_surrogate_reads_as_a_replacement_character_everywhere(tmp_path):
+    """JSON can escape a lone surrogate, UTF-8 cannot hold one: in html or text it is read
+    as U+FFFD (one rule for every input and both modes), in a URL it is `bad_url`; and
+    every tool then reads the state (SPEC §9)."""
+    words = "a page of several words around"
+    records = [{"url": "http://s0.example/html", "html": f"<p>{words} \ud800 here</p>"},
+               {"url": "http://s1.example/text", "text": f"{words} \udfff\ud800 too"},
+               {"url": "http://s2.example/\ud800", "html": f"<p>{words}</p>"}]
+    path = tmp_path / "surrogates.jsonl"
+    path.write_bytes(b"".join(json.dumps(r).encode("ascii") + b"\n" for r in records))
+    proc = streamdet("run", "--input", path, "--state", tmp_path / "s", "--events", "-")
+    s = summary(proc.stderr)
+    assert s["dead"] == {"bad_url": 1} and s["pages"] == 2, s["line"]
+    text = streamdet("text", "--state", tmp_path / "s", "http://s0.example/html").stdout
+    assert f"{words} \ufffd here" in text.decode("utf-8")
+    text = streamdet("text", "--state", tmp_path / "s", "http://s1.example/text").stdout
+    assert f"{words} \ufffd\ufffd too" in text.decode("utf-8")
+    for args in (["explain", "http://s1.example/text"], ["dump"]):
+        proc = streamdet(*args, "--state", tmp_path / "s")
+        assert b"Traceback" not in proc.stderr
+        proc.stdout.decode("utf-8")  # valid UTF-8
+
+
+def test_produce_sends_an_object_holding_a_surrogate_as_run_reads_it():
+    """`produce` never dies on an object (a WARC record's) holding a lone surrogate: it
+    goes out as JSON that escapes it, and a worker validates the very page `run` does."""
+    from streamdet.adapters.payloads import validate
+    from streamdet.adapters.publish import payload_value
+    from streamdet.engine.records import page_from_object
+
+    obj = {"url": "http://p.example/", "html": "<p>caf\udce9 cr\u00e8me</p>"}
+    value = payload_value(obj)
+    assert json.loads(value) == obj
+    sent, direct = validate(value, 1 << 20), page_from_object(obj, 1 << 20)
+    assert (sent.url, sent.html) == (direct.url, direct.html) == (
+        "http://p.example/", "<p>caf\ufffd cr\u00e8me</p>")
+    assert payload_value({"url": "http://p.example/", "html": "<p>cr\u00e8me</p>"}) == (
+        '{"url": "http://p.example/", "html": "<p>cr\u00e8me</p>"}'.encode())
+
+
+def test_a_pages_escape_sequences_never_reach_a_terminal(tmp_path):
+    """SPEC §9: `text`, `explain` (with colours too) and every plain-text output escape a
+    crawled page's control characters: its ESC sequences would set the reader's terminal
+    title and clear the screen."""
+    words = "one two three four five six seven"
+    records = [{"url": "http://esc.example/p",
+                "html": f"<title>t</title><p>{words}\x1b]0;OWNED\x07 and \x1b[2J\x9b31m"
+                        f" {words}</p>"}]
+    path = tmp_path / "esc.jsonl"
+    path.write_bytes(b"".join(_line(r) for r in records))
+    streamdet("run", "--input", path, "--state", tmp_path / "s", "--events", "-")
+    outputs = {"text": streamdet("text", "--state", tmp_path / "s", "http://esc.example/p"),
+               "explain": streamdet("explain", "--state", tmp_path / "s",
+                                    "http://esc.example/p"),
+               "explain --color": streamdet("explain", "--color", "always", "--state",
+                                            tmp_path / "s", "http://esc.example/p")}
+    for name, proc in outputs.items():
+        out = proc.stdout.decode("utf-8")
+        assert "\\x1b]0;OWNED\\x07" in out and "\\x1b[2J" in out, name
+        assert "\x07" not in out and "\x9b" not in out and "\x1b]" not in out, name
+        assert "\x1b[2J" not in out, name

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..console import escape_controls
 from ..engine.badness import page_neighbourhoods
 from ..engine.clusters import ClusterRole
 from ..engine.doc_role import current
@@ -222,7 +223,7 @@ def marked(text: str, sources: list[dict], colour: bool) -> str:
         j = i
         while j < len(text) and owner[j] == owner[i]:
             j += 1
-        part = _SPACES.sub(_one_space, text[i:j])
+        part = escape_controls(_SPACES.sub(_one_space, text[i:j]))
         n = owner[i]
         if n == 0:
             out.append(part)
@@ -268,7 +269,10 @@ def cluster_lines(info: dict) -> list[str]:
 
 
 def explain_text(page: Page, colour: bool) -> str:
-    lines = summary(page) + pair_lines(page) + cluster_lines(page.cluster)
+    """The page for a person; what it quotes of the page (text, URLs) has its control
+    characters escaped, so only the colours' own escapes reach a terminal."""
+    lines = [escape_controls(line)
+             for line in summary(page) + pair_lines(page) + cluster_lines(page.cluster)]
     if page.text is None:
         lines.append("  (the page's text was not kept: it was stored before texts were)")
     else:

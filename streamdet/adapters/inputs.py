@@ -23,6 +23,7 @@ Robustness rules (nothing crashes the run, nothing is dropped without a count):
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import hashlib
 import io
@@ -395,8 +396,17 @@ class _Reader:
                           size=fr.size if len(kept) > PREFIX_KEPT or not kept else None)
 
     def _response(self, fr, obj: dict, limit: int) -> Iterator[RawRecord]:
-        """A framed response record as a page (or as what it is not: counted as ignored)."""
-        rec = fr.parsed()
+        """A framed response record as a page (or as what it is not: counted as ignored).
+        A payload warcio cannot read as HTTP (no status line, broken headers) is a dead
+        letter of its own, `unreadable`."""
+        try:
+            rec = fr.parsed()
+        except Exception as exc:  # noqa: BLE001 - warcio's parsers raise several kinds
+            fr.problem, fr.detail = "unreadable", (
+                f"the response is not HTTP warcio can read: {type(exc).__name__}: "
+                f"{str(exc)[:200]}")
+            yield self._damaged(fr, obj, [])
+            return
         if rec.http_headers is None:
             self.source.ignored["not HTTP"] += 1
             return
@@ -437,8 +447,30 @@ _LATIN1 = {"iso-8859-1", "iso8859-1", "latin1", "latin-1", "l1", "us-ascii", "as
            "windows-1252", "cp1252"}
 
 
+# The encodings of the WHATWG Encoding Standard, by Python's codec names: a label naming
+# any other codec (utf-7, idna, punycode, rot13, base64, unicode_escape, ...) is no web
+# encoding - a browser ignores it - and several of those decode to lone surrogates or fail
+# with errors of their own.
+_WEB_CODECS = frozenset({
+    "utf-8", "cp866", "koi8-r", "koi8-u", "mac-roman", "mac-cyrillic", "cp874", "tis-620",
+    *(f"iso8859-{n}" for n in range(1, 17)), *(f"cp{n}" for n in range(1250, 1259)),
+    "gbk", "gb2312", "gb18030", "big5", "big5hkscs", "euc_jp", "iso2022_jp", "shift_jis",
+    "cp932", "euc_kr", "cp949", "utf-16", "utf-16-be", "utf-16-le"})
+
+
+def _web_codec(label: str) -> str | None:
+    """Python's codec for a charset label, if it names a web encoding."""
+    try:
+        name = codecs.lookup(label).name
+    except (LookupError, ValueError):  # unknown, or a label holding a NUL
+        return None
+    return name if name in _WEB_CODECS else None
+
+
 def _decode_body(body: bytes, charset: str | None) -> tuple[str | None, BadRecord | None]:
-    """Decode an HTTP body like a browser would, within reason; BadRecord when it cannot be."""
+    """Decode an HTTP body like a browser would, within reason; BadRecord when it cannot be.
+    A declared web encoding decodes with U+FFFD for what it cannot read, as a browser
+    shows it; any other label is read as absent (UTF-8, strictly)."""
     if body.startswith(BOM):
         body, charset = body[3:], "utf-8"
     if charset is None:
@@ -450,16 +482,15 @@ def _decode_body(body: bytes, charset: str | None) -> tuple[str | None, BadRecor
             return body.decode("cp1252"), None
         except UnicodeDecodeError:
             return body.decode("latin-1"), None
+    codec = _web_codec(label)
+    if codec is not None and codec != "utf-8":
+        return body.decode(codec, errors="replace"), None
     try:
-        return body.decode(label), None
-    except LookupError:
-        try:
-            return body.decode("utf-8"), None
-        except UnicodeDecodeError as exc:
-            return None, BadRecord("not_utf8", f"unknown charset {label!r} and the body is not "
-                                   f"valid UTF-8 (at byte {exc.start})")
+        return body.decode("utf-8"), None
     except UnicodeDecodeError as exc:
-        return None, BadRecord("not_utf8", f"body is not valid {label} (at byte {exc.start})")
+        what = "" if codec is not None else f"unknown charset {label[:40]!r} and "
+        return None, BadRecord("not_utf8", f"{what}the body is not valid UTF-8 (at byte "
+                               f"{exc.start})")
 
 
 def _charset(ctype: str) -> str | None:

@@ -11,7 +11,12 @@ and warcio parses each framed record on its own:
 - a record that is not so followed has a wrong length: it is reported (`bad_length`),
   and reading goes on at the next line that starts with `WARC/` after its header block,
   so a record that a too long length swallowed is read, not lost;
-- a record with no WARC-Target-URI is reported (`no_url`) and reading goes on.
+- a record with no WARC-Target-URI is reported (`no_url`) and reading goes on;
+- a Content-Length past MAX_CONTENT, or one that runs past the end of the input while a
+  later `WARC/` line exists, is a wrong length too: the records it would swallow are read.
+
+Looking for the next `WARC/` line reads the input once, holding at most a read's worth of
+it: a gigabyte of damage costs a gigabyte of reading, not more, and no memory.
 
 Records longer than `hold` are not held: their content is streamed to `sink(headers,
 parts)` (the caller keeps the original of a response, as for an oversized JSONL line),
@@ -28,6 +33,8 @@ from warcio.recordloader import ArcWarcRecord, ArcWarcRecordLoader
 from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParser
 
 MAX_HEADER = 1 << 16  # a WARC header block longer than this is damage, not a header
+# a Content-Length above this is damage, not a record (web archives cut files at ~1 GB)
+MAX_CONTENT = 1 << 32
 _READ = 1 << 20
 _WARC_VERSIONS = ["WARC/1.0", "WARC/1.1", "WARC/0.17", "WARC/0.18"]
 
@@ -76,11 +83,14 @@ class _Window:
 
     def find(self, needle: bytes, start: int, most: int) -> int:
         """Position of needle in buf at or after start, reading up to `most` bytes
-        ahead; -1 when it is not there."""
+        ahead; -1 when it is not there. Each byte is searched once: after a read, the
+        search goes on where the last one stopped."""
+        at = start
         while True:
-            i = self.buf.find(needle, start)
+            i = self.buf.find(needle, at)
             if i >= 0 or self.eof or len(self.buf) - start > most:
                 return i
+            at = max(start, len(self.buf) - len(needle) + 1)
             self.fill(len(self.buf) + _READ)
 
 
@@ -89,12 +99,17 @@ def frames(read: Callable[[int], bytes], hold: int,
     """The records of a WARC stream read with `read(n)` (decompressed), in order."""
     w = _Window(read)
     parser = StatusAndHeadersParser(_WARC_VERSIONS, verify=False)
-    while w.fill(1):
+    while w.fill(5) or w.buf:
         if not w.buf.startswith(b"WARC/"):
-            if not _resync(w, 0):
-                return
+            yield from _junk(w)
             continue
         end = w.find(b"\r\n\r\n", 0, MAX_HEADER)
+        cut = w.buf.find(b"\nWARC/", 0, end if end >= 0 else len(w.buf))
+        if cut >= 0:  # the next record's header begins before this one's ends
+            yield Framed(w.at, None, size=cut + 1, problem="bad_length",
+                         detail="a WARC header block without its end")
+            w.drop(cut + 1)
+            continue
         if end < 0:
             yield Framed(w.at, None, size=len(w.buf), problem="truncated" if w.eof else
                          "bad_length", detail="a WARC header block without its end")
@@ -105,7 +120,7 @@ def frames(read: Callable[[int], bytes], hold: int,
         headers = parser.parse(io.BytesIO(head))
         try:
             length = int(headers.get_header("Content-Length") or "")
-            if length < 0:
+            if not 0 <= length <= MAX_CONTENT:
                 raise ValueError
         except ValueError:
             yield Framed(w.at, headers, size=len(head), problem="bad_length",
@@ -136,18 +151,46 @@ def _content(w: _Window, headers: StatusAndHeaders, head: bytes, length: int, ho
             _resync(w, 0)
         return
     if not w.fill(total + 4 + 5) and len(w.buf) < total:
+        if w.buf.find(b"\nWARC/", len(head)) >= 0:  # a later record: the length is wrong
+            yield Framed(offset, headers, size=len(w.buf), problem="bad_length",
+                         detail=_bad_length(length))
+            _resync(w, len(head))
+            return
         yield Framed(offset, headers, raw=bytes(w.buf), size=len(w.buf), problem="truncated",
                      detail=f"the WARC file ends {total - len(w.buf):,} bytes short of the "
                             "end of this record")
         w.drop(len(w.buf))
         return
-    if not _boundary_at(w, total):
+    # CRLF CRLF where the length says is a record framed right, even when what follows is
+    # no record: that is junk of its own (reported by `frames`), not this record's fault
+    if not _boundary_at(w, total) and bytes(w.buf[total:total + 4]) != b"\r\n\r\n":
         yield Framed(offset, headers, size=total, problem="bad_length",
                      detail=_bad_length(length))
         _resync(w, len(head))
         return
     raw = bytes(w.buf[:total])
     w.drop(total + 4)
+    yield from _record(offset, headers, raw, total)
+
+
+def _junk(w: _Window) -> Iterator[Framed]:
+    """Bytes where a record should begin that are none, up to the next `WARC/` line:
+    reported (unless only blank lines), and skipped."""
+    at = w.at
+    w.fill(len(w.buf) + 1)
+    blank = not w.buf.lstrip(b"\r\n \t") or w.buf.lstrip(b"\r\n \t").startswith(b"WARC/")
+    if blank:
+        skip = len(w.buf) - len(w.buf.lstrip(b"\r\n \t"))
+        w.drop(skip)
+        return
+    found = _resync(w, 0)
+    yield Framed(at, None, size=w.at - at, problem="bad_length",
+                 detail=f"{w.at - at:,} bytes between WARC records that are no record"
+                        + ("" if found else " (to the end of the file)"))
+
+
+def _record(offset: int, headers: StatusAndHeaders, raw: bytes, total: int
+            ) -> Iterator[Framed]:
     if headers.get_header("WARC-Type") == "response" and not headers.get_header(
             "WARC-Target-URI"):
         yield Framed(offset, headers, raw=raw, size=total, problem="no_url",
@@ -172,13 +215,20 @@ def _boundary_at(w: _Window, i: int) -> bool:
 
 def _resync(w: _Window, start: int) -> bool:
     """Drop up to the next line that starts with `WARC/` after `start`; False when
-    there is none (the input ends)."""
-    i = w.find(b"\nWARC/", start, 1 << 62)
-    if i < 0:
-        w.drop(len(w.buf))
-        return False
-    w.drop(i + 1)
-    return True
+    there is none (the input ends). What is searched is dropped as the search goes, so
+    the window never holds more than a read."""
+    needle = b"\nWARC/"
+    while True:
+        i = w.buf.find(needle, start)
+        if i >= 0:
+            w.drop(i + 1)
+            return True
+        if w.eof:
+            w.drop(len(w.buf))
+            return False
+        w.drop(max(start, len(w.buf) - len(needle) + 1))
+        start = 0
+        w.fill(len(w.buf) + _READ)
 
 
 def _stream(w: _Window, n: int, sink: Callable[[Iterable[bytes]], None]) -> int:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
@@ -52,6 +54,11 @@ class Page:
     implausible_time: bool = False  # a fetched_at was given but read as absent (SPEC §9)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# categories of characters no host may hold: separators, controls, format, private use,
+# surrogates, unassigned
+_NOT_IN_HOSTS = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf", "Co", "Cs", "Cn"})
+
 def decode(raw: bytes | str) -> dict:
     """Bytes or text of one record -> the JSON object, or BadRecord."""
     if isinstance(raw, bytes | bytearray | memoryview):
@@ -76,10 +83,10 @@ def page_from_object(obj: dict, max_body: int = DEFAULT_MAX_BODY,
     url = obj.get("url")
     if not isinstance(url, str) or not url.strip():
         raise BadRecord("no_url")
-    url = url.strip()
+    url = as_browser_reads(url.strip())
     if not valid_url(url):
-        raise BadRecord("bad_url", f"url is not an absolute http(s) URL with a port in "
-                        f"1-65535: {without_credentials(url)[:200]!r}")
+        raise BadRecord("bad_url", f"url is not an absolute http(s) URL with a host and a "
+                        f"port in 1-65535: {_quotable(url)!r}")
     url = without_credentials(url)
     html, text = obj.get("html"), obj.get("text")
     if isinstance(html, str) and html:
@@ -88,7 +95,7 @@ def page_from_object(obj: dict, max_body: int = DEFAULT_MAX_BODY,
         body_field = "text"
     else:
         raise BadRecord("no_body")
-    body = html if body_field == "html" else text
+    body = _utf8_text(html if body_field == "html" else text)
     if len(body) > max_body // 4 and len(body.encode("utf-8")) > max_body:
         raise BadRecord("too_large", f"{body_field} is larger than the limit of {max_body} bytes")
     ip = clean_ip(obj.get("ip"))
@@ -127,8 +134,20 @@ def without_credentials(url: str) -> str:
     return url if at < 0 else url[:start] + url[at + 1:]
 
 
+def as_browser_reads(url: str) -> str:
+    """An http(s) URL with each backslash before its query or fragment read as `/`, as the
+    WHATWG URL Standard reads special URLs (SPEC §9): `http://a.example\\@b.example/` is
+    on host a.example, path `/@b.example/`, not on b.example with credentials."""
+    if "\\" not in url or not url[:6].lower().startswith(("http:", "https:")):
+        return url
+    end = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=len(url))
+    return url[:end].replace("\\", "/") + url[end:]
+
+
 def valid_url(url: str) -> bool:
-    """Absolute http(s), a host, no whitespace or control characters, encodable as UTF-8."""
+    """Absolute http(s), a host, no whitespace or control characters, encodable as UTF-8;
+    the host holds no whitespace, format or unassigned characters (NBSP, U+2028, U+202E:
+    a browser refuses such a host)."""
     if any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in url) or not _is_utf8(url):
         return False
     try:
@@ -138,7 +157,19 @@ def valid_url(url: str) -> bool:
             return False
     except ValueError:
         return False
+    if host and not host.isascii() and any(
+            unicodedata.category(ch) in _NOT_IN_HOSTS for ch in host):
+        return False
     return parts.scheme.lower() in ("http", "https") and bool(host)
+
+
+def _quotable(url: str) -> str:
+    """A URL for an error sentence: whatever lies between `//` and its last `@` (which may
+    be credentials, a password holding `/` or `#` included) shown as `...@`."""
+    start, at = url.find("//"), url.rfind("@")
+    if start >= 0 and at > start:
+        url = url[:start + 2] + "...@" + url[at + 1:]
+    return url[:200]
 
 
 def clean_ip(value: object) -> str | None:
@@ -149,6 +180,13 @@ def clean_ip(value: object) -> str | None:
     if not ip or not _is_utf8(ip) or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in ip):
         return None
     return ip
+
+
+def _utf8_text(s: str) -> str:
+    """The text with each lone surrogate (JSON can escape one, UTF-8 cannot hold it) read
+    as U+FFFD, as a browser's decoder reads bytes it cannot decode: one rule for every
+    input and both modes, and nothing downstream meets a surrogate."""
+    return s if _is_utf8(s) else _SURROGATE.sub("\ufffd", s)
 
 
 def _is_utf8(s: str) -> bool:
