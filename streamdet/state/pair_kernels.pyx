@@ -200,3 +200,37 @@ def count_pairs(const uint8_t[::1] b, Py_ssize_t off, Py_ssize_t n_sources,
         list_no = _list_no(b, index_at, i, index_width)
         pairs += st[list_no + 1] - st[list_no]
     return pairs
+
+
+def merge_pairs(const uint64_t[::1] sa, const int32_t[::1] ta, const uint64_t[::1] sb,
+                const int32_t[::1] tb):
+    """Two lists of pairs, each sorted by (source, slot), as one sorted list: a delta's
+    lists put back among the snapshot's (their sources are the snapshot's minus theirs,
+    so no pair is in both). One linear pass, where `settle` sorts its changes first."""
+    cdef Py_ssize_t na = sa.shape[0], nb = sb.shape[0], i = 0, j = 0, k = 0
+    src_a = np.empty(na + nb, dtype=np.uint64)
+    slot_a = np.empty(na + nb, dtype=np.int32)
+    cdef uint64_t[::1] so = src_a
+    cdef int32_t[::1] to = slot_a
+    with nogil:
+        while i < na and j < nb:
+            if sa[i] < sb[j] or (sa[i] == sb[j] and ta[i] <= tb[j]):
+                so[k] = sa[i]
+                to[k] = ta[i]
+                i += 1
+            else:
+                so[k] = sb[j]
+                to[k] = tb[j]
+                j += 1
+            k += 1
+        while i < na:
+            so[k] = sa[i]
+            to[k] = ta[i]
+            i += 1
+            k += 1
+        while j < nb:
+            so[k] = sb[j]
+            to[k] = tb[j]
+            j += 1
+            k += 1
+    return src_a, slot_a

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .pair_kernels import settle
+from .pair_kernels import merge_pairs, settle
 from .paircodec import count_pairs, decode_pairs, decode_some, encode_pairs
 
 _NO_SOURCES = np.zeros(0, dtype=np.uint64)
@@ -130,13 +130,15 @@ class SourcePairs:
         sources' lists; the pending changes are settled into them, not into the rest."""
         if self._packed is None or self._lost:
             src, slot = self.settled()
-            pick = np.isin(src, keys)
+            if not len(keys):
+                return src[:0], slot[:0]
+            pick = _among(src, keys)
             return src[pick], slot[pick]
         raw, stored, n_slots = self._packed
         src, slot = decode_some(raw, stored, keys, n_slots)
         if self._over is not None:  # the overlay decides the sources it names
             okeys, osrc, oslot = self._over
-            pick = np.isin(osrc, keys)
+            pick = _among(osrc, keys) if len(keys) else np.zeros(len(osrc), dtype=bool)
             src, slot = _replaced(src, slot, okeys, osrc[pick], oslot[pick])
         if self._changes:
             src, slot = settle(src, slot, self._changes, [])
@@ -221,11 +223,18 @@ class SourcePairs:
 def _replaced(src: np.ndarray, slot: np.ndarray, keys: np.ndarray, new_src: np.ndarray,
               new_slot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted pairs (src, slot) with every pair of the sources `keys` (ascending, not
-    empty) replaced by the sorted pairs (new_src, new_slot)."""
-    keep = ~np.isin(src, keys)
+    empty) replaced by the sorted pairs (new_src, new_slot) of some of those sources."""
+    keep = ~_among(src, keys)
     if not len(new_src):
         return src[keep], slot[keep]
-    return settle(src[keep], slot[keep], [(new_src, new_slot, 1)], [])
+    return merge_pairs(src[keep], slot[keep], new_src, new_slot)
+
+
+def _among(values: np.ndarray, ascending: np.ndarray) -> np.ndarray:
+    """Which of `values` are in `ascending` (not empty): one binary search each."""
+    at = np.searchsorted(ascending, values)
+    np.minimum(at, len(ascending) - 1, out=at)
+    return ascending[at] == values
 
 
 def _has(ascending: np.ndarray, value: int) -> bool:
