@@ -45,15 +45,17 @@ def log_to_stderr() -> None:
     logging.getLogger("streamdet").setLevel(logging.INFO)
 
 
-# Control characters other than line breaks and tabs, as `\x1b`: a crawled page's ESC
+# Control characters other than line breaks and tabs, as `\u001b`: a crawled page's ESC
 # sequences would otherwise set a reviewer's terminal title or clear the screen (SPEC §9).
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))
+# JSON's own escape: a JSON line written as text stays the same JSON.
+_CONTROLS = {c: f"\\u{c:04x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))
              if c not in (0x09, 0x0A)}
 
 
 def escape_controls(text: str) -> str:
     """The text with its control characters (C0 but tab and line feed, DEL, C1) shown
-    as `\\xNN`: safe for a terminal, and plain text however it is read."""
+    as `\\u00NN`: safe for a terminal, plain text however it is read, and inside a JSON
+    string the same character."""
     return text.translate(_CONTROLS)
 
 

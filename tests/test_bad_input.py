@@ -498,6 +498,19 @@ def test_a_pages_escape_sequences_never_reach_a_terminal(tmp_path):
                                             tmp_path / "s", "http://esc.example/p")}
     for name, proc in outputs.items():
         out = proc.stdout.decode("utf-8")
-        assert "\\x1b]0;OWNED\\x07" in out and "\\x1b[2J" in out, name
+        assert "\\u001b]0;OWNED\\u0007" in out and "\\u001b[2J" in out, name
         assert "\x07" not in out and "\x9b" not in out and "\x1b]" not in out, name
         assert "\x1b[2J" not in out, name
+
+
+def test_plain_stdout_escapes_controls_and_keeps_a_json_line_the_same_json():
+    """console.PlainStdout escapes a control character as JSON does (`\\u00NN`): a JSON
+    line written as text with DEL or C1 characters in its strings stays the same JSON."""
+    from streamdet.console import PlainStdout, escape_controls
+
+    obj = {"note": "del \x7f next-line \x85 csi \x9b31m", "tab": "a\tb"}
+    out = io.StringIO()
+    PlainStdout(out).write(json.dumps(obj, ensure_ascii=False) + "\n")
+    assert json.loads(out.getvalue()) == obj
+    assert not any(0x7F <= ord(ch) < 0xA0 for ch in out.getvalue())
+    assert escape_controls("a\x1b[2J\tb\nc\rd") == "a\\u001b[2J\tb\nc\\u000dd"
