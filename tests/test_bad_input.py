@@ -407,6 +407,21 @@ def test_blank_lines_between_warc_records_are_no_damage(tmp_path):
     assert set(dump_rows(tmp_path / "s")) == {f"http://w{i}.example/p" for i in range(3)}
 
 
+@pytest.mark.parametrize("blank", [b"\r\n", b"\r\n\r\n", b"\n" * 5, b"\n" * 9, b" \t\r\n"])
+def test_blank_lines_cut_by_a_read_are_no_damage_either(monkeypatch, blank):
+    """Reads of 4 bytes end inside the blank lines or inside the next `WARC/`: still no
+    damage is reported."""
+    from streamdet.adapters import warc
+
+    monkeypatch.setattr(warc, "_READ", 4)
+    records = [_raw_warc_record(b"http://w%d.example/p" % i, b"<p>page %d</p>" % i)
+               for i in range(2)]
+    got = list(warc.frames(io.BytesIO(records[0] + blank + records[1]).read, 1 << 20,
+                           lambda headers, parts: None))
+    assert [(f.problem, f.header("WARC-Target-URI")) for f in got] == [
+        (None, "http://w0.example/p"), (None, "http://w1.example/p")]
+
+
 def test_damage_is_read_once_and_never_held(monkeypatch):
     """A megabyte with no `WARC/` line before a good record: reading on to that record
     reads each byte once and holds at most a read's worth of the damage (SPEC §9)."""

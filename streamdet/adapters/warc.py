@@ -175,14 +175,14 @@ def _content(w: _Window, headers: StatusAndHeaders, head: bytes, length: int, ho
 
 def _junk(w: _Window) -> Iterator[Framed]:
     """Bytes where a record should begin that are none, up to the next `WARC/` line:
-    reported (unless only blank lines), and skipped."""
-    at = w.at
-    w.fill(len(w.buf) + 1)
-    blank = not w.buf.lstrip(b"\r\n \t") or w.buf.lstrip(b"\r\n \t").startswith(b"WARC/")
-    if blank:
-        skip = len(w.buf) - len(w.buf.lstrip(b"\r\n \t"))
-        w.drop(skip)
+    reported and skipped. Blank lines are no damage: they are dropped, and what follows
+    them is looked at afresh (with the window filled again, so a `WARC/` cut by the end
+    of a read is not taken for junk)."""
+    blanks = len(w.buf) - len(w.buf.lstrip(b"\r\n \t"))
+    if blanks:
+        w.drop(blanks)
         return
+    at = w.at
     found = _resync(w, 0)
     yield Framed(at, None, size=w.at - at, problem="bad_length",
                  detail=f"{w.at - at:,} bytes between WARC records that are no record"
