@@ -628,7 +628,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
         colour = args.color == "always" or (
             args.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
         text = explain_text(page, colour) + "\n"  # its page content escaped already
-        sys.stdout.styled(text) if isinstance(sys.stdout, PlainStdout) else sys.stdout.write(text)
+        if isinstance(sys.stdout, PlainStdout):
+            sys.stdout.styled(text)
+        else:
+            sys.stdout.write(text)
     sys.stdout.flush()
     return 0
 
@@ -836,7 +839,7 @@ def _total_text_streams() -> None:
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
-    if not isinstance(sys.stdout, PlainStdout):
+    if sys.stdout is not None and not isinstance(sys.stdout, PlainStdout):
         sys.stdout = PlainStdout(sys.stdout)
 
 

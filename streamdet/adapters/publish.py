@@ -37,9 +37,9 @@ def _url_key(payload: bytes | dict) -> bytes | None:
 
 
 def payload_value(payload: bytes | dict) -> bytes:
-    """A record as a pages-topic value: bytes as they came; an object as UTF-8 JSON, or,
-    when it holds a lone surrogate (a WARC header's undecodable bytes), as ASCII JSON
-    that escapes it, so that a worker validates the very object `run` would (SPEC §9)."""
+    """A record as a pages-topic value: bytes as they came; an object (a WARC record's)
+    as UTF-8 JSON, or, should it hold a lone surrogate, as ASCII JSON that escapes it, so
+    that a worker validates the very object `run` would (SPEC §9)."""
     if isinstance(payload, bytes):
         return payload
     try:

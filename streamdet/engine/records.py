@@ -59,6 +59,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 # surrogates, unassigned
 _NOT_IN_HOSTS = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf", "Co", "Cs", "Cn"})
 
+
 def decode(raw: bytes | str) -> dict:
     """Bytes or text of one record -> the JSON object, or BadRecord."""
     if isinstance(raw, bytes | bytearray | memoryview):
@@ -190,7 +191,10 @@ def _utf8_text(s: str) -> str:
 
 
 def _is_utf8(s: str) -> bool:
-    """False for text holding unpaired surrogates (JSON can escape them, UTF-8 cannot)."""
+    """False for text holding unpaired surrogates (JSON can escape them, UTF-8 cannot).
+    ASCII text (most pages) is answered without encoding it."""
+    if s.isascii():
+        return True
     try:
         s.encode("utf-8")
     except UnicodeEncodeError:

@@ -20,6 +20,7 @@ import struct
 import numpy as np
 
 from . import pair_kernels
+from .sorted_search import locate
 
 _COUNT = struct.Struct("<I")
 
@@ -81,9 +82,7 @@ def decode_some(b: bytes, stored: np.ndarray, wanted: np.ndarray, n_slots: int
     only their lists are read."""
     if not len(stored) or not len(wanted):
         return np.zeros(0, np.uint64), np.zeros(0, np.int32)
-    at = np.searchsorted(stored, wanted)
-    hit = at < len(stored)
-    hit[hit] = stored[at[hit]] == wanted[hit]
+    at, hit = locate(stored, wanted)
     (n_distinct,) = _COUNT.unpack_from(b, 0)
     src, slot, _ = pair_kernels.decode_picked(
         np.frombuffer(b, dtype=np.uint8), _COUNT.size, len(stored),

@@ -32,6 +32,7 @@ import numpy as np
 
 from .pair_kernels import merge_pairs, settle
 from .paircodec import count_pairs, decode_pairs, decode_some, encode_pairs
+from .sorted_search import locate
 
 _NO_SOURCES = np.zeros(0, dtype=np.uint64)
 _NO_SLOTS = np.zeros(0, dtype=np.int32)
@@ -132,13 +133,13 @@ class SourcePairs:
             src, slot = self.settled()
             if not len(keys):
                 return src[:0], slot[:0]
-            pick = _among(src, keys)
+            pick = locate(keys, src)[1]
             return src[pick], slot[pick]
         raw, stored, n_slots = self._packed
         src, slot = decode_some(raw, stored, keys, n_slots)
         if self._over is not None:  # the overlay decides the sources it names
             okeys, osrc, oslot = self._over
-            pick = _among(osrc, keys) if len(keys) else np.zeros(len(osrc), dtype=bool)
+            pick = locate(keys, osrc)[1] if len(keys) else np.zeros(len(osrc), dtype=bool)
             src, slot = _replaced(src, slot, okeys, osrc[pick], oslot[pick])
         if self._changes:
             src, slot = settle(src, slot, self._changes, [])
@@ -224,17 +225,10 @@ def _replaced(src: np.ndarray, slot: np.ndarray, keys: np.ndarray, new_src: np.n
               new_slot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted pairs (src, slot) with every pair of the sources `keys` (ascending, not
     empty) replaced by the sorted pairs (new_src, new_slot) of some of those sources."""
-    keep = ~_among(src, keys)
+    keep = ~locate(keys, src)[1]
     if not len(new_src):
         return src[keep], slot[keep]
     return merge_pairs(src[keep], slot[keep], new_src, new_slot)
-
-
-def _among(values: np.ndarray, ascending: np.ndarray) -> np.ndarray:
-    """Which of `values` are in `ascending` (not empty): one binary search each."""
-    at = np.searchsorted(ascending, values)
-    np.minimum(at, len(ascending) - 1, out=at)
-    return ascending[at] == values
 
 
 def _has(ascending: np.ndarray, value: int) -> bool:
