@@ -6,7 +6,9 @@ its own token (mode 0600) and never logs it."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import signal
 import stat
 import subprocess
@@ -20,7 +22,18 @@ from .cli_helpers import popen
 from .kafka_broker import kafka_broker_fixture  # noqa: F401
 from .review_helpers import QUILT, KafkaReview, planted_state, wait_for
 
-CHROMIUM = "/usr/bin/chromium"  # apt-get install chromium (.ci/run)
+
+def chromium() -> str:
+    """The distribution's Chromium (scripts/test installs it), or STREAMDET_CHROMIUM;
+    missing, the browser tests fail rather than skip."""
+    path = (os.environ.get("STREAMDET_CHROMIUM") or shutil.which("chromium")
+            or shutil.which("chromium-browser"))
+    if path is None:
+        pytest.fail("Chromium not found: run scripts/test (it installs it), or set "
+                    "STREAMDET_CHROMIUM to a Chromium binary")
+    return path
+
+
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 
 
@@ -71,7 +84,7 @@ def test_log_in_open_a_quilt_count_its_spans_label_it_and_see_the_label(served):
     base, token, quilt, token_file, log, proc = served
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = p.chromium.launch(executable_path=chromium(), args=ARGS)
         try:
             page = browser.new_page()
             page.goto(base + "/quilts")
