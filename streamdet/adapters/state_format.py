@@ -38,15 +38,17 @@ class StateFormat:
 # repeats as one and keys on more than m of a page's positions as NO_KEY (SPEC §9; an older
 # version would post NO_KEY; documents from before keep the sentences they were cut into),
 # 14 writes a document's sources as slot lists (state.paircodec), which an older version
-# would read as bitmasks (documents from before are read as bitmasks until rewritten)
+# would read as bitmasks (documents from before are read as bitmasks until rewritten),
+# 15 keeps a stale document's new sources as pending additions (table docadds), which an
+# older version would not see
 _OLD = ("3", "4", "5", "6", "7", "8", "9")
-EMBEDDED = StateFormat("14", (*_OLD, "10", "11", "12", "13"), "a `streamdet run` state",
+EMBEDDED = StateFormat("15", (*_OLD, "10", "11", "12", "13", "14"), "a `streamdet run` state",
                        _OLD, (*_OLD, "10"))
-# shards-3 to shards-13: the same eleven steps; shards-1 gram shards had no URL tables
+# shards-3 to shards-14: the same twelve steps; shards-1 gram shards had no URL tables
 _OLD_SHARDS = ("shards-2", "shards-3", "shards-4", "shards-5", "shards-6", "shards-7",
                "shards-8")
-SHARD = StateFormat("shards-13", (*_OLD_SHARDS, "shards-9", "shards-10", "shards-11",
-                                  "shards-12"), "a worker shard",
+SHARD = StateFormat("shards-14", (*_OLD_SHARDS, "shards-9", "shards-10", "shards-11",
+                                  "shards-12", "shards-13"), "a worker shard",
                     _OLD_SHARDS, (*_OLD_SHARDS, "shards-9"))
 
 

@@ -112,8 +112,12 @@ class DocRole:
             elif op == ADD:
                 if not self.is_foreign(txn, t, arg):
                     continue
-                touch.gained(cause, arg, doc)
-                doc.add_source(arg, doc.slots_of(grams))
+                if doc.result.stale:  # its cover waits for a reader: so may the slots
+                    touch.full(cause)
+                    doc.defer_add(arg, grams)
+                else:
+                    touch.gained(cause, arg, doc)
+                    doc.add_source(arg, doc.slots_of(grams))
             elif op == LOSE:
                 doc.lose(grams)
                 touch.full(cause)
@@ -167,14 +171,15 @@ class DocRole:
                 and prev.n_grams == doc.n_grams and len(prev.docnos) == len(prev.sources)):
             old = list(zip(prev.docnos, (n for _, n in prev.sources), strict=True))
             txn.load_names(touch.added)
-            kept = first_change(doc.pairs.settled(), len(doc.slots), old,
+            kept = first_change(doc.cover_pairs(), len(doc.slots), old,
                                 [u for u, _ in prev.sources],
                                 [(s, txn.url_of(s)) for s in touch.added])
         if kept is None:
             docnos, sources = prev.docnos, prev.sources
         else:
+            pairs = doc.cover_pairs()
             txn.load_names(doc.sources().tolist())  # the tie-break reads every source's URL
-            cover = greedy_cover(doc.pairs.settled(), len(doc.slots), txn.url_of,
+            cover = greedy_cover(pairs, len(doc.slots), txn.url_of,
                                  old[:kept] if kept else ())
             docnos = tuple(s for s, _ in cover)
             sources = prev.sources[:kept] + tuple((txn.url_of(s), n) for s, n in cover[kept:])
@@ -193,7 +198,8 @@ def current(txn: DocView, doc: DocState) -> DocResult:
     r = doc.result
     if not r.stale:
         return r
+    pairs = doc.cover_pairs()
     txn.load_names(doc.sources().tolist())
-    cover = greedy_cover(doc.pairs.settled(), len(doc.slots), txn.url_of)
+    cover = greedy_cover(pairs, len(doc.slots), txn.url_of)
     return DocResult(tuple((txn.url_of(s), n) for s, n in cover), False, doc.n_patch, doc.n_grams,
                  tuple(s for s, _ in cover))

@@ -35,7 +35,7 @@ WINDOWS_CACHE_BYTES = 32 << 20  # windows of recently shown texts (WindowsCache)
 def newly_covered(doc: DocState, docnos: Sequence[int]) -> list[np.ndarray]:
     """The patch grams each cover source newly covered, in cover order (SPEC §5's Cᵢ),
     in slot order: the greedy's steps replayed on the document's pairs (cover.replay)."""
-    step_of = replay(doc.pairs.settled(), len(doc.slots), docnos)[1]
+    step_of = replay(doc.cover_pairs(), len(doc.slots), docnos)[1]
     slots = np.frombuffer(doc.slots, dtype=np.uint64)
     order = np.argsort(step_of, kind="stable")
     bounds = np.searchsorted(step_of[order], np.arange(len(docnos) + 1))

@@ -44,7 +44,7 @@ def rescore(role: DocRole, txn, dirty: Dirty, before: dict[int, DocResult],
             last = shown[url] if url in shown else shown_state(prev)
         # exact: an event shows the cover if the last one shown was quilted
         result = role.score(txn, doc, touch, exact=prev.quilted or bool(last))
-        doc.result = result
+        doc.result = result  # the same object when unchanged: not rewritten (DocState)
         txn.touch_doc(docno)
         if url is None:
             kind = change_kind(prev, result)

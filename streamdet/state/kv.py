@@ -12,7 +12,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 
 TABLES = ("grams", "segs", "docs", "slots", "names", "urls", "dead", "meta", "docgrams",
-          "docdelta", "recent", "early", "texts", "partials", "near",
+          "docdelta", "docadds", "recent", "early", "texts", "partials", "near",
           "popular", "sites", "chunks")
 
 

@@ -12,6 +12,8 @@
           of its text), and a stream of small batches re-scores each document again and
           again: rewriting all of its ~100 sources each time was the doc shard's largest
           cost. A delta is rewritten while it stays small; then the snapshot is.
+- docadds: docno -> a stale document's pending source additions (DocState.defer_add):
+          (source, its grams) records, applied to its pairs when it is next read whole.
 - slots:  docno -> the DocState's patch-gram slots, a key of its own because most
           re-scores change sources but not the patch set: only changed slots are rewritten.
 - names:  docno -> server and URL of a live document version (sources need both).
@@ -49,6 +51,10 @@ _URL_ENTRY = struct.Struct("<QQ")
 _BIG_ENDIAN = sys.byteorder == "big"
 DELTA_MIN_PAIRS = 64  # a delta may always hold this many pairs ...
 DELTA_SHARE = 4  # ... or up to 1/DELTA_SHARE of the document's pairs
+_ADD_HEAD = struct.Struct("<QI")  # a pending addition: its source, how many grams follow
+# pending additions are settled once their bytes pass this many a slot, plus ADDS_MIN_BYTES
+ADDS_PER_SLOT = 16
+ADDS_MIN_BYTES = 4096
 
 
 def u64key(n: int) -> bytes:
@@ -133,10 +139,17 @@ class DocState:
     `slots`); `unsaved` names the sources whose pairs changed since the stored snapshot
     (None: the pairs as a whole did, or there is no snapshot yet), and `has_delta` whether
     a delta is stored beside the snapshot (see table `docdelta`).
+
+    A stale document (below theta, not quilted: DocResult.stale) takes a new source's
+    grams as they come (`defer_add`) and finds their slots only when its pairs are next
+    read whole (`settle_adds`): most of what an arrival does to earlier documents is to
+    give a stale one another source, and that then costs neither the gram -> slot index
+    nor a rewrite of its pairs. `modified` says whether anything but those additions
+    changed since it was stored, `adds_changed` whether they did (table `docadds`).
     """
 
-    __slots__ = ("n_grams", "slots", "_index", "free", "pairs", "result", "slots_changed",
-                 "unsaved", "has_delta")
+    __slots__ = ("n_grams", "slots", "_index", "free", "pairs", "_result", "slots_changed",
+                 "unsaved", "has_delta", "adds", "adds_changed", "modified")
 
     def __init__(self, n_grams: int, slots: array | None = None,
                  pairs: SourcePairs | None = None, result: DocResult | None = None,
@@ -150,9 +163,23 @@ class DocState:
         # it in one go. The index (gram -> slot) is built from them when first needed.
         self.slots = slots if slots is not None else array("Q")
         self.pairs = pairs if pairs is not None else SourcePairs()
-        self.result = result or DocResult()
+        self._result = result or DocResult()
         self.free: list[int] = free or []  # a heap (ascending order is one)
         self._index: SlotIndex | None = None
+        self.adds = b""  # pending additions: records of (source, n, n grams), as stored
+        self.adds_changed = False
+        self.modified = slots is None  # a new document is not stored yet
+
+    @property
+    def result(self) -> DocResult:
+        return self._result
+
+    @result.setter
+    def result(self, value: DocResult) -> None:
+        """A new result (an unchanged one is the same object: nothing to write)."""
+        if value is not self._result:
+            self._result = value
+            self.modified = True
 
     @property
     def index(self) -> SlotIndex:
@@ -177,7 +204,7 @@ class DocState:
     def weight(self) -> int:
         """Its memory in slot-equivalents, for the budget (budget.DOC_SLOT_BYTES a slot):
         a slot, and a third of one for each 12 bytes of its pairs (a pair unpacked)."""
-        return len(self.slots) + self.pairs.nbytes // 36
+        return len(self.slots) + (self.pairs.nbytes + len(self.adds)) // 36
 
     @property
     def resident_weight(self) -> int:
@@ -185,7 +212,7 @@ class DocState:
         slot, 12 more for the index unless folded, its pairs, and the result and objects
         around them, in the same DOC_SLOT_BYTES units as `weight`."""
         per_slot = 8 if self._index is None else 8 + SLOT_INDEX_BYTES
-        return (per_slot * len(self.slots) + self.pairs.nbytes
+        return (per_slot * len(self.slots) + self.pairs.nbytes + len(self.adds)
                 + DOC_OVERHEAD_BYTES) // DOC_SLOT_BYTES
 
     @property
@@ -219,6 +246,8 @@ class DocState:
         """New patch grams, in free slots first (grams it has already are left alone, so
         a delta delivered twice changes nothing). Returns every gram's slot (int32), for
         the pairs the delta then adds."""
+        self.settle_adds()
+        self.modified = True
         index = self.index
         at = index.find(grams)
         missing = np.flatnonzero(at < 0).tolist()
@@ -246,6 +275,7 @@ class DocState:
 
     def lose(self, grams: list[int]) -> None:
         """Patch grams no more: their slots' pairs go and the slots are freed."""
+        self.settle_adds()  # an addition's grams name the slots of its time
         freed = self.index.remove(grams)
         if freed:
             for i in freed:
@@ -253,32 +283,67 @@ class DocState:
             self.slots_changed = True
             self.pairs.lose(np.asarray(freed, dtype=np.int32))
             self.unsaved = None
+            self.modified = True
 
     def add_pairs(self, src: np.ndarray, slots: np.ndarray) -> None:
         """Pairs (src[i], slots[i]): foreign holders of these slots."""
+        self.settle_adds()
         if len(slots):
+            self.modified = True
             self.pairs.add(src, slots)
             if self.unsaved is not None:
                 self.unsaved.update(src.tolist())
 
     def add_source(self, source: int, slots: np.ndarray) -> None:
+        self.settle_adds()
         if len(slots):
+            self.modified = True
             self.pairs.add(source, slots)
             if self.unsaved is not None:
                 self.unsaved.add(source)
 
     def drop_source(self, source: int, slots: np.ndarray) -> None:
+        self.settle_adds()
         if len(slots):
+            self.modified = True
             self.pairs.drop(source, slots)
             if self.unsaved is not None:
                 self.unsaved.add(source)
 
+    def defer_add(self, source: int, grams: list[int]) -> None:
+        """`source` also holds these patch grams: kept as they are until the pairs are
+        read whole (`settle_adds`), unless the additions outgrow the document's slots (a
+        stale document then needs no gram -> slot index, and keeps its stored pairs, as
+        it gains source after source). Any other change settles them first, so the grams
+        of every pending addition are patch grams at the slots they had when it came."""
+        self.adds += _ADD_HEAD.pack(source, len(grams)) + np.asarray(
+            grams, dtype="<u8").tobytes()
+        self.adds_changed = True
+        if len(self.adds) > ADDS_PER_SLOT * len(self.slots) + ADDS_MIN_BYTES:
+            self.settle_adds()
+
+    def settle_adds(self) -> None:
+        """Apply the pending additions to the pairs (they are then written with them)."""
+        if not self.adds:
+            return
+        src, grams = _decode_adds(self.adds)
+        self.adds, self.adds_changed = b"", True
+        at = self.index.find(grams)
+        held = at >= 0
+        self.add_pairs(src[held], at[held])
+
+    def cover_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every (source, slot) pair, sorted: the greedy cover's input."""
+        self.settle_adds()
+        return self.pairs.settled()
+
     def sources(self) -> np.ndarray:
-        """Its foreign sources, ascending."""
+        """Its foreign sources, ascending (those of pending additions not among them)."""
         return self.pairs.sources()
 
     def held_before(self, source: int) -> bool:
         """Whether `source` held some of its patch grams before the changes in hand."""
+        self.settle_adds()
         return self.pairs.held_before(source)
 
     def delta_pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -296,7 +361,22 @@ class DocState:
 
     def foreign_patch_grams(self) -> int:
         """How many patch grams some foreign document also holds."""
+        self.settle_adds()
         return self.pairs.held_slots()
+
+
+def _decode_adds(raw: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Pending additions' (source, gram) pairs: one source per gram."""
+    sources, counts, grams, off = [], [], [], 0
+    while off < len(raw):
+        source, n = _ADD_HEAD.unpack_from(raw, off)
+        off += _ADD_HEAD.size
+        sources.append(source)
+        counts.append(n)
+        grams.append(np.frombuffer(raw, dtype="<u8", count=n, offset=off))
+        off += 8 * n
+    src = np.repeat(np.asarray(sources, dtype=np.uint64), counts)
+    return src, np.concatenate(grams).astype(np.uint64)
 
 
 def _le_bytes(a: array) -> bytes:
@@ -361,8 +441,10 @@ def encode_slots(d: DocState) -> bytes:
     return _le_bytes(d.slots) + np.packbits(occupied, bitorder="little").tobytes()
 
 
-def decode_doc(b: bytes, slot_bytes: bytes | None, delta: bytes | None = None) -> DocState:
-    """A document from its `docs`, `slots` and `docdelta` values (None: it has none)."""
+def decode_doc(b: bytes, slot_bytes: bytes | None, delta: bytes | None = None,
+               adds: bytes | None = None) -> DocState:
+    """A document from its `docs`, `slots`, `docdelta` and `docadds` values (None: it has
+    none)."""
     n_grams, n_slots, pairs, changed, quilted, docnos, cover, blob = _decode(b, packed=True)
     if delta is not None:  # newer slot count, changed sources' lists and result
         _, n_slots, dpairs, changed, quilted, docnos, cover, blob = _decode(delta)
@@ -374,6 +456,9 @@ def decode_doc(b: bytes, slot_bytes: bytes | None, delta: bytes | None = None) -
     if delta is not None:
         d.unsaved = set(changed)
         d.has_delta = True
+    if adds is not None:
+        d.adds = adds
+    d.modified = False  # as stored
     return d
 
 

@@ -301,8 +301,8 @@ class Txn:
             if d is None:
                 key = u64key(docno)
                 raw = self.kv.get("docs", key)
-                d = None if raw is None else decode_doc(raw, self.kv.get("slots", key),
-                                                        self.kv.get("docdelta", key))
+                d = None if raw is None else decode_doc(
+                    raw, *(self.kv.get(t, key) for t in ("slots", "docdelta", "docadds")))
             self.docs[docno] = d
         if d is not None:
             self._unfold(docno, d.weight)
@@ -324,9 +324,10 @@ class Txn:
         if not missing:
             return
         keys = u64keys(missing)
-        raws, slots, deltas = (self.kv.get_many(t, keys) for t in ("docs", "slots", "docdelta"))
-        for d, raw, s, dd in zip(missing, raws, slots, deltas, strict=True):
-            docs[d] = None if raw is None else decode_doc(raw, s, dd)
+        raws, *parts = (self.kv.get_many(t, keys)
+                        for t in ("docs", "slots", "docdelta", "docadds"))
+        for d, raw, *more in zip(missing, raws, *parts, strict=True):
+            docs[d] = None if raw is None else decode_doc(raw, *more)
 
     def held_slots(self) -> int:
         """Slots of the documents this transaction holds, folded or not: what its memory
@@ -483,6 +484,7 @@ class Txn:
         self.docs[docno] = doc
         self.dirty_docs.add(docno)
         if doc is not None:
+            doc.modified = True
             self._unfold(docno, doc.weight)
 
     def touch_doc(self, docno: int) -> None:
@@ -679,16 +681,23 @@ class Txn:
     def _doc_ops(docno: int, d: DocState | None, as_delta: set[int]) -> list[Op]:
         """A changed document's writes: its delta while that stays small (its docno goes
         into `as_delta`), else a new snapshot (and the delta deleted); its slots when they
-        changed."""
+        changed; its pending additions when they did. A document that only gained pending
+        additions is not rewritten."""
         key = u64key(docno)
         if d is None:
-            return [("docs", key, None), ("slots", key, None), ("docdelta", key, None)]
+            return [("docs", key, None), ("slots", key, None), ("docdelta", key, None),
+                    ("docadds", key, None)]
+        ops: list[Op] = []
+        if d.adds_changed:
+            ops.append(("docadds", key, d.adds or None))
+        if not d.modified:
+            return ops
         delta = d.delta_pairs()
         if delta is not None:
             as_delta.add(docno)
-            ops: list[Op] = [("docdelta", key, encode_doc_delta(d, *delta))]
+            ops.append(("docdelta", key, encode_doc_delta(d, *delta)))
         else:
-            ops = [("docs", key, encode_doc_packing(d))]  # its pairs then wait packed
+            ops.append(("docs", key, encode_doc_packing(d)))  # its pairs then wait packed
             if d.has_delta:
                 ops.append(("docdelta", key, None))
         if d.slots_changed:
@@ -705,7 +714,10 @@ class Txn:
         self.store.postings.update(self.dirty_postings)
         for docno in self.dirty_docs:
             if (d := self.docs[docno]) is not None:  # stored now
-                d.slots_changed = False
+                d.adds_changed = False
+                if not d.modified:
+                    continue
+                d.modified = d.slots_changed = False
                 d.has_delta = docno in self._as_delta
                 if not d.has_delta:
                     d.unsaved = set()
