@@ -221,9 +221,6 @@ def cmd_run(args: argparse.Namespace) -> int:
                 raise UsageError(f"{what} {out} is also an input")
     if _same_file(args.events, dead_path):
         raise UsageError(f"--events and --dead-letter are the same file: {dead_path}")
-    # absolute: dead letters name the files that hold oversized originals
-    spill_dir = os.path.abspath(dead_path + ".records" if dead_path != "-"
-                                else os.path.join(args.state, "dead-letter.records"))
     from .adapters.embedded import EmbeddedRunner
 
     if any(src.key == "stdin" for src in sources) and sys.stdin.isatty():
@@ -244,7 +241,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             try:
                 runner = EmbeddedRunner(store, params, events, dead, batch_size=args.batch,
                                         max_body=args.max_body, on_batch=progress,
-                                        spill_dir=spill_dir, analyzers=analyzers,
+                                        analyzers=analyzers,
                                         page_timeout=args.page_timeout, budget=budget,
                                         sensor=run_metrics(args.metrics_port))
                 s = runner.run(sources)

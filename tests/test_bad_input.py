@@ -10,9 +10,10 @@ import hashlib
 import io
 import json
 import re
-from pathlib import Path
 
 import pytest
+
+from streamdet.adapters.inputs import PREFIX_KEPT
 
 from .cli_helpers import dump_rows, read_jsonl, real_pages, streamdet, summary
 
@@ -32,6 +33,19 @@ def _original(entry: dict) -> bytes:
     if "record_base64" in entry:
         return base64.b64decode(entry["record_base64"])
     return entry["record"].encode("utf-8")
+
+
+def _assert_kept(entry: dict, original: bytes) -> None:
+    """A dead letter keeps its record whole up to 64 KiB, else its first 64 KiB at most;
+    always the record's size and SHA-256 (SPEC §9)."""
+    assert entry["record_size"] == len(original)
+    assert entry["record_sha256"] == hashlib.sha256(original).hexdigest()
+    kept = _original(entry)
+    if len(original) <= PREFIX_KEPT:
+        assert kept == original and "record_truncated" not in entry
+    else:
+        assert entry["record_truncated"] and len(kept) <= PREFIX_KEPT
+        assert original.startswith(kept) and len(kept) >= PREFIX_KEPT - 3
 
 
 # (reason, original line) for every way a record can be bad
@@ -130,7 +144,7 @@ def test_every_bad_record_is_dead_lettered_with_its_bytes(bad_run):
         e = by_index[index]
         assert e["reason"] == reason, (original[:80], e["error"])
         assert e["error"]
-        assert _original(e) == original, reason
+        _assert_kept(e, original)
         assert e["source"].endswith("mixed.jsonl")
 
 
@@ -146,23 +160,63 @@ def test_crlf_bom_and_blank_lines(tmp_path):
     assert set(dump_rows(tmp_path / "s")) == {a["url"], b["url"]}
 
 
-def test_huge_line_is_streamed_aside_not_lost(tmp_path):
-    """A line far beyond the record limit is never held in memory: its bytes go to a side
-    file named by its dead letter, and the records after it are read normally."""
+def test_huge_line_is_read_through_and_its_dead_letter_bounded(tmp_path):
+    """A line far beyond the record limit is never held in memory, and its dead letter
+    keeps its first 64 KiB, its size and SHA-256: a small gzip that inflates to one huge
+    line writes no more than that (SPEC §9), and the records after it are read."""
     a = {"url": "http://small.example.com/a", "text": "small page one " * 50}
     b = {"url": "http://small.example.com/b", "text": "small page two " * 50}
-    huge = json.dumps({"url": "http://example.com/huge", "text": "x" * 400_000}).encode()
-    path = tmp_path / "huge.jsonl"
-    path.write_bytes(_line(a) + huge + b"\n" + _line(b))
+    huge = json.dumps({"url": "http://example.com/huge", "text": "x" * (48 << 20)}).encode()
+    path = tmp_path / "in" / "huge.jsonl.gz"
+    path.parent.mkdir()
+    path.write_bytes(gzip.compress(_line(a) + huge + b"\n" + _line(b)))
+    assert path.stat().st_size < 200_000
+    out = tmp_path / "out"
+    out.mkdir()
     proc = streamdet("run", "--input", path, "--state", tmp_path / "s", "--events", "-",
-                     "--max-body", 10_000, "--dead-letter", tmp_path / "dl.jsonl")
+                     "--max-body", 10_000, "--dead-letter", out / "dl.jsonl")
     s = summary(proc.stderr)
     assert (s["pages"], s["dead"]) == (2, {"too_large": 1}), s["line"]
-    [e] = read_jsonl(tmp_path / "dl.jsonl")
-    assert e["record_size"] == len(huge) and e["record_truncated"]
-    assert Path(e["record_file"]).read_bytes() == huge
-    assert huge.startswith(_original(e))
+    [e] = read_jsonl(out / "dl.jsonl")
+    _assert_kept(e, huge)
     assert e["offset"] == len(_line(a))
+    assert [f.name for f in out.iterdir()] == ["dl.jsonl"]  # nothing written beside it
+    assert (out / "dl.jsonl").stat().st_size < PREFIX_KEPT + 2_000
+
+
+def test_a_flood_of_tiny_bad_records_is_dead_lettered_in_runs(tmp_path):
+    """A small gzip of 200,000 tiny bad lines: the first RUN_AFTER get a dead letter each,
+    the rest one a run (a batch at most) holding their lines, count, size and SHA-256.
+    Every record is counted and accounted for, and the dead letters take no more than
+    about twice the bytes of the records they report (SPEC §9)."""
+    from streamdet.adapters.dead_runs import RUN_AFTER
+
+    n = 200_000
+    good = _good_pages(1)[0]
+    path = tmp_path / "flood.jsonl.gz"
+    path.write_bytes(gzip.compress(b"1\n" * n + _line(good)))
+    dl = tmp_path / "dl.jsonl"
+    proc = streamdet("run", "--input", path, "--state", tmp_path / "s", "--events", "-",
+                     "--dead-letter", dl)
+    s = summary(proc.stderr)
+    assert (s["pages"], s["dead"]) == (1, {"not_object": n}), s["line"]
+    letters = read_jsonl(dl)
+    single = [e for e in letters if "count" not in e]
+    runs = [e for e in letters if "count" in e]
+    assert [e["index"] for e in single] == list(range(RUN_AFTER))
+    assert all(_original(e) == b"1" for e in single)
+    at = RUN_AFTER
+    for e in runs:  # contiguous, in order, each holding its lines whole
+        assert e["index"] == at and e["reason"] == "not_object"
+        lines = b"1\n" * e["count"]
+        assert e["offset"] == 2 * at
+        assert e["records"].encode() == lines[:PREFIX_KEPT]
+        assert (e["record_size"], e["record_sha256"]) == (len(lines),
+                                                          hashlib.sha256(lines).hexdigest())
+        at += e["count"]
+    assert at == n
+    # twice the bytes they report at most (a newline escaped in JSON is two), not 150 times
+    assert dl.stat().st_size < 2 * (2 * n)
 
 
 def test_truncated_gzip_keeps_what_was_read(tmp_path):
@@ -237,9 +291,50 @@ def test_warc_bad_bodies(tmp_path):
     assert isinstance(e["offset"], int)
     e = dead["http://warc.example.com/huge"]
     assert e["reason"] == "too_large"
-    assert Path(e["record_file"]).read_bytes() == b"<p>" + b"y" * 30_000
+    body = b"<p>" + b"y" * 30_000
+    assert base64.b64decode(e["record"]["record_bytes"]) == body  # whole: under 64 KiB
+    assert (e["record_size"], e["record_sha256"]) == (len(body), hashlib.sha256(body).hexdigest())
+    assert "record_truncated" not in e
     assert s["dead"] == {"not_utf8": 1, "too_large": 1}, s["line"]
     assert s["pages"] == 6
+
+
+def test_a_warc_body_that_inflates_leaves_a_bounded_dead_letter(tmp_path):
+    """A response with `Content-Encoding: gzip` whose body inflates far past the limit:
+    its dead letter keeps the first 64 KiB of the body as read, with the inflated size
+    and SHA-256, and nothing else is written (SPEC §9); the next record is read."""
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    inflated = b"<p>" + b"z" * (40 << 20)
+    good = _good_pages(1)[0]
+    out = io.BytesIO()
+    w = WARCWriter(out, gzip=True)
+    for url, headers, body in [
+        ("http://warc.example.com/bomb",
+         [("Content-Type", "text/html"), ("Content-Encoding", "gzip")], gzip.compress(inflated)),
+        (good["url"], [("Content-Type", "text/html; charset=utf-8")], good["html"].encode()),
+    ]:
+        http = StatusAndHeaders("200 OK", headers, protocol="HTTP/1.1")
+        w.write_record(w.create_warc_record(url, "response", payload=io.BytesIO(body),
+                                            http_headers=http))
+    path = tmp_path / "in" / "bomb.warc.gz"
+    path.parent.mkdir()
+    path.write_bytes(out.getvalue())
+    dead = tmp_path / "out"
+    dead.mkdir()
+    proc = streamdet("run", "--input", path, "--state", tmp_path / "s", "--events", "-",
+                     "--dead-letter", dead / "dl.jsonl")
+    s = summary(proc.stderr)
+    assert (s["pages"], s["dead"]) == (1, {"too_large": 1}), s["line"]
+    [e] = read_jsonl(dead / "dl.jsonl")
+    assert e["record"]["url"] == "http://warc.example.com/bomb"
+    kept = base64.b64decode(e["record"]["record_bytes"])
+    assert len(kept) == PREFIX_KEPT and inflated.startswith(kept)
+    assert e["record_size"] == len(inflated) and e["record_truncated"]
+    assert e["record_sha256"] == hashlib.sha256(inflated).hexdigest()
+    assert [f.name for f in dead.iterdir()] == ["dl.jsonl"]
+    assert (dead / "dl.jsonl").stat().st_size < 2 * PREFIX_KEPT
 
 
 def test_truncated_warc_keeps_what_was_read(tmp_path):

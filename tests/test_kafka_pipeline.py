@@ -9,6 +9,7 @@ Each test runs its own pipeline (a topic prefix of its own) on the session's bro
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import random
@@ -25,6 +26,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from prometheus_client import REGISTRY
 
 from streamdet.adapters.batch_sizer import BatchSizer
+from streamdet.adapters.inputs import PREFIX_KEPT
 from streamdet.adapters.kafka import Timing, Topics
 from streamdet.adapters.worker import Worker
 from streamdet.engine.params import Params
@@ -789,7 +791,12 @@ def test_hostile_messages_go_to_the_dead_letter_topic_and_workers_stay_up(pipeli
     dead = pipeline.dead_letters()
     got = [(r.value, dict(r.headers)["streamdet-reason"].decode()) for r in dead]
     assert [reason for _, reason in got] == want
-    assert [value for value, _ in got] == [v for _, v in messages[:-1]]
+    # each keeps its record's first 64 KiB, with the record's size and SHA-256 (SPEC §9)
+    sent = [v for _, v in messages[:-1]]
+    assert [value for value, _ in got] == [v if v is None else v[:PREFIX_KEPT] for v in sent]
+    assert any(v is not None and len(v) > PREFIX_KEPT for v in sent)
+    assert [(int(dict(r.headers)["streamdet-size"]), dict(r.headers)["streamdet-sha256"].decode())
+            for r in dead] == [(len(v or b""), hashlib.sha256(v or b"").hexdigest()) for v in sent]
     assert all(p.poll() is None for p in pipeline.workers.values())
     pipeline.workers["w1"].send_signal(signal.SIGKILL)
     pipeline.workers["w1"].wait()

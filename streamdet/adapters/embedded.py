@@ -33,6 +33,7 @@ from ..state.txn import Store
 from .allocator import map_large_blocks, release_free_memory
 from .analyzers import Analyzers
 from .batch_sizer import BatchSizer
+from .dead_runs import DeadLetters
 from .inputs import (
     BATCH_WAIT_S,
     DEFAULT_BATCH,
@@ -41,7 +42,7 @@ from .inputs import (
     Source,
     payload_bytes,
 )
-from .outputs import JsonlSink, dead_letter, utc_now
+from .outputs import JsonlSink, utc_now
 from .sensor import Sensor
 from .state_format import EMBEDDED, check_state
 from .views import monster_counts
@@ -78,7 +79,7 @@ class EmbeddedRunner:
     def __init__(self, store: Store, params: Params, events: JsonlSink, dead: JsonlSink,
                  batch_size: int = DEFAULT_BATCH, max_body: int = DEFAULT_MAX_BODY,
                  on_batch: Callable[[RunSummary], None] | None = None,
-                 spill_dir: str | None = None, analyzers: int = 0,
+                 analyzers: int = 0,
                  sensor: Sensor | None = None,
                  page_timeout: float = DEFAULT_PAGE_TIMEOUT,
                  budget: MemoryBudget | None = None) -> None:
@@ -99,14 +100,14 @@ class EmbeddedRunner:
         self.params = params
         self.engine = Engine(params)
         self.events = events
-        self.dead = dead
+        self.dead = DeadLetters(dead)
         self.budget = budget or store.budget
         self.sizer = BatchSizer(batch_size, self.budget.batch_slots)  # --batch at most
         # batches in flight: the one applied, the one queued and those in the analysers
         self.batch_bytes = self.budget.batch_bytes(analyzers + 2)
         self.max_body = max_body
         self.on_batch = on_batch
-        self.read_opts = ReadOptions(max_body=max_body, spill_dir=spill_dir)
+        self.read_opts = ReadOptions(max_body=max_body)
 
     def run(self, sources: Iterable[Source]) -> RunSummary:
         sources = list(sources)
@@ -211,7 +212,7 @@ class EmbeddedRunner:
         pages: list[Analyzed] = []
         for rec, result in zip(batch, results, strict=True):
             if isinstance(result, BadRecord):
-                self.dead.write(dead_letter(rec, result))
+                self.dead.write(rec, result)
                 summary.dead[result.reason] += 1
             else:
                 pages.append(result)

@@ -10,13 +10,14 @@ that the input really is the one it applied (stdin may carry another stream each
 Robustness rules (nothing crashes the run, nothing is dropped without a count):
 - JSONL: CRLF line endings and a UTF-8 byte-order mark at the start of a line are
   accepted; blank lines are not records. A line longer than the record limit is never held
-  in memory: it is streamed to a side file beside the dead letters (`spill_dir`) and
-  becomes a `too_large` dead letter that names that file.
+  in memory: it is read through once for its length and SHA-256 and becomes a `too_large`
+  dead letter that keeps its first 64 KiB (SPEC §9: dead letters are bounded, whatever a
+  compressed input inflates to).
 - WARC: only `response` records with an HTTP 2xx status and an HTML (or text/plain, read
   as text) content type are pages; other responses are counted as ignored. The body is
   decoded with the charset of the Content-Type header, else of a `<meta charset>` in the
   first bytes, else UTF-8; a body that does not decode is a `not_utf8` dead letter with its
-  bytes, a body above the limit a `too_large` one (spilled like a long line).
+  bytes, a body above the limit a `too_large` one (its first 64 KiB, like a long line).
 - A file that cannot be read to its end (truncated or corrupt gzip or WARC, I/O error)
   yields the records before the damage and then one `unreadable` dead letter.
 """
@@ -75,7 +76,6 @@ def payload_bytes(payload: bytes | dict | None) -> int:
 @dataclass
 class ReadOptions:
     max_body: int = DEFAULT_MAX_BODY
-    spill_dir: str | None = None  # where originals too large to keep inline are written
 
 
 @dataclass
@@ -88,8 +88,8 @@ class RawRecord:
     error: BadRecord | None = None  # a record the reader itself could not decode
     offset: int | None = None  # byte offset of the record (decompressed JSONL; WARC file)
     chain: str = ""  # digest of this source's records 0..index
-    spilled: str | None = None  # file holding the original when too large to keep inline
-    size: int | None = None  # size of the original in bytes, when spilled or truncated
+    size: int | None = None  # size of the original in bytes, when only a prefix is kept
+    sha256: str | None = None  # SHA-256 of the original (hex), when only a prefix is kept
 
 
 def _chain_hasher(previous: bytes):
@@ -226,9 +226,11 @@ class _Reader:
         if isinstance(exc, OSError) and exc.strerror:
             what = exc.strerror
         err = BadRecord("unreadable", f"input cannot be read past record {self.index}: {what}")
-        size = len(rest) if len(rest) > PREFIX_KEPT else None
+        cut = len(rest) > PREFIX_KEPT
         rec = RawRecord(self.key, self.index, rest[:PREFIX_KEPT] if record is None else record,
-                        err, offset=offset, chain=self.chain.add(b"unreadable", rest), size=size)
+                        err, offset=offset, chain=self.chain.add(b"unreadable", rest),
+                        size=len(rest) if cut else None,
+                        sha256=hashlib.sha256(rest).hexdigest() if cut else None)
         self.index += 1
         return rec
 
@@ -294,8 +296,8 @@ class _Reader:
         return self._next(line, offset=start, chain=self.chain.add(line))
 
     def _long_line(self, read1, first: bytes, start: int) -> tuple[RawRecord, bytes, int]:
-        """Stream an oversized line to a spill file. Returns its dead letter, the bytes
-        read past its end, and its length with the newline."""
+        """Read an oversized line through without holding it. Returns its dead letter, the
+        bytes read past its end, and its length with the newline."""
         h = _chain_hasher(self.chain.value)
         tail = {"rest": b"", "ended": False}
 
@@ -310,37 +312,15 @@ class _Reader:
                 yield data
                 data = read1(CHUNK)
 
-        total, path = self._spill(parts(), h)
+        kept = bytearray()
+        total, sha = _read_through(parts(), h, kept)
         rest, ended = tail["rest"], tail["ended"]
         self.chain.value = h.digest()
         err = BadRecord("too_large", f"record of {total:,} bytes is larger than the limit "
                         f"for a body of {self.opts.max_body:,} bytes")
-        rec = self._next(first[:PREFIX_KEPT], err, offset=start, chain=h.digest().hex(),
-                         spilled=path, size=total)
+        rec = self._next(bytes(kept), err, offset=start, chain=h.digest().hex(),
+                         size=total, sha256=sha)
         return rec, rest, total + ended
-
-    def _spill(self, chunks: Iterable[bytes], h) -> tuple[int, str | None]:
-        """Stream an oversized record into the hash `h` and, when there is a spill
-        directory, a file beside the dead letters. Returns its size and the file."""
-        path = None
-        out = None
-        if self.opts.spill_dir:
-            os.makedirs(self.opts.spill_dir, exist_ok=True)
-            tag = hashlib.sha1(self.key.encode("utf-8", "surrogateescape")).hexdigest()[:12]
-            path = os.path.join(self.opts.spill_dir, f"{tag}-{self.index}.bin")
-            out = open(path + ".part", "wb")  # noqa: SIM115 - closed below
-        total = 0
-        try:
-            for chunk in chunks:
-                total += len(chunk)
-                h.update(chunk)
-                if out is not None:
-                    out.write(chunk)
-        finally:
-            if out is not None:
-                out.close()
-                os.replace(path + ".part", path)
-        return total, path
 
     # -- WARC -----------------------------------------------------------------------------
     def _warc(self, read) -> Iterator[RawRecord]:
@@ -350,7 +330,7 @@ class _Reader:
         from .warc import frames
 
         limit = self.opts.max_body
-        spilled: list[tuple[int, str | None, str]] = []
+        oversized: list[tuple[int, str, str, bytes]] = []  # size, SHA-256, chain, prefix
 
         def sink(headers, parts) -> None:
             if headers.get_header("WARC-Type") != "response":
@@ -358,8 +338,9 @@ class _Reader:
                     pass
                 return
             h = _chain_hasher(self.chain.value)
-            total, path = self._spill(parts, h)
-            spilled.append((total, path, h.digest().hex()))
+            kept = bytearray()
+            total, sha = _read_through(parts, h, kept)
+            oversized.append((total, sha, h.digest().hex(), bytes(kept)))
 
         for fr in frames(read, 2 * limit + 65536, sink):
             rec_type = fr.header("WARC-Type")
@@ -371,29 +352,32 @@ class _Reader:
             obj = {"url": url, "ip": fr.header("WARC-IP-Address"),
                    "fetched_at": fr.header("WARC-Date")}
             if fr.problem is not None:
-                yield self._damaged(fr, obj, spilled)
+                yield self._damaged(fr, obj, oversized)
                 if fr.problem == "truncated":
                     return
                 continue
             yield from self._response(fr, obj, limit)
 
-    def _damaged(self, fr, obj: dict, spilled: list) -> RawRecord:
+    def _damaged(self, fr, obj: dict, oversized: list) -> RawRecord:
         """The dead letter of a record the framing found unusable."""
         if fr.problem == "too_large":
-            total, path, chain = spilled.pop()
+            total, sha, chain, kept = oversized.pop()
             self.chain.value = bytes.fromhex(chain)
             err = BadRecord("too_large", f"record of {total:,} bytes is larger than the "
                             f"limit for a body of {self.opts.max_body:,} bytes")
-            return self._next(obj, err, offset=fr.offset, chain=chain, spilled=path,
-                              size=total)
+            obj["record_bytes"] = kept
+            return self._next(obj, err, offset=fr.offset, chain=chain, size=total,
+                              sha256=sha)
         reason = "no_url" if fr.problem == "no_url" else "unreadable"
         err = BadRecord(reason, fr.detail)
         kept = fr.raw or b""
         if kept:
             obj["record_bytes"] = kept[:PREFIX_KEPT]
         chain = self.chain.add(fr.problem.encode(), kept)
+        whole = kept and len(kept) <= PREFIX_KEPT
         return self._next(obj, err, offset=fr.offset, chain=chain,
-                          size=fr.size if len(kept) > PREFIX_KEPT or not kept else None)
+                          size=None if whole else fr.size,
+                          sha256=None if whole or not kept else hashlib.sha256(kept).hexdigest())
 
     def _response(self, fr, obj: dict, limit: int) -> Iterator[RawRecord]:
         """A framed response record as a page (or as what it is not: counted as ignored).
@@ -425,12 +409,14 @@ class _Reader:
         if len(body) > limit:  # a body that decodes (unchunks, inflates) past the limit
             h = _chain_hasher(self.chain.value)
             h.update(meta)
-            total, path = self._spill(_chunks(body, content), h)
+            kept = bytearray()
+            total, sha = _read_through(_chunks(body, content), h, kept)
             self.chain.value = h.digest()
             err = BadRecord("too_large", f"body of {total:,} bytes is larger than the "
                             f"limit of {limit:,} bytes")
+            obj["record_bytes"] = bytes(kept)
             yield self._next(obj, err, offset=fr.offset, chain=h.digest().hex(),
-                             spilled=path, size=total)
+                             size=total, sha256=sha)
             return
         chain = self.chain.add(meta, body)
         field_name = "text" if mime == "text/plain" else "html"
@@ -563,6 +549,22 @@ class _NoClose(io.RawIOBase):
         data = self._f.read1(len(b)) if hasattr(self._f, "read1") else self._f.read(len(b))
         b[: len(data)] = data
         return len(data)
+
+
+def _read_through(chunks: Iterable[bytes], h, kept: bytearray | None = None
+                  ) -> tuple[int, str]:
+    """Read an oversized record through once, into the chain hasher `h`, for its size and
+    SHA-256 (hex); its first PREFIX_KEPT bytes go into `kept`. Nothing else is kept: a
+    dead letter holds its record's first 64 KiB whatever the record inflates to."""
+    sha = hashlib.sha256()
+    total = 0
+    for chunk in chunks:
+        total += len(chunk)
+        h.update(chunk)
+        sha.update(chunk)
+        if kept is not None and len(kept) < PREFIX_KEPT:
+            kept += chunk[: PREFIX_KEPT - len(kept)]
+    return total, sha.hexdigest()
 
 
 def _chunks(first: bytes, content) -> Iterator[bytes]:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import sys
 from datetime import UTC, datetime
 
 from ..engine.records import BadRecord
-from .inputs import RawRecord
+from .inputs import PREFIX_KEPT, RawRecord
+
+# the body of a WARC record's dead letter, as the reader keeps it: the first field present
+_BODY_FIELDS = ("html_bytes", "text_bytes", "record_bytes", "html", "text")
 
 
 class SinkError(RuntimeError):
@@ -117,26 +121,63 @@ def _cut_partial_line(f) -> None:
 
 
 def dead_letter(rec: RawRecord, err: BadRecord) -> dict:
-    """The dead-letter entry: reason, message, where it came from, and the original record
-    (as text when it is UTF-8, else base64), so nothing is lost. An original too large to
-    keep inline is in the file named by `record_file` (and at `offset` of the source)."""
+    """The dead-letter entry: reason, message, where it came from, and the record: its
+    first 64 KiB (PREFIX_KEPT; as text when that is UTF-8, else base64), its size and
+    SHA-256 (SPEC §9: a dead letter is bounded whatever its record's size; the whole
+    record is at `offset` of its source). A WARC record's is its body as read."""
     out = {"reason": err.reason, "error": err.detail, "source": rec.source, "index": rec.index,
            "at": utc_now()}
     if rec.offset is not None:
         out["offset"] = rec.offset
-    payload = rec.payload
+    payload, size, sha, kept = rec.payload, rec.size, rec.sha256, 0
     if isinstance(payload, dict):
-        payload = {k: (base64.b64encode(v).decode() if isinstance(v, bytes) else v)
-                   for k, v in payload.items()}
-        out["record"] = payload
-    elif payload:
-        try:
-            out["record"] = payload.decode("utf-8")
-        except UnicodeDecodeError:
-            out["record_base64"] = base64.b64encode(payload).decode()
-    if rec.size is not None:
-        out["record_size"] = rec.size
-        out["record_truncated"] = True  # "record"/"record_base64" holds only a prefix
-        if rec.spilled:
-            out["record_file"] = rec.spilled
+        payload, body = dict(payload), next((k for k in _BODY_FIELDS if k in payload), None)
+        if body is not None:
+            payload[body], whole, digest = _bounded(payload[body])
+            kept = _nbytes(payload[body])
+            if size is None:
+                size, sha = whole, digest
+        out["record"] = {k: (base64.b64encode(v).decode() if isinstance(v, bytes) else v)
+                         for k, v in payload.items()}
+    else:
+        payload, whole, digest = _bounded(payload or b"")
+        kept = len(payload)
+        if size is None:
+            size, sha = whole, digest
+        if payload:
+            out.update(_as_text(payload, cut=size > kept))
+    if size is not None:
+        out["record_size"] = size
+        out["record_sha256"] = sha
+        if size > kept:
+            out["record_truncated"] = True  # "record"/"record_base64" holds only a prefix
     return out
+
+
+def _as_text(raw: bytes, cut: bool) -> dict:
+    """{"record": text} when the bytes are UTF-8 (a prefix cut inside a character keeps
+    the characters before it), else {"record_base64": ...}."""
+    try:
+        return {"record": raw.decode("utf-8")}
+    except UnicodeDecodeError as exc:
+        if cut and exc.start >= len(raw) - 3:
+            try:
+                return {"record": raw[: exc.start].decode("utf-8")}
+            except UnicodeDecodeError:
+                pass
+        return {"record_base64": base64.b64encode(raw).decode()}
+
+
+def _nbytes(data: bytes | str) -> int:
+    return len(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
+
+
+def _bounded(data: bytes | str) -> tuple[bytes | str, int, str]:
+    """A record's first PREFIX_KEPT bytes (text stays text, cut at a character), its
+    size and SHA-256."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    size, sha = len(raw), hashlib.sha256(raw).hexdigest()
+    if size <= PREFIX_KEPT:
+        return data, size, sha
+    cut = raw[:PREFIX_KEPT]
+    return (cut.decode("utf-8", "ignore") if isinstance(data, str) else cut), size, sha

@@ -64,9 +64,6 @@ async def produce(broker: str, sources: Iterable[Source], topics: Topics | None 
                 if limiter:
                     await limiter.wait_async()
                 value = payload_value(rec.payload)
-                if rec.spilled:  # an oversized line kept on disk by the reader
-                    with open(rec.spilled, "rb") as f:
-                        value = f.read()
                 pending.append(await p.send(topics.pages, value=value, key=_url_key(rec.payload)))
                 n += 1
                 if len(pending) >= IN_FLIGHT:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import json
 import logging
 import os
@@ -61,6 +62,7 @@ from . import failpoints
 from .allocator import map_large_blocks, release_free_memory
 from .batch_sizer import BatchSizer
 from .contiguity import Gaps, following_on
+from .inputs import PREFIX_KEPT
 from .kafka import (
     PipelineError,
     Timing,
@@ -482,9 +484,12 @@ class Worker:
             if isinstance(res, tuple):
                 reason, detail = res
                 sensor.on_dead_letter(reason)
-                headers = _dead_headers(reason, detail, self.topics.pages, partition, rec.offset)
-                r.sends.append(await self.producer.send(self.topics.dead, value=rec.value,
-                                                        key=rec.key, headers=headers))
+                value = rec.value or b""
+                headers = _dead_headers(reason, detail, self.topics.pages, partition, rec.offset,
+                                        value)
+                r.sends.append(await self.producer.send(
+                    self.topics.dead, value=value[:PREFIX_KEPT] if rec.value is not None else None,
+                    key=rec.key, headers=headers))
                 continue
             sensor.on_pages(1, int(res.implausible_time))
             if (trap := trap_event(res.url, self.params, seq=rec.offset + 1)) is not None:
@@ -1022,9 +1027,14 @@ def _each(fns: list[Callable[[], object]]) -> None:
         fn()
 
 
-def _dead_headers(reason: str, detail: str, topic: str, partition: int, offset: int) -> list:
+def _dead_headers(reason: str, detail: str, topic: str, partition: int, offset: int,
+                  value: bytes) -> list:
+    """A dead letter's headers: why, where the record is, its size and SHA-256 (the
+    value holds its first 64 KiB at most: SPEC §9)."""
     return [("streamdet-reason", reason.encode()), ("streamdet-detail", detail.encode()),
             ("streamdet-source", f"{topic}/{partition}/{offset}".encode()),
+            ("streamdet-size", str(len(value)).encode()),
+            ("streamdet-sha256", hashlib.sha256(value).hexdigest().encode()),
             ("streamdet-at", utc_now().encode())]
 
 

@@ -1,0 +1,108 @@
+"""Dead letters of a flood: a long run of bad records of one kind costs one dead letter a
+batch, not one a record.
+
+A 7.7 KB gzip of the line `1` repeated 200,000 times is 200,000 bad records. A dead letter
+each (reason, sentence, source, index, offset, size, SHA-256) is ~300 bytes, 150 times the
+two bytes it reports, so a small compressed input could fill a disk with its dead letters
+(SPEC §9: dead letters are bounded whatever an input inflates to). So once RUN_AFTER
+consecutive records of one source are dead letters for one reason, those that follow join
+a *run*: one dead letter, written when the run breaks or its batch ends, with the run's
+first index and offset, how many records it holds, their bytes one a line up to 64 KiB,
+and the size and SHA-256 of all their bytes. The first RUN_AFTER keep a dead letter each,
+so a few bad records read as before, and every record is still counted by its reason.
+A flood's dead letters then take about twice the bytes of its records (a newline is two
+characters in JSON) and a few hundred bytes a batch, however small its records are.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+from ..engine.records import BadRecord
+from .inputs import PREFIX_KEPT, RawRecord
+from .outputs import JsonlSink, dead_letter, json_line, utc_now
+
+RUN_AFTER = 100  # consecutive dead letters of one source and reason before a run starts
+
+
+class _Run:
+    """The records of a run so far: the first one's place and sentence, the bytes kept."""
+
+    __slots__ = ("first", "error", "count", "kept", "size", "sha")
+
+    def __init__(self, rec: RawRecord, err: BadRecord) -> None:
+        self.first, self.error = rec, err
+        self.count = self.size = 0
+        self.kept = bytearray()
+        self.sha = hashlib.sha256()
+
+    def add(self, raw: bytes) -> None:
+        line = raw + b"\n"
+        self.count += 1
+        self.size += len(line)
+        self.sha.update(line)
+        if len(self.kept) < PREFIX_KEPT:
+            self.kept += line[: PREFIX_KEPT - len(self.kept)]
+
+    def letter(self) -> dict:
+        rec = self.first
+        out = {"reason": self.error.reason, "error": self.error.detail, "source": rec.source,
+               "index": rec.index, "count": self.count, "at": utc_now()}
+        if rec.offset is not None:
+            out["offset"] = rec.offset
+        kept = bytes(self.kept)
+        try:
+            out["records"] = kept.decode("utf-8")
+        except UnicodeDecodeError:
+            out["records_base64"] = base64.b64encode(kept).decode()
+        out["record_size"] = self.size
+        out["record_sha256"] = self.sha.hexdigest()
+        if self.size > len(kept):
+            out["record_truncated"] = True
+        return out
+
+
+def _raw(payload: bytes | dict) -> bytes:
+    """A record's bytes as read (JSONL), or a WARC record's object as a JSON line."""
+    if isinstance(payload, bytes):
+        return payload
+    return json_line({k: base64.b64encode(v).decode() if isinstance(v, bytes) else v
+                      for k, v in payload.items()})[:-1]
+
+
+class DeadLetters:
+    """The dead-letter sink of a run: a dead letter a bad record, runs merged (see above)."""
+
+    def __init__(self, sink: JsonlSink) -> None:
+        self.sink = sink
+        self._last: tuple[str, str] | None = None  # (source, reason) of the last one
+        self._next = -1  # the index that continues the streak
+        self._streak = 0
+        self._run: _Run | None = None
+
+    def write(self, rec: RawRecord, err: BadRecord) -> None:
+        key = (rec.source, err.reason)
+        if key == self._last and rec.index == self._next and rec.size is None:
+            self._streak += 1
+        else:
+            self._end_run()
+            self._streak = 1
+        self._last, self._next = key, rec.index + 1
+        if self._streak <= RUN_AFTER or rec.size is not None:  # a prefix only: on its own
+            self.sink.write(dead_letter(rec, err))
+            return
+        if self._run is None:
+            self._run = _Run(rec, err)
+        self._run.add(_raw(rec.payload))
+
+    def flush(self) -> None:
+        """End the batch: its run, if any, is written (the next batch's records go on
+        with the streak, in a run of their own), then the sink is flushed."""
+        self._end_run()
+        self.sink.flush()
+
+    def _end_run(self) -> None:
+        if self._run is not None:
+            self.sink.write(self._run.letter())
+            self._run = None
