@@ -69,6 +69,9 @@ class RunSummary:
     bytes_total: int | None = None  # None when some input has no known size (stdin)
     replaced: int = 0  # analysis processes replaced (a page too slow, or a crash)
     implausible_times: int = 0  # fetched_at values read as absent (SPEC §9)
+    rescored: int = 0  # documents re-scored, summed over batches (engine.core.BatchStats)
+    deltas: int = 0  # deltas applied to documents
+    deferred: int = 0  # additions stale documents left pending
 
     @property
     def dead_total(self) -> int:
@@ -243,6 +246,9 @@ class EmbeddedRunner:
         self.store.compact()
         summary.pages += stats.pages
         summary.fanout.extend(stats.fanout or ())
+        summary.rescored += stats.rescored
+        summary.deltas += stats.deltas
+        summary.deferred += stats.deferred
         if self._watched:
             self._observe(input_bytes, results, pages, events, stats,
                           time.perf_counter() - began)

@@ -49,6 +49,8 @@ class BatchStats:
     new_documents: int = 0  # URLs seen for the first time
     traps: int = 0  # pages turned away as crawler traps (SPEC §8)
     held_slots: int = 0  # slots of the documents the transaction held (Txn.held_slots)
+    deltas: int = 0  # deltas applied to documents (engine.deltas)
+    deferred: int = 0  # of them, additions a stale document left pending (DocState.defer_add)
 
 
 def turn_away_traps(pages: Iterable[Analyzed], params: Params
@@ -80,6 +82,7 @@ class Engine:
     def process(self, txn: Txn, pages: Iterable[Analyzed]) -> tuple[list[dict], BatchStats]:
         """Apply a batch of analysed pages; return the events and counters."""
         dirty: Dirty = {}
+        applied, deferred = self.docs.applied, self.docs.deferred
         before: dict[int, DocResult] = {}  # previous result of re-fetched URLs, by new docno
         withdrawn: dict[int, str] = {}  # versions replaced in this batch -> the new URL
         stats = BatchStats(fanout=[])
@@ -113,6 +116,8 @@ class Engine:
         partners.flush()
         stats.rescored = len(dirty)
         stats.held_slots = txn.held_slots()
+        stats.deltas = self.docs.applied - applied
+        stats.deferred = self.docs.deferred - deferred
         self._rows, self._fresh = {}, self._fresh[:0]  # the batch's: not held until the next
         return events, stats
 

@@ -68,6 +68,8 @@ class DocRole:
     def __init__(self, params: Params) -> None:
         self.params = params
         self._anywhere = params.foreign == "none"
+        self.applied = 0  # deltas applied, and of them additions left pending: counters
+        self.deferred = 0  # that the engine reports per batch (BatchStats)
 
     def is_foreign(self, txn: DocView, doc: int, source: int) -> bool:
         """Whether `source` may appear in `doc`'s cover (another server, or foreign=none)."""
@@ -88,6 +90,7 @@ class DocRole:
 
         Returns the documents this call changed."""
         deltas = deltas if isinstance(deltas, list) else list(deltas)
+        self.applied += len(deltas)
         self._load(txn, deltas)
         changed: set[int] = set()
         for t, op, grams, arg, cause in deltas:
@@ -113,6 +116,7 @@ class DocRole:
                 if not self.is_foreign(txn, t, arg):
                     continue
                 if doc.result.stale:  # its cover waits for a reader: so may the slots
+                    self.deferred += 1
                     touch.full(cause)
                     doc.defer_add(arg, grams)
                 else:
