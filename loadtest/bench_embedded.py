@@ -437,7 +437,9 @@ def main(argv: list[str] | None = None) -> int:
     ratio_cpu = fl["cpu_seconds"] / sd["cpu_seconds"] if sd["cpu_seconds"] else float("nan")
     bpg = disk["total"] / gcount["distinct_grams"] if gcount["distinct_grams"] else float("nan")
     budget = parse_memory(args.memory) if args.memory else DEFAULT_MEMORY
-    peak_all = sd["rss_tree"]["peak_total_bytes"]
+    # the tree's sum is sampled every 0.2 s and can miss a short peak that the kernel's
+    # own figure for the main process keeps: all processes together held at least that
+    peak_all = max(sd["rss_tree"]["peak_total_bytes"], sd["peak_rss_bytes"])
     parts = sd["rss_tree"]["cpu_parts_seconds"]
     bounds = ceilings(fl["wall_seconds"], sd["cpu_seconds"], parts["main thread"])
     result = {
