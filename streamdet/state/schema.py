@@ -166,7 +166,9 @@ class DocState:
         self._result = result or DocResult()
         self.free: list[int] = free or []  # a heap (ascending order is one)
         self._index: SlotIndex | None = None
-        self.adds = b""  # pending additions: records of (source, n, n grams), as stored
+        # pending additions: records of (source, n, n grams), as stored; appended in place,
+        # so a document that takes source after source copies each addition once
+        self.adds = bytearray()
         self.adds_changed = False
         self.modified = slots is None  # a new document is not stored yet
 
@@ -327,7 +329,7 @@ class DocState:
         if not self.adds:
             return
         src, grams = _decode_adds(self.adds)
-        self.adds, self.adds_changed = b"", True
+        self.adds, self.adds_changed = bytearray(), True
         at = self.index.find(grams)
         held = at >= 0
         self.add_pairs(src[held], at[held])
@@ -457,7 +459,7 @@ def decode_doc(b: bytes, slot_bytes: bytes | None, delta: bytes | None = None,
         d.unsaved = set(changed)
         d.has_delta = True
     if adds is not None:
-        d.adds = adds
+        d.adds = bytearray(adds)
     d.modified = False  # as stored
     return d
 

@@ -689,7 +689,7 @@ class Txn:
                     ("docadds", key, None)]
         ops: list[Op] = []
         if d.adds_changed:
-            ops.append(("docadds", key, d.adds or None))
+            ops.append(("docadds", key, bytes(d.adds) or None))
         if not d.modified:
             return ops
         delta = d.delta_pairs()
