@@ -16,59 +16,45 @@ characters in JSON) and a few hundred bytes a batch, however small its records a
 
 from __future__ import annotations
 
-import base64
-import hashlib
-
 from ..engine.records import BadRecord
-from .inputs import PREFIX_KEPT, RawRecord
-from .outputs import JsonlSink, dead_letter, json_line, utc_now
+from .inputs import Prefixed, RawRecord
+from .outputs import JsonlSink, as_text, dead_letter, json_line, json_safe, utc_now
 
 RUN_AFTER = 100  # consecutive dead letters of one source and reason before a run starts
 
 
 class _Run:
-    """The records of a run so far: the first one's place and sentence, the bytes kept."""
+    """The records of a run so far: the first one's place and sentence, how many, and what
+    is kept of their bytes, one a line."""
 
-    __slots__ = ("first", "error", "count", "kept", "size", "sha")
+    __slots__ = ("first", "error", "count", "bytes")
 
     def __init__(self, rec: RawRecord, err: BadRecord) -> None:
         self.first, self.error = rec, err
-        self.count = self.size = 0
-        self.kept = bytearray()
-        self.sha = hashlib.sha256()
+        self.count = 0
+        self.bytes = Prefixed()
 
     def add(self, raw: bytes) -> None:
-        line = raw + b"\n"
         self.count += 1
-        self.size += len(line)
-        self.sha.update(line)
-        if len(self.kept) < PREFIX_KEPT:
-            self.kept += line[: PREFIX_KEPT - len(self.kept)]
+        self.bytes.add(raw + b"\n")
 
     def letter(self) -> dict:
-        rec = self.first
+        rec, read = self.first, self.bytes
         out = {"reason": self.error.reason, "error": self.error.detail, "source": rec.source,
                "index": rec.index, "count": self.count, "at": utc_now()}
         if rec.offset is not None:
             out["offset"] = rec.offset
-        kept = bytes(self.kept)
-        try:
-            out["records"] = kept.decode("utf-8")
-        except UnicodeDecodeError:
-            out["records_base64"] = base64.b64encode(kept).decode()
-        out["record_size"] = self.size
-        out["record_sha256"] = self.sha.hexdigest()
-        if self.size > len(kept):
+        out.update(as_text(bytes(read.kept), cut=read.size > len(read.kept), field="records"))
+        out["record_size"] = read.size
+        out["record_sha256"] = read.sha.hexdigest()
+        if read.size > len(read.kept):
             out["record_truncated"] = True
         return out
 
 
 def _raw(payload: bytes | dict) -> bytes:
     """A record's bytes as read (JSONL), or a WARC record's object as a JSON line."""
-    if isinstance(payload, bytes):
-        return payload
-    return json_line({k: base64.b64encode(v).decode() if isinstance(v, bytes) else v
-                      for k, v in payload.items()})[:-1]
+    return payload if isinstance(payload, bytes) else json_line(json_safe(payload))[:-1]
 
 
 class DeadLetters:

@@ -312,14 +312,14 @@ class _Reader:
                 yield data
                 data = read1(CHUNK)
 
-        kept = bytearray()
-        total, sha = _read_through(parts(), h, kept)
+        read = _read_through(parts(), h)
+        total = read.size
         rest, ended = tail["rest"], tail["ended"]
         self.chain.value = h.digest()
         err = BadRecord("too_large", f"record of {total:,} bytes is larger than the limit "
                         f"for a body of {self.opts.max_body:,} bytes")
-        rec = self._next(bytes(kept), err, offset=start, chain=h.digest().hex(),
-                         size=total, sha256=sha)
+        rec = self._next(bytes(read.kept), err, offset=start, chain=h.digest().hex(),
+                         size=total, sha256=read.sha.hexdigest())
         return rec, rest, total + ended
 
     # -- WARC -----------------------------------------------------------------------------
@@ -338,9 +338,7 @@ class _Reader:
                     pass
                 return
             h = _chain_hasher(self.chain.value)
-            kept = bytearray()
-            total, sha = _read_through(parts, h, kept)
-            oversized.append((total, sha, h.digest().hex(), bytes(kept)))
+            oversized.append((_read_through(parts, h), h.digest().hex()))
 
         for fr in frames(read, 2 * limit + 65536, sink):
             rec_type = fr.header("WARC-Type")
@@ -361,13 +359,13 @@ class _Reader:
     def _damaged(self, fr, obj: dict, oversized: list) -> RawRecord:
         """The dead letter of a record the framing found unusable."""
         if fr.problem == "too_large":
-            total, sha, chain, kept = oversized.pop()
+            read, chain = oversized.pop()
             self.chain.value = bytes.fromhex(chain)
-            err = BadRecord("too_large", f"record of {total:,} bytes is larger than the "
+            err = BadRecord("too_large", f"record of {read.size:,} bytes is larger than the "
                             f"limit for a body of {self.opts.max_body:,} bytes")
-            obj["record_bytes"] = kept
-            return self._next(obj, err, offset=fr.offset, chain=chain, size=total,
-                              sha256=sha)
+            obj["record_bytes"] = bytes(read.kept)
+            return self._next(obj, err, offset=fr.offset, chain=chain, size=read.size,
+                              sha256=read.sha.hexdigest())
         reason = "no_url" if fr.problem == "no_url" else "unreadable"
         err = BadRecord(reason, fr.detail)
         kept = fr.raw or b""
@@ -409,14 +407,13 @@ class _Reader:
         if len(body) > limit:  # a body that decodes (unchunks, inflates) past the limit
             h = _chain_hasher(self.chain.value)
             h.update(meta)
-            kept = bytearray()
-            total, sha = _read_through(_chunks(body, content), h, kept)
+            read = _read_through(_chunks(body, content), h)
             self.chain.value = h.digest()
-            err = BadRecord("too_large", f"body of {total:,} bytes is larger than the "
+            err = BadRecord("too_large", f"body of {read.size:,} bytes is larger than the "
                             f"limit of {limit:,} bytes")
-            obj["record_bytes"] = bytes(kept)
+            obj["record_bytes"] = bytes(read.kept)
             yield self._next(obj, err, offset=fr.offset, chain=h.digest().hex(),
-                             size=total, sha256=sha)
+                             size=read.size, sha256=read.sha.hexdigest())
             return
         chain = self.chain.add(meta, body)
         field_name = "text" if mime == "text/plain" else "html"
@@ -551,20 +548,33 @@ class _NoClose(io.RawIOBase):
         return len(data)
 
 
-def _read_through(chunks: Iterable[bytes], h, kept: bytearray | None = None
-                  ) -> tuple[int, str]:
-    """Read an oversized record through once, into the chain hasher `h`, for its size and
-    SHA-256 (hex); its first PREFIX_KEPT bytes go into `kept`. Nothing else is kept: a
-    dead letter holds its record's first 64 KiB whatever the record inflates to."""
-    sha = hashlib.sha256()
-    total = 0
+class Prefixed:
+    """What a dead letter keeps of a record read in pieces: its size, its SHA-256 and its
+    first PREFIX_KEPT bytes (SPEC §9), whatever the record's size."""
+
+    __slots__ = ("size", "sha", "kept")
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.sha = hashlib.sha256()
+        self.kept = bytearray()
+
+    def add(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        self.sha.update(chunk)
+        if len(self.kept) < PREFIX_KEPT:
+            self.kept += chunk[: PREFIX_KEPT - len(self.kept)]
+
+
+def _read_through(chunks: Iterable[bytes], h) -> Prefixed:
+    """Read an oversized record through once, into the chain hasher `h` and what its dead
+    letter keeps of it. Nothing else is kept: a dead letter holds its record's first
+    64 KiB whatever the record inflates to."""
+    read = Prefixed()
     for chunk in chunks:
-        total += len(chunk)
         h.update(chunk)
-        sha.update(chunk)
-        if kept is not None and len(kept) < PREFIX_KEPT:
-            kept += chunk[: PREFIX_KEPT - len(kept)]
-    return total, sha.hexdigest()
+        read.add(chunk)
+    return read
 
 
 def _chunks(first: bytes, content) -> Iterator[bytes]:

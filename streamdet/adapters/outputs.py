@@ -137,15 +137,14 @@ def dead_letter(rec: RawRecord, err: BadRecord) -> dict:
             kept = _nbytes(payload[body])
             if size is None:
                 size, sha = whole, digest
-        out["record"] = {k: (base64.b64encode(v).decode() if isinstance(v, bytes) else v)
-                         for k, v in payload.items()}
+        out["record"] = json_safe(payload)
     else:
         payload, whole, digest = _bounded(payload or b"")
         kept = len(payload)
         if size is None:
             size, sha = whole, digest
         if payload:
-            out.update(_as_text(payload, cut=size > kept))
+            out.update(as_text(payload, cut=size > kept))
     if size is not None:
         out["record_size"] = size
         out["record_sha256"] = sha
@@ -154,18 +153,24 @@ def dead_letter(rec: RawRecord, err: BadRecord) -> dict:
     return out
 
 
-def _as_text(raw: bytes, cut: bool) -> dict:
-    """{"record": text} when the bytes are UTF-8 (a prefix cut inside a character keeps
-    the characters before it), else {"record_base64": ...}."""
+def json_safe(payload: dict) -> dict:
+    """A record object (a WARC record's) with its bytes fields in base64, for JSON."""
+    return {k: (base64.b64encode(v).decode() if isinstance(v, bytes) else v)
+            for k, v in payload.items()}
+
+
+def as_text(raw: bytes, cut: bool, field: str = "record") -> dict:
+    """{field: text} when the bytes are UTF-8 (a prefix cut inside a character keeps the
+    characters before it), else {field + "_base64": ...}."""
     try:
-        return {"record": raw.decode("utf-8")}
+        return {field: raw.decode("utf-8")}
     except UnicodeDecodeError as exc:
         if cut and exc.start >= len(raw) - 3:
             try:
-                return {"record": raw[: exc.start].decode("utf-8")}
+                return {field: raw[: exc.start].decode("utf-8")}
             except UnicodeDecodeError:
                 pass
-        return {"record_base64": base64.b64encode(raw).decode()}
+        return {field + "_base64": base64.b64encode(raw).decode()}
 
 
 def _nbytes(data: bytes | str) -> int:
