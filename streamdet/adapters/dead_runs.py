@@ -1,10 +1,10 @@
 """Dead letters of a flood: a long run of bad records of one kind costs one dead letter a
 batch, not one a record.
 
-A 7.7 KB gzip of the line `1` repeated 200,000 times is 200,000 bad records. A dead letter
-each (reason, sentence, source, index, offset, size, SHA-256) is ~300 bytes, 150 times the
-two bytes it reports, so a small compressed input could fill a disk with its dead letters
-(SPEC §9: dead letters are bounded whatever an input inflates to). So once RUN_AFTER
+A small gzip of one short bad line repeated is as many bad records, and a dead letter each
+(reason, sentence, source, index, offset, size, SHA-256) is many times the few bytes it
+reports: a small compressed input could fill a disk with its dead letters (SPEC §9: dead
+letters are bounded whatever an input inflates to). So once RUN_AFTER
 consecutive records of one source are dead letters for one reason, those that follow join
 a *run*: one dead letter, written when the run breaks or its batch ends, with the run's
 first index and offset, how many records it holds, their bytes one a line up to 64 KiB,
