@@ -73,8 +73,11 @@ class TreeRss:
 
     Each sample also reads every thread's CPU seconds, so that a run's CPU can be split
     by who spent it (`cpu_parts`): rusage gives the total only, and a serial thread's
-    share bounds the throughput where the total does not. A thread's last sample is up
-    to `interval` before it ended, so the parts may fall short of the total by that."""
+    share bounds the throughput where the total does not. A thread's last sample may be
+    up to `interval` before it ended; the root process's own totals (its threads, live
+    and ended, and its waited-for children) give what the samples of ended threads and
+    children missed, so the parts fall short of the total only by what was spent after
+    the root's last sample."""
 
     def __init__(self, pid: int, interval: float = 0.2) -> None:
         import threading
@@ -84,6 +87,7 @@ class TreeRss:
         self.peaks: dict[int, int] = {}
         self.names: dict[int, str] = {}
         self.cpu: dict[tuple[int, int], tuple[str, float]] = {}  # (pid, tid): name, CPU s
+        self.root_cpu = (0.0, 0.0)  # the root's threads, its waited-for children: CPU s
         self._tick = os.sysconf("SC_CLK_TCK")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -114,19 +118,29 @@ class TreeRss:
         except (OSError, IndexError, ValueError):
             return 0
 
+    def _stat(self, path: str) -> tuple[str, list[str]] | None:
+        """The name and the fields after it of a /proc stat file ("id (comm) state ...":
+        comm may hold spaces and parentheses, so split after its last ")")."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                stat = f.read()
+        except OSError:
+            return None
+        return stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+
+    def _seconds(self, fields: list[str], first: int) -> float:
+        return (int(fields[first]) + int(fields[first + 1])) / self._tick
+
     def _threads_cpu(self, pid: int, tids: list[str]) -> None:
-        """Each thread's name and CPU seconds (user + system) so far."""
+        """Each thread's name and CPU seconds (user + system) so far; for the root, its
+        whole process's too."""
         for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/stat", encoding="utf-8") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            # "tid (comm) state ...": comm may hold spaces, so split after its ")"
-            name = stat[stat.index("(") + 1:stat.rindex(")")]
-            fields = stat[stat.rindex(")") + 2:].split()
-            seconds = (int(fields[11]) + int(fields[12])) / self._tick  # utime, stime
-            self.cpu[pid, int(tid)] = (name, seconds)
+            stat = self._stat(f"/proc/{pid}/task/{tid}/stat")
+            if stat is not None:  # utime, stime
+                self.cpu[pid, int(tid)] = (stat[0], self._seconds(stat[1], 11))
+        if pid == self.pid and (stat := self._stat(f"/proc/{pid}/stat")) is not None:
+            # utime + stime of all its threads; cutime + cstime of its waited-for children
+            self.root_cpu = (self._seconds(stat[1], 11), self._seconds(stat[1], 13))
 
     def cpu_parts(self) -> dict[str, float]:
         """CPU seconds by who spent them: the root process's main thread, its RocksDB
@@ -143,7 +157,12 @@ class TreeRss:
                 parts["rocksdb threads"] += seconds
             else:
                 parts["other threads"] += seconds
-        return parts
+        # what ended threads and waited-for children spent after their last sample
+        threads, children = self.root_cpu
+        sampled = parts["main thread"] + parts["rocksdb threads"] + parts["other threads"]
+        parts["other threads"] += max(0.0, threads - sampled)
+        parts["child processes"] = max(parts["child processes"], children)
+        return {who: round(seconds, 6) for who, seconds in parts.items()}  # sums of ticks
 
     def sample(self) -> int:
         total = 0
