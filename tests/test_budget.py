@@ -21,7 +21,7 @@ from streamdet.state.budget import (
 )
 from streamdet.state.posting_cache import YOUNG_ENTRY_BYTES
 from streamdet.state.rocks import RocksKV
-from streamdet.state.schema import key_u64
+from streamdet.state.schema import DocResult, key_u64
 from streamdet.state.txn import Store
 
 from .cli_helpers import build_crawl, dump, streamdet, write_jsonl
@@ -162,11 +162,24 @@ def test_a_transaction_counts_the_slots_it_holds(tmp_path):
         txn = store.begin()
         docnos = [key_u64(k) for k, _ in store.kv.items("docs")]
         docs = [txn.doc(d) for d in docnos]
-        # a slot each, and a third of one a (source, slot) pair (DocState.weight)
-        weight = sum(len(d.slots) + len(d.pairs) // 3 for d in docs)
-        assert txn.held_slots() == weight > sum(len(d.slots) for d in docs) > 0
-        docs[0].fold()  # folded documents are held all the same
-        assert txn.held_slots() == weight
+        # only read, a document stays folded and packed: it weighs what it holds, never
+        # more than worked on
+        resident = [min(d.resident_weight, d.weight) for d in docs]
+        assert txn.held_slots() == sum(resident) > 0
+        # worked on (its index built), a slot each and a third of one a (source, slot)
+        # pair (DocState.weight): more than as it was read
+        for d in docs:
+            d.slots_of([])
+        weight = [len(d.slots) + len(d.pairs) // 3 for d in docs]
+        assert txn.held_slots() == sum(weight) > sum(len(d.slots) for d in docs) > 0
+        assert sum(weight) > sum(resident)
+        big = max(range(len(docs)), key=lambda i: weight[i] - resident[i])
+        assert weight[big] > resident[big]
+        docs[big].fold()  # folded unchanged: back to what it holds (its pairs unpacked)
+        now = min(docs[big].resident_weight, weight[big])
+        assert txn.held_slots() == sum(weight) - weight[big] + now < sum(weight)
+        docs[big].result = DocResult()  # changed: its full weight, folded or not
+        assert docs[big].folded and txn.held_slots() == sum(weight)
     finally:
         store.close()
 

@@ -218,6 +218,17 @@ class DocState:
                 + DOC_OVERHEAD_BYTES) // DOC_SLOT_BYTES
 
     @property
+    def held_weight(self) -> int:
+        """What it weighs in the transaction that holds it (Txn.held_slots): `weight` once
+        it has been worked on (its index built, its pairs unpacked, a new result); as it
+        is while only read or given pending additions, which leave it folded and packed -
+        most of the documents a batch reaches, so counting those at full weight closed
+        batches several times sooner than their memory asked."""
+        if self.modified or self._index is not None:
+            return self.weight
+        return min(self.weight, self.resident_weight)
+
+    @property
     def n_patch(self) -> int:
         return len(self.slots) - len(self.free)
 

@@ -330,9 +330,9 @@ class Txn:
             docs[d] = None if raw is None else decode_doc(raw, *more)
 
     def held_slots(self) -> int:
-        """Slots of the documents this transaction holds, folded or not: what its memory
-        grows with as the state grows (adapters.batch_sizer)."""
-        return sum(d.weight for d in self.docs.values() if d is not None)
+        """Slots of the documents this transaction holds (DocState.held_weight): what its
+        memory grows with as the state grows (adapters.batch_sizer)."""
+        return sum(d.held_weight for d in self.docs.values() if d is not None)
 
     def _unfold(self, docno: int, n_slots: int) -> None:
         """Count a document handed out as unfolded (its caller may build its index); past
