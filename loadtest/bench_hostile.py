@@ -14,7 +14,7 @@ cost on real pages, and how long hostile pages take.
    share of the run's CPU seconds per page. `--baseline DIR` adds a run of
    another checkout (its streamdet on PYTHONPATH) to each round: the cost of the guard
    and the watchdog together against a version without either.
-2. Hostile pages. Each shape of tests/test_nesting.py, grown to each `--sizes` (MB, up to
+2. Hostile pages. Each shape of tests/test_markup_guard.py, grown to each `--sizes` (MB, up to
    the 10 MB body limit), analysed in a fresh process (validate, guard, parse, tokenize,
    hash: what an analysis process does with a page), timed; the same with the guard off
    at the smallest size, stopped after `--no-guard-timeout` seconds.
@@ -84,11 +84,11 @@ def child_analyse(path: str) -> int:
     """--_child-analyse: one page through analysis, timed (imports and the guard's
     compiled code loaded first, untimed)."""
     from streamdet.adapters.payloads import analyze_payloads, warm_up
-    from streamdet.engine import nesting
+    from streamdet.engine import markup_guard
     from streamdet.engine.params import Params
     from streamdet.engine.records import DEFAULT_MAX_BODY
 
-    nesting.ENABLED = os.environ.get("STREAMDET_MARKUP_GUARD", "on") != "off"
+    markup_guard.ENABLED = os.environ.get("STREAMDET_MARKUP_GUARD", "on") != "off"
     warm_up(Params(), DEFAULT_MAX_BODY)  # first-call costs, untimed
     payload = Path(path).read_bytes()
     t = time.perf_counter()
@@ -118,7 +118,7 @@ def page_by_page(stream: Path, pages: int) -> dict:
     one right after the other (order alternating): the guard's own cost, free of the
     minute-to-minute drift of this VM's speed that the end-to-end pairs suffer."""
     from streamdet.adapters.payloads import analyze_payloads, warm_up
-    from streamdet.engine import nesting
+    from streamdet.engine import markup_guard
     from streamdet.engine.params import Params
     from streamdet.engine.records import DEFAULT_MAX_BODY
 
@@ -128,11 +128,11 @@ def page_by_page(stream: Path, pages: int) -> dict:
         records = [line for _, line in zip(range(pages), f, strict=False)]
     for i, raw in enumerate(records):
         for guard in ((True, False) if i % 2 else (False, True)):
-            nesting.ENABLED = guard
+            markup_guard.ENABLED = guard
             t = time.perf_counter()
             analyze_payloads([raw], params, DEFAULT_MAX_BODY)
             spent[guard] += time.perf_counter() - t
-    nesting.ENABLED = True
+    markup_guard.ENABLED = True
     n = len(records)
     return {"pages": n, "analysis_ms_guard_on": 1e3 * spent[True] / n,
             "analysis_ms_guard_off": 1e3 * spent[False] / n,

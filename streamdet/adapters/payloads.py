@@ -60,7 +60,7 @@ def warm_up(params: Params, max_body: int) -> None:
     """Analyse one small page: imports, compiled patterns and the compiled kernels (the
     markup guard, the min-hashes) are loaded before any page's clock runs (the watchdog
     times each page from its start)."""
-    from ..engine import minhash, nesting  # noqa: F401 - loaded now, not under a page's clock
+    from ..engine import markup_guard, minhash  # noqa: F401 - loaded now, not under a page's clock
 
     analyze_payloads([b'{"url": "http://warm.example/", "html": "<p>warm up the engine</p>"}'],
                      params, max_body)

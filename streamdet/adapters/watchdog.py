@@ -77,13 +77,13 @@ def _serve(jobs, results, progress, parent: int, params: Params, max_body: int,
     except (ValueError, OSError):
         pass
     map_large_blocks()  # a job's parse trees and arrays go back when freed
-    from ..engine import nesting
+    from ..engine import markup_guard
     from . import failpoints
     from .payloads import analyze_payloads, warm_up
 
     # Benchmarks only: STREAMDET_MARKUP_GUARD=off parses markup as it comes, to measure
     # what the guard costs (loadtest/bench_hostile.py).
-    nesting.ENABLED = os.environ.get("STREAMDET_MARKUP_GUARD", "on") != "off"
+    markup_guard.ENABLED = os.environ.get("STREAMDET_MARKUP_GUARD", "on") != "off"
     warm_up(params, max_body)
     results.send(None)  # ready
     while True:

@@ -1,9 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""The markup guard's scan (engine.nesting), compiled: a model of the HTML tokenizer and
+"""The markup guard's scan (engine.markup_guard), compiled: a model of the HTML tokenizer and
 tree builder that reads a page once and says whether the parser would read it in linear
 time (MEASURE), or writes it out bounded (REWRITE).
 
-engine.nesting holds the rules (element kinds, name tables, the state's layout) and calls
+engine.markup_guard holds the rules (element kinds, name tables, the state's layout) and calls
 `configure` once with them; every function here reads them from module variables. All
 state lives in one int64 array W: the scalars, the stack (code and id of each element),
 per code and per kind the chain of stack positions (last/prev, klast/kprev), where runs of
@@ -48,7 +48,7 @@ cdef const char* HTML_ENCODING = b' encoding="text/html"'
 
 
 def configure(dict c, hash_keys, hash_codes, flags, kind_bits, name_at, name_blob) -> None:
-    """The rules and tables (engine.nesting), once, before the first scan."""
+    """The rules and tables (engine.markup_guard), once, before the first scan."""
     global S_DEPTH, S_CTX, S_AF, S_ID, S_PHANTOMS, S_NPC, S_DANGLING, S_SIZE, S_WORK
     global S_ROOTS, S_POPPED, S_UNKNOWN
     global O_CODE, O_ID, O_PREV, O_CTX, O_INTEGRATION, O_POPPED, O_PHANTOM_CODES, O_KPREV

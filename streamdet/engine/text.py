@@ -30,11 +30,11 @@ _BLOCKS = ", ".join(BLOCK_TAGS)
 def visible_text(html: str) -> str:
     """The words a reader sees, with block boundaries as spaces.
 
-    The markup is bounded first (engine.nesting: lexbor is quadratic on some shapes of
+    The markup is bounded first (engine.markup_guard: lexbor is quadratic on some shapes of
     it), encoded as selectolax would (UTF-8, unencodable lone surrogates dropped).
     Without DOM mutation events: with them, each option added to a select re-runs the
     select's option scan (quadratic in the options), and they change no visible text."""
-    from .nesting import bounded_html  # loaded by the first page parsed
+    from .markup_guard import bounded_html  # loaded by the first page parsed
 
     data = bounded_html(html.encode("utf-8", "ignore"))
     tree = LexborHTMLParser(data, scripting=True,  # parse <noscript> as a browser does

@@ -1,4 +1,4 @@
-"""Markup bounded before the parser (engine.nesting, SPEC §9 "bounded analysis").
+"""Markup bounded before the parser (engine.markup_guard, SPEC §9 "bounded analysis").
 
 - Nesting past MAX_DEPTH is read as text of the ancestor at MAX_DEPTH: checked against
   a reference written from the SPEC's sentence for nested block elements.
@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborDocumentOptions, LexborHTMLParser
 
-from streamdet.engine.nesting import MAX_DEPTH, MAX_ELEMENTS, bounded_html
+from streamdet.engine.markup_guard import MAX_DEPTH, MAX_ELEMENTS, bounded_html
 from streamdet.engine.text import visible_text
 from streamdet.engine.tokens import tokenize
 
