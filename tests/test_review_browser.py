@@ -80,7 +80,7 @@ def served(request, tmp_path_factory):
         proc.wait(timeout=30)
 
 
-def test_log_in_open_a_quilt_count_its_spans_label_it_and_see_the_label(served):
+def test_log_in_open_a_quilt_count_its_spans_label_it_and_see_the_label(served, request):
     base, token, quilt, token_file, log, proc = served
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     with sync_playwright() as p:
@@ -106,6 +106,16 @@ def test_log_in_open_a_quilt_count_its_spans_label_it_and_see_the_label(served):
             assert {s: len(v) for s, v in spans.items()} == {
                 i: len(src["spans"]) for i, src in enumerate(quilt["sources"])}
             assert page.inner_text("h1.url") == QUILT  # shown as text, not run
+            # the page's figures as the API gives them (a key named like a dict's method
+            # must read as the key: `page.pop` in a template is the dict's `pop`)
+            # (embedded: the state's figures; on Kafka the records hold none: a dash)
+            api = httpx.get(base + "/api/page", params={"url": QUILT},
+                            headers={"Authorization": f"Bearer {token}"}).json()["page"]
+            pop, contains = (str(api[key]) if api[key] is not None else "—"
+                             for key in ("pop", "contains"))
+            assert (pop == "—") == (request.node.callspec.params["served"] == "kafka")
+            assert page.inner_text("#pop") == f"pop(d) {pop}"
+            assert page.inner_text("#contains") == f"contains(L, f) {contains}"
             page.fill("textarea[name=note]", "copied from five blogs")
             page.click("h1.url")  # out of the note: keys are shortcuts again
             page.keyboard.press("s")
