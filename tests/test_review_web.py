@@ -10,6 +10,7 @@ import base64
 import json
 import re
 from collections import defaultdict
+from html import unescape
 from urllib.parse import quote
 
 import pytest
@@ -226,6 +227,33 @@ def test_a_draw_judged_gives_the_precision_report(desked, tmp_path):
     desked.labels.close()
     cli = json.loads(streamdet("review", "precision", "--json", "--desk", tmp_path).stdout)
     assert cli == report
+
+
+@pytest.mark.parametrize("query, sentence", [
+    ("offset=abc", "offset must be a whole number, not 'abc'"),
+    ("offset=-3", "offset must be 0 or more, not -3"),
+    ("offset=1e3", "offset must be a whole number, not '1e3'"),
+    ("offset=99999999999999999999999", "offset must be a whole number"),
+    ("label=maybe", "label must be one of any, unlabelled, labelled, spam, not_spam"),
+    ("state=gone", "state must be one of quilted, unquilted, all"),
+])
+def test_a_bad_parameter_is_one_plain_sentence_in_html_and_json(desked, query, sentence):
+    csrf = desked.login()
+    c = desked.client
+    api = c.get("/api/quilts?" + query)
+    assert api.status_code == 400 and api.json()["error"].startswith(sentence)
+    page = c.get("/quilts?" + query)
+    assert page.status_code == 400 and sentence in unescape(page.text)
+    assert "invalid literal" not in page.text + api.text and "Traceback" not in page.text
+    if query.startswith("offset"):
+        return
+    bad = c.get("/api/quilts?limit=0")
+    assert bad.status_code == 400 and bad.json()["error"] == "limit must be from 1 to 1000, not 0"
+    for body in ({"n": "ten"}, {"n": 5, "seed": 1.5}, {"n": True}):
+        r = c.post("/api/draws", json=body, headers={"X-CSRF-Token": csrf})
+        assert r.status_code == 400 and " must be " in r.json()["error"], body
+    form = c.post("/draws", data={"n": "x", "csrf": csrf})
+    assert form.status_code == 400 and "n must be a whole number, not 'x'" in unescape(form.text)
 
 
 def test_review_sample_draws_from_the_command_line(planted, tmp_path):

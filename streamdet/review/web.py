@@ -19,6 +19,7 @@ import base64
 import binascii
 import hmac
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote, urlencode, urlsplit
@@ -315,8 +316,8 @@ class _Handlers:
     def _draw_form(self, request: Request, form: FormData) -> Response:
         try:
             self._writer(request, str(form.get("csrf", "")))
-            drawn = self.desk.sample(int(str(form.get("n", "100"))),
-                                     int(str(form.get("seed", "1"))))
+            drawn = self.desk.sample(whole(form.get("n"), "n", 100, least=1),
+                                     whole(form.get("seed"), "seed", 1))
         except Refused as exc:
             return PlainTextResponse(exc.reason, exc.status)
         except (DeskError, ValueError) as exc:
@@ -343,7 +344,8 @@ class _Handlers:
     def api_quilts(self, request: Request) -> Response:
         def answer(who: str) -> dict:
             keep, offset = _filter(request)
-            limit = min(max(int(request.query_params.get("limit", PAGE_SIZE)), 1), 1000)
+            limit = whole(request.query_params.get("limit"), "limit", PAGE_SIZE, least=1,
+                          most=1000)
             return self.desk.quilts(keep, offset, limit)
         return self._api(request, answer)
 
@@ -377,8 +379,8 @@ class _Handlers:
 
     async def api_draw(self, request: Request) -> Response:
         return await self._api_write(request, 'a draw is {"n", "seed"}', lambda who, body:
-                                     self.desk.sample(int(body.get("n", 100)),
-                                                      int(body.get("seed", 1))))
+                                     self.desk.sample(whole(body.get("n"), "n", 100, least=1),
+                                                      whole(body.get("seed"), "seed", 1)))
 
     def api_draw_rows(self, request: Request) -> Response:
         def answer(who: str) -> dict:
@@ -424,7 +426,24 @@ def _filter(request: Request) -> tuple[QuiltFilter, int]:
     keep = QuiltFilter(domain=q.get("domain", "").strip(), site=q.get("site", "").strip(),
                        cluster=q.get("cluster", "").strip(), label=q.get("label") or "any",
                        state=q.get("state") or "quilted")
-    return keep, max(int(q.get("offset", 0) or 0), 0)
+    return keep, whole(q.get("offset"), "offset", 0)
+
+
+def whole(raw: object, name: str, default: int, least: int = 0, most: int | None = None
+          ) -> int:
+    """A whole-number parameter (a query's, a form's or a JSON body's), or DeskError with a
+    sentence that names it: a reviewer who mistypes a link reads what to fix, not Python's
+    message. Missing or empty: `default`."""
+    if raw is None or raw == "":
+        return default
+    text = str(raw).strip()
+    if isinstance(raw, bool) or not re.fullmatch(r"[+-]?\d{1,18}", text):
+        raise DeskError(f"{name} must be a whole number, not {text[:40]!r}")
+    value = int(text)
+    if value < least or (most is not None and value > most):
+        span = f"from {least} to {most}" if most is not None else f"{least} or more"
+        raise DeskError(f"{name} must be {span}, not {value}")
+    return value
 
 
 def _more(request: Request, offset: int, total: int) -> dict:
