@@ -1,8 +1,8 @@
 """Bounded engine work (SPEC §9): each role's worst shapes, grown, and what a step costs.
 
-    python loadtest/bench_bounds.py                 # sizes 2,500 to 20,000 (4 doublings)
-    python loadtest/bench_bounds.py --sizes 5000 10000 20000 40000
-    python loadtest/bench_bounds.py --smoke         # CI size
+    python -m loadtest.bench_bounds                 # sizes 2,500 to 20,000 (4 doublings)
+    python -m loadtest.bench_bounds --sizes 5000 10000 20000 40000
+    python -m loadtest.bench_bounds --smoke         # CI size
 
 Each shape is a set of records built to make one role's work grow faster than the
 records (repeats, alternations, many sources, a tally's holders, a cluster's id, deep
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -30,12 +29,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from loadtest.bench_embedded import git_revision
+from loadtest.host import machine, module_command, module_env, write_result
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from loadtest.bench_embedded import git_revision  # noqa: E402
-from loadtest.host import machine, write_result  # noqa: E402
-
 OUT_DIR = REPO / "loadtest" / "out"
 SIZES = (2500, 5000, 10000, 20000)
 SMOKE_SIZES = (100, 200)
@@ -192,10 +189,10 @@ def child(shape: str, n: int, state: str) -> int:
 
 def measure(shape: str, n: int, timeout: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-bounds-") as tmp:
-        cmd = [sys.executable, __file__, "--child", shape, str(n), str(Path(tmp) / "state")]
+        cmd = module_command("bench_bounds", "--child", shape, str(n), str(Path(tmp) / "state"))
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                  env={**os.environ, "PYTHONPATH": str(REPO)})
+                                  env=module_env())
         except subprocess.TimeoutExpired:
             return {"n": n, "timeout": timeout}
         if done.returncode != 0:
@@ -227,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         return child(shape, int(n), state)
     sizes = list(SMOKE_SIZES) if args.smoke else args.sizes
     result = {"benchmark": "bench_bounds", "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-              "command": " ".join(["python", "loadtest/bench_bounds.py", *(argv or sys.argv[1:])]),
+              "command": " ".join(["python", "-m", "loadtest.bench_bounds",
+                                   *(argv or sys.argv[1:])]),
               "git": git_revision(), "host": machine(), "sizes": sizes, "shapes": {}}
     for shape in args.shape or SHAPES:
         rows = []

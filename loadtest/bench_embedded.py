@@ -1,8 +1,8 @@
 """Embedded benchmark: `streamdet run` with RocksDB state vs. the unavoidable work alone.
 
-    python loadtest/bench_embedded.py                 # 20,000 pages
-    python loadtest/bench_embedded.py --pages 500
-    python loadtest/bench_embedded.py --smoke         # ~200 pages, for CI
+    python -m loadtest.bench_embedded                 # 20,000 pages
+    python -m loadtest.bench_embedded --pages 500
+    python -m loadtest.bench_embedded --smoke         # ~200 pages, for CI
 
 Steps (only 2 and 3 are timed):
 
@@ -49,12 +49,10 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from loadtest.host import MEMORY_SLACK, TreeRss, machine, module_command, module_env
+from loadtest.report import plot_embedded
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from loadtest.host import MEMORY_SLACK, TreeRss, machine  # noqa: E402
-from loadtest.report import plot_embedded  # noqa: E402
-
 OUT_DIR = REPO / "loadtest" / "out"
 SMOKE_PAGES = 200
 TARGET_RATIO = 0.8  # streamdet's pages/s over the floor's, by wall time
@@ -96,9 +94,9 @@ def streamdet_command(mode: str, stream: Path, state: Path, events: Path, dead: 
                        "--events", str(events), "--dead-letter", str(dead)] + (
                            [] if batch is None else ["--batch", str(batch)]) + (
                            [] if memory is None else ["--memory", memory])
-    return [sys.executable, str(Path(__file__).resolve()), "--_child-api", str(stream),
-            str(state), str(events), str(dead)] + (
-                [] if batch is None else ["--batch", str(batch)])
+    return module_command("bench_embedded", "--_child-api", str(stream), str(state),
+                          str(events), str(dead)) + (
+                              [] if batch is None else ["--batch", str(batch)])
 
 
 def child_api(stream: str, state: str, events: str, dead: str, batch: int | None) -> int:
@@ -125,12 +123,15 @@ def child_api(stream: str, state: str, events: str, dead: str, batch: int | None
     return 0
 
 
-def run_child(cmd: list[str], workdir: Path, name: str, heartbeat=None) -> dict:
-    """Run cmd with stdout/stderr to files; wall time and the child's own rusage."""
+def run_child(cmd: list[str], workdir: Path, name: str, heartbeat=None,
+              env: dict[str, str] | None = None) -> dict:
+    """Run cmd with stdout/stderr to files (in `env`, default this process's); wall time
+    and the child's own rusage."""
     out_p, err_p = workdir / f"{name}.stdout", workdir / f"{name}.stderr"
     t = time.perf_counter()
     with open(out_p, "w") as out, open(err_p, "w") as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                env=env)
         tree = TreeRss(proc.pid)
         last = t
         while True:
@@ -166,9 +167,10 @@ def ceilings(floor_wall: float, cpu: float, main_thread_cpu: float) -> dict[str,
             else float("nan")}
 
 
-def run_streamdet(cmd: list[str], state: Path, workdir: Path) -> dict:
+def run_streamdet(cmd: list[str], state: Path, workdir: Path,
+                  env: dict[str, str] | None = None) -> dict:
     r = run_child(cmd, workdir, "streamdet", heartbeat=lambda s: log(
-        f"streamdet running {s:,.0f} s, state {dir_bytes(state) / 1e6:,.0f} MB"))
+        f"streamdet running {s:,.0f} s, state {dir_bytes(state) / 1e6:,.0f} MB"), env=env)
     r["command"] = cmd
     r["internal"] = None
     m = re.search(r"(\d+) pages in ([\d.]+) s", r["stderr"])
@@ -376,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         p.unlink(missing_ok=True)
     shutil.rmtree(state, ignore_errors=True)
     load_start = os.getloadavg()
-    me = [sys.executable, str(Path(__file__).resolve())]
+    me = module_command("bench_embedded")
     try:
         if given is not None:
             with open(stream, "rb") as f:
@@ -389,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"generating {pages:,} replayed pages (seed {args.seed}, vary {args.vary})"
                 f" -> {stream}")
             g = run_child(me + ["--_child-generate", str(stream), str(pages), str(args.seed),
-                                str(args.vary)], work, "generate")
+                                str(args.vary)], work, "generate", env=module_env())
             gen = json.loads(g["stdout"].strip().splitlines()[-1])
             log(f"generated {gen['records']:,} records, {gen['bytes'] / 1e6:,.0f} MB "
                 f"in {gen['seconds']:.0f} s (not timed)")
@@ -399,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         def run_floor(count_keys: bool) -> dict:
             log("floor: parse + tokenize + hash the same pages in one process")
             f = run_child(me + ["--_child-floor", str(stream), str(state),
-                                "1" if count_keys else "0"], work, "floor")
+                                "1" if count_keys else "0"], work, "floor", env=module_env())
             res = json.loads(f["stdout"].strip().splitlines()[-1])
             res["floor"]["peak_rss_bytes"] = f["peak_rss_bytes"]
             floor_runs.append(res["floor"])
@@ -410,7 +412,8 @@ def main(argv: list[str] | None = None) -> int:
             run_floor(False)  # before streamdet (brackets changes in machine load)
         cmd = streamdet_command(args.mode, stream, state, events, dead, args.batch, args.memory)
         log(f"streamdet ({args.mode}): {' '.join(cmd)}")
-        sd = run_streamdet(cmd, state, work)
+        # api: a child of this module; cli: streamdet itself, in this environment
+        sd = run_streamdet(cmd, state, work, env=module_env() if args.mode == "api" else None)
         disk = state_breakdown(state)
         sd["events"] = count_lines_by(events, "event")
         sd["dead_letters"] = count_lines_by(dead, "reason")

@@ -1,8 +1,8 @@
 """Evidence benchmark (SPEC §5): what shares, spans and kept texts cost, and how well the
 spans find the copied passages.
 
-    python loadtest/bench_evidence.py                 # 1,800 real pages + 90 planted quilts
-    python loadtest/bench_evidence.py --smoke         # for CI
+    python -m loadtest.bench_evidence                 # 1,800 real pages + 90 planted quilts
+    python -m loadtest.bench_evidence --smoke         # for CI
 
 In one process, on the engine over a RocksDB state in a temporary directory:
 
@@ -30,11 +30,9 @@ import tracemalloc
 from datetime import UTC, datetime
 from pathlib import Path
 
+from loadtest.host import machine, write_result
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from loadtest.host import machine, write_result  # noqa: E402
-
 OUT_DIR = REPO / "loadtest" / "out"
 TARGET_OVERLAP = 0.95
 BATCH = 256

@@ -1,10 +1,10 @@
 """Cost growth: engine time per page and bytes on disk as the durable state grows.
 
-    python loadtest/bench_growth.py                  # 500,000 documents
-    python loadtest/bench_growth.py --docs 30000     # a few minutes
-    python loadtest/bench_growth.py --smoke          # 3,000 documents, for CI
-    python loadtest/bench_growth.py --state S --keep # ... and keep the state
-    python loadtest/bench_growth.py --state S --resume --docs 10000
+    python -m loadtest.bench_growth                  # 500,000 documents
+    python -m loadtest.bench_growth --docs 30000     # a few minutes
+    python -m loadtest.bench_growth --smoke          # 3,000 documents, for CI
+    python -m loadtest.bench_growth --state S --keep # ... and keep the state
+    python -m loadtest.bench_growth --state S --resume --docs 10000
                                                 # 10,000 more documents on the kept state
 
 A resumed run fast-forwards the stream past what the state holds and measures the next
@@ -115,27 +115,25 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from loadtest import corpus  # noqa: E402
-from loadtest.bench_embedded import git_revision, state_breakdown  # noqa: E402
-from loadtest.growth_verdict import (  # noqa: E402
+from loadtest import corpus
+from loadtest.bench_embedded import git_revision, state_breakdown
+from loadtest.growth_verdict import (
     TARGET_GROWTH,
     judge,
     stationary_growth,
 )
-from loadtest.host import MEMORY_SLACK, vm_speed  # noqa: E402
-from streamdet.engine.analysis import Analyzed, analyze  # noqa: E402
-from streamdet.engine.grams import token_hashes, window_hashes  # noqa: E402
-from streamdet.engine.params import Params  # noqa: E402
-from streamdet.engine.records import Page  # noqa: E402
-from streamdet.engine.servers import server_of  # noqa: E402
-from streamdet.engine.text import visible_text  # noqa: E402
-from streamdet.engine.tokens import tokenize  # noqa: E402
-from streamdet.state.budget import parse_bytes  # noqa: E402
-from streamdet.state.sorting import sorted_unique  # noqa: E402
+from loadtest.host import MEMORY_SLACK, vm_speed
+from streamdet.engine.analysis import Analyzed, analyze
+from streamdet.engine.grams import token_hashes, window_hashes
+from streamdet.engine.params import Params
+from streamdet.engine.records import Page
+from streamdet.engine.servers import server_of
+from streamdet.engine.text import visible_text
+from streamdet.engine.tokens import tokenize
+from streamdet.state.budget import parse_bytes
+from streamdet.state.sorting import sorted_unique
 
+REPO = Path(__file__).resolve().parent.parent
 OUT_DIR = REPO / "loadtest" / "out"
 SPEED_EVERY = 16  # batches between two samples of the VM's speed (~0.2 s each, untimed)
 DEFAULT_MEMORY = "1GiB"  # streamdet's own default --memory

@@ -1,10 +1,10 @@
 """Hostile-input benchmark (SPEC §9): what the markup guard and the analysis watchdog
 cost on real pages, and how long hostile pages take.
 
-    python loadtest/bench_hostile.py                      # 3,000 pages, 3 pairs, 1 and 10 MB
-    python loadtest/bench_hostile.py --pages 20000 --pairs 3
-    python loadtest/bench_hostile.py --baseline /path/to/an/older/checkout
-    python loadtest/bench_hostile.py --smoke              # CI size
+    python -m loadtest.bench_hostile                      # 3,000 pages, 3 pairs, 1 and 10 MB
+    python -m loadtest.bench_hostile --pages 20000 --pairs 3
+    python -m loadtest.bench_hostile --baseline /path/to/an/older/checkout
+    python -m loadtest.bench_hostile --smoke              # CI size
 
 1. Cost. The replayed stream of bench_embedded (real WCXB pages under new names) through
    `streamdet run`, guard on and guard off (STREAMDET_MARKUP_GUARD=off, the same code
@@ -36,10 +36,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from loadtest.bench_embedded import (  # noqa: E402
+from loadtest.bench_embedded import (
     OUT_DIR,
     generate,
     git_revision,
@@ -47,7 +44,7 @@ from loadtest.bench_embedded import (  # noqa: E402
     run_child,
     streamdet_command,
 )
-from loadtest.host import machine, vm_speed  # noqa: E402
+from loadtest.host import machine, module_command, module_env, vm_speed
 
 TARGET_COST = 0.03  # the guard may cost at most 3% of the embedded throughput
 TARGET_SECONDS = 2.0  # a hostile page up to the body limit is analysed within 2 s
@@ -102,8 +99,8 @@ def child_analyse(path: str) -> int:
 def time_page(shape: str, megabytes: float, guard: bool, timeout: float, work: Path) -> dict:
     path = work / "page.json"
     path.write_bytes(page(shape, megabytes))
-    env = dict(os.environ, STREAMDET_MARKUP_GUARD="on" if guard else "off")
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--_child-analyse", str(path)]
+    env = module_env(STREAMDET_MARKUP_GUARD="on" if guard else "off")
+    cmd = module_command("bench_hostile", "--_child-analyse", str(path))
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -1,8 +1,8 @@
 """Kafka benchmark: throughput through 1 and 2 workers, and fetch->event latency.
 
-    python loadtest/bench_kafka.py                # 2,000 pages
-    python loadtest/bench_kafka.py --smoke        # ~120 pages, for CI
-    python loadtest/bench_kafka.py --pages 20000 --throughput-runs 1 --latency-runs 1
+    python -m loadtest.bench_kafka                # 2,000 pages
+    python -m loadtest.bench_kafka --smoke        # ~120 pages, for CI
+    python -m loadtest.bench_kafka --pages 20000 --throughput-runs 1 --latency-runs 1
                                                   # a worker's memory on a larger state
 
 On a real broker (tansu, started here on a free loopback port, a fresh one for every
@@ -63,14 +63,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from loadtest.host import MEMORY_SLACK, TreeRss, machine, vm_speed
+from loadtest.report import plot_kafka
+from streamdet.adapters.rate_limiter import RateLimiter
+from streamdet.state.budget import DEFAULT_MEMORY, MemoryBudget
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from loadtest.host import MEMORY_SLACK, TreeRss, machine, vm_speed  # noqa: E402
-from loadtest.report import plot_kafka  # noqa: E402
-from streamdet.adapters.rate_limiter import RateLimiter  # noqa: E402
-from streamdet.state.budget import DEFAULT_MEMORY, MemoryBudget  # noqa: E402
-
 OUT_DIR = REPO / "loadtest" / "out"
 SHARDS = 4
 TIMING = {"STREAMDET_SESSION_MS": "3000", "STREAMDET_HEARTBEAT_MS": "300"}

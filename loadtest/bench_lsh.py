@@ -1,7 +1,7 @@
 """streamdet against what a user would otherwise reach for: datasketch MinHash LSH.
 
-    python loadtest/bench_lsh.py --pages 5000
-    python loadtest/bench_lsh.py --smoke            # ~150 records, for CI
+    python -m loadtest.bench_lsh --pages 5000
+    python -m loadtest.bench_lsh --smoke            # ~150 records, for CI
 
 On the same stream (loadtest/generator.py: a replayed crawl with planted quilts from spam
 farms and near-duplicate mirrors), each in its own child process so that times and peak
@@ -37,20 +37,18 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from loadtest.bench_embedded import (  # noqa: E402
+from loadtest.bench_embedded import (
     ceilings,
     git_revision,
     run_child,
     run_streamdet,
     streamdet_command,
 )
-from loadtest.corpus import write_jsonl  # noqa: E402
-from loadtest.generator import Generator, GeneratorConfig, Truth  # noqa: E402
-from loadtest.host import machine, pyplot  # noqa: E402
+from loadtest.corpus import write_jsonl
+from loadtest.generator import Generator, GeneratorConfig, Truth
+from loadtest.host import machine, module_command, module_env, pyplot
 
+REPO = Path(__file__).resolve().parent.parent
 OUT_DIR = REPO / "loadtest" / "out"
 NUM_PERM = 128
 THRESHOLD = 0.5  # the timed run's (datasketch's default)
@@ -187,8 +185,8 @@ def child_generate(stream: str, truth: str, pages: str, seed: str) -> int:
 
 def measure(pages: int, seed: int, work: Path) -> dict:
     stream, truth_path = work / "stream.jsonl", work / "truth.json"
-    run_child([sys.executable, str(Path(__file__).resolve()), "--_child-gen", str(stream),
-               str(truth_path), str(pages), str(seed)], work, "generate")
+    run_child(module_command("bench_lsh", "--_child-gen", str(stream), str(truth_path),
+                             str(pages), str(seed)), work, "generate", env=module_env())
     truth = Truth.from_json(json.loads(truth_path.read_text()))
     log(f"stream: {truth.summary()}")
     state = work / "state"
@@ -197,8 +195,8 @@ def measure(pages: int, seed: int, work: Path) -> dict:
     sd = run_streamdet(cmd, state, work)
     log(f"streamdet: {sd['wall_seconds']:.1f} s")
     lsh_out = work / "lsh.json"
-    ls = run_child([sys.executable, str(Path(__file__).resolve()), "--_child-lsh",
-                    str(stream), str(lsh_out)], work, "lsh")
+    ls = run_child(module_command("bench_lsh", "--_child-lsh", str(stream), str(lsh_out)),
+                   work, "lsh", env=module_env())
     inner = json.loads(lsh_out.read_text())
     log(f"lsh: {ls['wall_seconds']:.1f} s")
     hashes, scheme = inner.pop("hashes"), inner.pop("scheme")

@@ -1,10 +1,10 @@
 """Near-duplicate path (SPEC §6) against datasketch MinHashLSH, and its share of the
 engine's per-page time.
 
-    python loadtest/bench_near.py                 # 2,000 records of the load stream
-    python loadtest/bench_near.py --pages 5000
-    python loadtest/bench_near.py --smoke         # 150 records, for CI
-    python loadtest/bench_near.py --giant 10000   # and a giant cluster of 10,000 copies
+    python -m loadtest.bench_near                 # 2,000 records of the load stream
+    python -m loadtest.bench_near --pages 5000
+    python -m loadtest.bench_near --smoke         # 150 records, for CI
+    python -m loadtest.bench_near --giant 10000   # and a giant cluster of 10,000 copies
 
 In one process, on the load generator's records (replayed crawl, planted mirrors, farm
 quilts, scrapes), each page's 5-gram set made once beforehand (untimed: both sides need
@@ -36,12 +36,10 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from loadtest.bench_embedded import git_revision
+from loadtest.host import machine, write_result
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from loadtest.bench_embedded import git_revision  # noqa: E402
-from loadtest.host import machine, write_result  # noqa: E402
-
 OUT_DIR = REPO / "loadtest" / "out"
 BATCH = 512
 SMOKE_PAGES = 150

@@ -1,8 +1,8 @@
 """Partial-duplicate benchmark (SPEC §7): what sentences, sentence postings and pairs cost.
 
-    python loadtest/bench_partials.py                 # 2,000 records of the load stream
-    python loadtest/bench_partials.py --pages 20000
-    python loadtest/bench_partials.py --smoke         # for CI
+    python -m loadtest.bench_partials                 # 2,000 records of the load stream
+    python -m loadtest.bench_partials --pages 20000
+    python -m loadtest.bench_partials --smoke         # for CI
 
 In one process:
 
@@ -31,11 +31,9 @@ import tracemalloc
 from datetime import UTC, datetime
 from pathlib import Path
 
+from loadtest.host import machine, write_result
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from loadtest.host import machine, write_result  # noqa: E402
-
 OUT_DIR = REPO / "loadtest" / "out"
 BATCH = 256
 

@@ -1,8 +1,8 @@
 """Detection quality on planted quilts and scrapes: recall, source precision, a sweep of k,
 m, c, θ, and SPEC §7 partial duplicates at the defaults.
 
-    python loadtest/bench_quality.py              # all real pages + 200 quilts, 60 scrapes
-    python loadtest/bench_quality.py --smoke      # ~130 records, for CI
+    python -m loadtest.bench_quality              # all real pages + 200 quilts, 60 scrapes
+    python -m loadtest.bench_quality --smoke      # ~130 records, for CI
 
 Why: throughput says nothing about whether the alerts are right. A stream with planted
 quilts (real WCXB pages, quilts stitched from passages of 4-12 donor pages on other
@@ -65,17 +65,15 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from loadtest.generator import Generator, GeneratorConfig
+from loadtest.host import machine
+from streamdet.engine.analysis import Analyzed, analyze, page_text
+from streamdet.engine.params import Params
+from streamdet.engine.records import page_from_object
+from streamdet.engine.servers import server_of
+from streamdet.engine.tokens import token_spans, tokenize
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from loadtest.generator import Generator, GeneratorConfig  # noqa: E402
-from loadtest.host import machine  # noqa: E402
-from streamdet.engine.analysis import Analyzed, analyze, page_text  # noqa: E402
-from streamdet.engine.params import Params  # noqa: E402
-from streamdet.engine.records import page_from_object  # noqa: E402
-from streamdet.engine.servers import server_of  # noqa: E402
-from streamdet.engine.tokens import token_spans, tokenize  # noqa: E402
-
 OUT_DIR = REPO / "loadtest" / "out"
 FARM_QUILTS = 25  # planted quilts per spam farm
 MIRROR_VARY = 0.2  # mirrors: share of content text nodes reworded (~17% new grams)

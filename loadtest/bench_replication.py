@@ -1,8 +1,8 @@
 """Replication across sites (SPEC §8): what it costs the engine, and what `phrases` costs.
 
-    python loadtest/bench_replication.py                 # 2,000 records of the load stream
-    python loadtest/bench_replication.py --pages 20000
-    python loadtest/bench_replication.py --smoke         # for CI
+    python -m loadtest.bench_replication                 # 2,000 records of the load stream
+    python -m loadtest.bench_replication --pages 20000
+    python -m loadtest.bench_replication --smoke         # for CI
 
 In one process, on the load generator's records (replayed real pages, mirrors, farm
 quilts, scrapers, re-fetches), analysed beforehand as the analysis processes do:
@@ -42,13 +42,11 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from loadtest.bench_embedded import git_revision
+from loadtest.bench_partials import analysed
+from loadtest.host import machine, write_result
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from loadtest.bench_embedded import git_revision  # noqa: E402
-from loadtest.bench_partials import analysed  # noqa: E402
-from loadtest.host import machine, write_result  # noqa: E402
-
 OUT_DIR = REPO / "loadtest" / "out"
 BATCH = 512
 

@@ -1,8 +1,8 @@
 """Review desk benchmark: how fast `streamdet review` answers a reviewer on a big state.
 
-    python loadtest/bench_review.py --pages 100000          # builds the state first
-    python loadtest/bench_review.py --state S --events E    # a state `streamdet run` made
-    python loadtest/bench_review.py --smoke                 # 400 pages, for CI
+    python -m loadtest.bench_review --pages 100000          # builds the state first
+    python -m loadtest.bench_review --state S --events E    # a state `streamdet run` made
+    python -m loadtest.bench_review --smoke                 # 400 pages, for CI
 
 1. State (not timed here): the load generator's stream (loadtest/generator.py) through
    `streamdet run --state S --events E`, or a state and events file given.
@@ -36,12 +36,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 
+from loadtest.bench_embedded import git_revision
+from loadtest.host import machine, write_result
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from loadtest.bench_embedded import git_revision  # noqa: E402
-from loadtest.host import machine, write_result  # noqa: E402
-
 OUT_DIR = REPO / "loadtest" / "out"
 TARGET_MS = 200.0
 TOKEN = "bench-review-token-0123456789"

@@ -7,8 +7,8 @@ what a pipeline writes), and at each size the broker's CPU per produce-and-fetch
 record at the partition's end, per produce alone, per offset commit, and while a consumer
 polls the idle end. Prints a line per size and writes the JSON to loadtest/out.
 
-    python loadtest/broker_costs.py                 # 100 to 200,000 batches (~3 min)
-    python loadtest/broker_costs.py --smoke         # 100 and 2,000
+    python -m loadtest.broker_costs                 # 100 to 200,000 batches (~3 min)
+    python -m loadtest.broker_costs --smoke         # 100 and 2,000
 """
 
 from __future__ import annotations
@@ -20,10 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from loadtest.bench_kafka import cpu_seconds  # noqa: E402
-from loadtest.kafka_broker import broker_session  # noqa: E402
+from loadtest.bench_kafka import cpu_seconds
+from loadtest.kafka_broker import broker_session
 
 OUT = Path(__file__).resolve().parent / "out"
 PAIRS = 100  # requests timed at each size

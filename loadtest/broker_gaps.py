@@ -10,8 +10,8 @@ workers at once, so a worker that took such a fetch as it came would skip record
 awaited) while a consumer reads its end with a short fetch wait, and counts the fetches
 that skipped offsets. Prints one line and writes the JSON to loadtest/out.
 
-    python loadtest/broker_gaps.py                      # 3 producers, 3,000 batches each
-    python loadtest/broker_gaps.py --batches 300        # a quick look
+    python -m loadtest.broker_gaps                      # 3 producers, 3,000 batches each
+    python -m loadtest.broker_gaps --batches 300        # a quick look
 """
 
 from __future__ import annotations
@@ -20,12 +20,9 @@ import argparse
 import asyncio
 import json
 import random
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from loadtest.kafka_broker import broker_session  # noqa: E402
+from loadtest.kafka_broker import broker_session
 
 OUT = Path(__file__).resolve().parent / "out"
 

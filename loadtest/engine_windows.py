@@ -1,16 +1,17 @@
 """Where the engine's cost a page grows: `streamdet run`'s pipeline in this process, with
 the engine's thread CPU and the engine's counters printed every WINDOW pages.
 
-    python loadtest/engine_windows.py --stream STREAM.jsonl --pages 12000 --every 1000
+    python -m loadtest.engine_windows --stream STREAM.jsonl --pages 12000 --every 1000
 
-A stream comes from `loadtest/bench_embedded.py --workdir DIR --keep` (DIR/stream.jsonl).
-Each line is one window: pages so far; the engine's thread CPU a page (everything the
-main thread does: reading, applying, committing; the analysis runs in its own process);
-the batches' records (the batch sizer closes them sooner as the documents they reach
-grow); and a page's documents re-scored, deltas applied to earlier documents, and of
-those the additions a stale document left pending (docs/rescoring.md#pending-additions).
-The per-page cost follows the deltas: each arrival reaches the earlier documents that
-share its text, more of them as the stream holds more copies.
+A stream comes from `python -m loadtest.bench_embedded --workdir DIR --keep`
+(DIR/stream.jsonl). Each line is one window: pages so far; the engine's thread CPU a page
+(everything the main thread does: reading, applying, committing; the analysis runs in its
+own process); the batches' records (the batch sizer closes them sooner as the documents
+they reach grow); and a page's documents re-scored, deltas applied to earlier documents,
+and of those the additions a stale document left pending
+(docs/rescoring.md#pending-additions). The per-page cost follows the deltas: each arrival
+reaches the earlier documents that share its text, more of them as the stream holds more
+copies.
 """
 
 from __future__ import annotations

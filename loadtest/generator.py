@@ -2,10 +2,10 @@
 single-source scrapes, with its ground truth, to a JSONL file or straight into Kafka at a
 controlled rate.
 
-    python loadtest/generator.py --pages 20000 --out stream.jsonl.gz --truth truth.json
-    python loadtest/generator.py --pages 5000 --broker 127.0.0.1:9092 --prefix streamdet \\
+    python -m loadtest.generator --pages 20000 --out stream.jsonl.gz --truth truth.json
+    python -m loadtest.generator --pages 5000 --broker 127.0.0.1:9092 --prefix streamdet \\
         --rate 50 --truth truth.json
-    python loadtest/generator.py --pages 2000 --stats        # gram popularity, no output
+    python -m loadtest.generator --pages 2000 --stats        # gram popularity, no output
 
 The model (each knob is a field of GeneratorConfig):
 
@@ -60,10 +60,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from loadtest.corpus import (  # noqa: E402
+from loadtest.corpus import (
     MIN_DONOR_WORDS,
     ReplayTemplate,
     prose_word,
@@ -73,11 +70,11 @@ from loadtest.corpus import (  # noqa: E402
     synth_word,
     write_jsonl,
 )
-from streamdet.adapters.rate_limiter import RateLimiter  # noqa: E402
-from streamdet.engine.analysis import page_text  # noqa: E402
-from streamdet.engine.records import Page  # noqa: E402
-from streamdet.engine.servers import host_of, registered_domain  # noqa: E402
-from streamdet.engine.tokens import tokenize  # noqa: E402
+from streamdet.adapters.rate_limiter import RateLimiter
+from streamdet.engine.analysis import page_text
+from streamdet.engine.records import Page
+from streamdet.engine.servers import host_of, registered_domain
+from streamdet.engine.tokens import tokenize
 
 RECENT = 500  # mirrors copy one of this many latest crawled pages
 FARM_HOSTS = 3  # registered domains each farm publishes on

@@ -1,18 +1,36 @@
 """What every benchmark shares: the machine it runs on, how fast that machine is right
-now, and matplotlib without a display. Its own module so that the benchmarks and the
-report (which reads their results) import it without importing each other."""
+now, matplotlib without a display, and how a loadtest module is started in a child
+process. Its own module so that the benchmarks and the report (which reads their results)
+import it without importing each other."""
 
 from __future__ import annotations
 
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
 # The memory target of the benchmarks (issue 23): peak RSS of a run's or a worker's
 # processes <= its --memory + this (interpreters, libraries and code are outside it)
 MEMORY_SLACK = 200 << 20
+REPO = Path(__file__).resolve().parent.parent
+
+
+def module_command(module: str, *args: str) -> list[str]:
+    """A loadtest module in a fresh interpreter, `python -m loadtest.MODULE ARGS`: how a
+    benchmark starts its own children (its hidden child options)."""
+    return [sys.executable, "-m", f"loadtest.{module}", *args]
+
+
+def module_env(**extra: str) -> dict[str, str]:
+    """This process's environment with `extra` and the repository first on PYTHONPATH: a
+    module_command child imports loadtest whatever its working directory, as its parent
+    did (run with -m from the repository root, or imported by the tests)."""
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, **extra,
+            "PYTHONPATH": str(REPO) + (os.pathsep + path if path else "")}
 
 
 def vm_speed(loops: int = 2_000_000) -> float:

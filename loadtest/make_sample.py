@@ -1,7 +1,7 @@
 """Build streamdet/sample/sample-crawl.jsonl.gz, the crawl `streamdet run` uses without --input.
 
-    python loadtest/make_sample.py            # write the sample and its truth
-    python loadtest/make_sample.py --check    # ... and run the detector on it
+    python -m loadtest.make_sample            # write the sample and its truth
+    python -m loadtest.make_sample --check    # ... and run the detector on it
 
 The sample is `--pages` small real pages (html of at most `--max-html` bytes and at least
 `--min-words` words of visible text) and `--quilts` planted quilts from
@@ -21,12 +21,10 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from loadtest.corpus import load_pages, planted_corpus, write_jsonl  # noqa: E402
-from streamdet.engine.analysis import page_text  # noqa: E402
-from streamdet.engine.records import Page  # noqa: E402
-from streamdet.engine.tokens import tokenize  # noqa: E402
+from loadtest.corpus import load_pages, planted_corpus, write_jsonl
+from streamdet.engine.analysis import page_text
+from streamdet.engine.records import Page
+from streamdet.engine.tokens import tokenize
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "streamdet" / "sample"
 SAMPLE = SAMPLE_DIR / "sample-crawl.jsonl.gz"

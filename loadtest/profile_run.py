@@ -1,17 +1,18 @@
 """Where the CPU seconds of `streamdet run` go: py-spy samples every process of a run
 (the analysis process included) and this groups the samples into a table.
 
-    python loadtest/profile_run.py --stream STREAM.jsonl            # profile a run
-    python loadtest/profile_run.py --raw PROFILE.txt                # table of a profile taken
-    python loadtest/profile_run.py --raw PROFILE.txt --under Txn.commit --callers RocksKV.get_many
+    python -m loadtest.profile_run --stream STREAM.jsonl            # profile a run
+    python -m loadtest.profile_run --raw PROFILE.txt                # table of a profile taken
+    python -m loadtest.profile_run --raw PROFILE.txt --under Txn.commit --callers RocksKV.get_many
 
-A stream comes from `loadtest/bench_embedded.py --workdir DIR --keep` (DIR/stream.jsonl).
-py-spy (`pip install -e .[bench]`) samples 50 times a second; idle samples are not taken,
-so samples / rate are CPU seconds. Each sample is charged to a *part*: the innermost frame
-of streamdet's own code names it (its module), except that time in a library called from
-there goes to that library's part (RocksDB reads, html parsing, JSON, pickling) where the
-library is one the part list below names. The table (markdown) goes to stdout and, with
---out, to a file; docs/benchmarks/profile.md holds the published ones.
+A stream comes from `python -m loadtest.bench_embedded --workdir DIR --keep`
+(DIR/stream.jsonl). py-spy (`pip install -e .[bench]`) samples 50 times a second; idle
+samples are not taken, so samples / rate are CPU seconds. Each sample is charged to a
+*part*: the innermost frame of streamdet's own code names it (its module), except that
+time in a library called from there goes to that library's part (RocksDB reads, html
+parsing, JSON, pickling) where the library is one the part list below names. The table
+(markdown) goes to stdout and, with --out, to a file; docs/benchmarks/profile.md holds
+the published ones.
 """
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
 """Each shard's engine time a page in a paced Kafka pipeline, without a broker: where the
 shards differ in load.
 
-    python loadtest/profile_shards.py                     # 4,000 pages: 2,000 warm, 2,000 paced
-    python loadtest/profile_shards.py --pages 12000 --warm 10000 --stream STREAM.jsonl
+    python -m loadtest.profile_shards                     # 4,000 pages: 2,000 warm, 2,000 paced
+    python -m loadtest.profile_shards --pages 12000 --warm 10000 --stream STREAM.jsonl
 
 Two shards do work for every page of the pipeline beside their own: doc shard 0, the site
 shard (engine.site_shard: site totals and neighbourhoods), and gram shard 0, the cluster
 shard (engine.clusters). Under the range assignor both land on the same worker, so that
 worker falls behind first when the machine is short of CPU (bench_kafka's latency step).
 
-This runs the sharded pipeline of tests/sharded.py (the Kafka worker's own step,
+This runs the sharded pipeline of loadtest/sharded.py (the Kafka worker's own step,
 engine.shard_step, on in-memory topics) with each shard's state in RocksDB, sized as a
 worker sizes it under the default budget (adapters.worker.shard_budgets): the first
 `--warm` pages in rounds of 70 (what a fetch under a backlog brings), then one page a
@@ -35,15 +35,13 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from loadtest.bench_kafka import make_stream  # noqa: E402
-from loadtest.host import machine  # noqa: E402
-from streamdet.adapters.worker import Shard, shard_budgets  # noqa: E402
-from streamdet.engine import site_shard  # noqa: E402
-from streamdet.engine.params import Params  # noqa: E402
-from streamdet.state.budget import MemoryBudget  # noqa: E402
-from tests.sharded import Simulation, analysed  # noqa: E402
+from loadtest.bench_kafka import make_stream
+from loadtest.host import machine
+from loadtest.sharded import Simulation, analysed
+from streamdet.adapters.worker import Shard, shard_budgets
+from streamdet.engine import site_shard
+from streamdet.engine.params import Params
+from streamdet.state.budget import MemoryBudget
 
 OUT = Path(__file__).resolve().parent / "out"
 BACKLOG_ROUND = 70  # pages a round under a backlog (a fetch of ~6 MB: worker._fetch)

@@ -2,8 +2,8 @@
 setup (a fresh test broker, two `streamdet worker` processes, 4 shards), with py-spy on
 the first worker's main process in each phase.
 
-    python loadtest/profile_worker.py                      # 4,000 pages, paced at 8/s
-    python loadtest/profile_worker.py --pages 6000 --rate 8 --out docs/benchmarks/profile.md
+    python -m loadtest.profile_worker                      # 4,000 pages, paced at 8/s
+    python -m loadtest.profile_worker --pages 6000 --rate 8 --out docs/benchmarks/profile.md
 
 1. Backlog: the stream's first half is produced at once and the workers take it.
 2. Paced: its second half is sent at `--rate` pages/s (bench_kafka's `_latency_run`,
@@ -32,9 +32,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from loadtest.profile_run import emit, py_spy, samples  # noqa: E402
+from loadtest.profile_run import emit, py_spy, samples
 
 RATE = 50  # py-spy samples a second
 STAGES = [("analysis", "analyze_payloads"), ("gram shard step", "Worker._gram_shard."),

@@ -1,7 +1,7 @@
 """The benchmark report: the newest result of each benchmark, its figures and plots.
 
-    python loadtest/report.py                    # loadtest/out/REPORT.md
-    python loadtest/report.py --publish docs/benchmarks
+    python -m loadtest.report                    # loadtest/out/REPORT.md
+    python -m loadtest.report --publish docs/benchmarks
 
 Every benchmark in loadtest/ writes `loadtest/out/<bench>-<size>-<UTC>.json` (and most a
 PNG beside it). This collects, per benchmark, the newest result of the largest size run
@@ -26,29 +26,27 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from loadtest.host import machine, pyplot
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # run as a script, it reads bench_growth's verdict
-
-from loadtest.host import machine, pyplot  # noqa: E402
-
 OUT_DIR = REPO / "loadtest" / "out"
 BENCHES = ("bench_embedded", "bench_lsh", "bench_growth", "bench_kafka", "bench_quality",
            "bench_hostile", "bench_bounds", "bench_evidence", "bench_partials", "bench_near",
            "bench_replication", "bench_review")
 COMMANDS = {
-    "bench_embedded": "python loadtest/bench_embedded.py --pages 20000 --floor-runs 2",
-    "bench_lsh": "python loadtest/bench_lsh.py --pages 5000",
-    "bench_growth": "python loadtest/bench_growth.py --docs 500000 --mirrors 5",
-    "bench_kafka": "python loadtest/bench_kafka.py --pages 2000",
-    "bench_quality": "python loadtest/bench_quality.py",
-    "bench_hostile": "python loadtest/bench_hostile.py --pages 3000 --pairs 3 "
+    "bench_embedded": "python -m loadtest.bench_embedded --pages 20000 --floor-runs 2",
+    "bench_lsh": "python -m loadtest.bench_lsh --pages 5000",
+    "bench_growth": "python -m loadtest.bench_growth --docs 500000 --mirrors 5",
+    "bench_kafka": "python -m loadtest.bench_kafka --pages 2000",
+    "bench_quality": "python -m loadtest.bench_quality",
+    "bench_hostile": "python -m loadtest.bench_hostile --pages 3000 --pairs 3 "
                      "--no-guard-timeout 30 --baseline CHECKOUT",
-    "bench_bounds": "python loadtest/bench_bounds.py",
-    "bench_evidence": "python loadtest/bench_evidence.py --pages 1800",
-    "bench_partials": "python loadtest/bench_partials.py --pages 2000",
-    "bench_near": "python loadtest/bench_near.py --pages 5000 --giant 10000",
-    "bench_replication": "python loadtest/bench_replication.py --pages 20000",
-    "bench_review": "python loadtest/bench_review.py --pages 100000",
+    "bench_bounds": "python -m loadtest.bench_bounds",
+    "bench_evidence": "python -m loadtest.bench_evidence --pages 1800",
+    "bench_partials": "python -m loadtest.bench_partials --pages 2000",
+    "bench_near": "python -m loadtest.bench_near --pages 5000 --giant 10000",
+    "bench_replication": "python -m loadtest.bench_replication --pages 20000",
+    "bench_review": "python -m loadtest.bench_review --pages 100000",
 }
 KAFKA_RUNS = 3  # bench_kafka's default --throughput-runs and --latency-runs
 
@@ -61,7 +59,7 @@ def command(name: str, r: dict) -> str:
         return COMMANDS[name]
     c = r.get("config", {})
     cmd = (f"BENCH_ANALYZERS={c['analyzers']} " if c.get("analyzers") else "") + \
-        f"python loadtest/bench_kafka.py --pages {c.get('pages', 2000)}"
+        f"python -m loadtest.bench_kafka --pages {c.get('pages', 2000)}"
     for option, key in (("--throughput-runs", "throughput_pairs"),
                         ("--latency-runs", "latency_runs")):
         if key in r and len(r[key]) != KAFKA_RUNS:  # one entry a run, [] for none
@@ -523,7 +521,7 @@ def render(results: dict[str, tuple[Path, dict]], host: dict) -> str:
     usual = _usual_machine(results, host)
     lines = ["# streamdet benchmark report", "",
              f"Machine: {usual}, unless a result names another.", "",
-             "Regenerate: run the commands below, then `python loadtest/report.py`.", ""]
+             "Regenerate: run the commands below, then `python -m loadtest.report`.", ""]
     for name in BENCHES:
         if name not in results:
             lines += [f"## {name}", "", "no result yet", ""]

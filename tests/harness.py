@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from loadtest.sharded import subject
 from streamdet.adapters.phrases import phrase_rows
 from streamdet.adapters.views import dump_rows, live_docnos, neighbourhoods_of, sites_of
 from streamdet.engine.analysis import analyze
@@ -222,13 +223,6 @@ def without_repeats(events: Iterable[dict]) -> list[dict]:
         seen[key] = ev
         out.append(ev)
     return out
-
-
-def subject(ev: Mapping) -> str:
-    """What an event is about: its URL, or a `site` event's level and site (SPEC §8)."""
-    if ev["event"] == "site":
-        return f"{ev['level']} {ev.get('site') or ev.get('neighbourhood')}"
-    return ev["url"]
 
 
 def check_site_events(events: Iterable[dict], sites: Iterable[Mapping],

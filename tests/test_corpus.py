@@ -174,7 +174,7 @@ def test_replay_varies_content_keeps_template():
 
 def test_bundled_sample_matches_its_truth():
     assert SAMPLE.exists() and SAMPLE_TRUTH.exists(), (
-        "no bundled sample (run loadtest/make_sample.py)")
+        "no bundled sample (run python -m loadtest.make_sample)")
     with gzip.open(SAMPLE, "rt", encoding="utf-8") as f:
         records = [json.loads(line) for line in f]
     truth = json.loads(SAMPLE_TRUTH.read_text())

@@ -53,10 +53,10 @@ def test_the_kafka_command_is_read_back_from_the_result(tmp_path):
                throughput_pairs=[{}], latency_runs=[{}])
     _write(tmp_path, "bench_kafka-20000p-20261122T020000Z.json", big)
     page = report.build(tmp_path, publish=None).read_text(encoding="utf-8")
-    assert ("`BENCH_ANALYZERS=1 python loadtest/bench_kafka.py --pages 20000 "
+    assert ("`BENCH_ANALYZERS=1 python -m loadtest.bench_kafka --pages 20000 "
             "--throughput-runs 1 --latency-runs 1`") in page
     default = dict(KAFKA, throughput_pairs=[{}] * 3, latency_runs=[{}] * 3)
-    assert report.command("bench_kafka", default) == "python loadtest/bench_kafka.py --pages 2000"
+    assert report.command("bench_kafka", default) == "python -m loadtest.bench_kafka --pages 2000"
     assert report.command("bench_kafka", dict(default, latency_runs=[])).endswith(
         "--pages 2000 --latency-runs 0")
 

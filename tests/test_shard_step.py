@@ -1,11 +1,12 @@
 """The shard step (engine.shard_step): the outbox is committed with the state before
 anything can be sent, comes back after a crash until it is cleared, and a batch dropped
-before its commit leaves no trace. The Kafka worker and tests/sharded.py both run it."""
+before its commit leaves no trace. The Kafka worker and loadtest/sharded.py both run it."""
 
 from __future__ import annotations
 
 import json
 
+from loadtest.sharded import analysed
 from streamdet.engine.messages import DeltasMsg, GramsMsg, PageMsg, ShownMsg, unpack
 from streamdet.engine.params import Params
 from streamdet.engine.routing import docno_for
@@ -26,8 +27,6 @@ from streamdet.engine.shards import DocShard, GramShard, page_adds
 from streamdet.engine.site_shard import SITE_SHARD
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
-
-from .sharded import analysed
 
 PARAMS = Params(k=2, m=5, c=1, theta=0.0, foreign="domain")
 WORDS = "one two three four five six seven eight"

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from loadtest.sharded import Rows, Simulation, analysed
 from streamdet.adapters.views import dump_rows
 from streamdet.engine.deltas import ADD, DROP, GAIN, GAIN_FROM, LOSE, Delta
 from streamdet.engine.events import shown_by
@@ -52,7 +53,7 @@ from .harness import (
     without_repeats,
 )
 from .reference import ref_badness, ref_partials, ref_sites, reference
-from .sharded import Rows, Simulation, analysed, sharded_pipeline
+from .sharded import sharded_pipeline
 from .strategies import any_corpus_st, large_corpus_st
 from .test_chunks import chunk_corpus_st
 from .test_partials import pair_corpus_st

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 
+from loadtest.sharded import Simulation, analysed
 from streamdet.adapters.similar import QUERY_URL, similar, similar_sharded
 from streamdet.adapters.views import dump_rows
 from streamdet.engine.analysis import analyze
@@ -30,7 +31,6 @@ from .reference import (
     ref_supershingles,
     ref_tokenize,
 )
-from .sharded import Simulation, analysed
 
 PARAMS = Params(k=5)
 

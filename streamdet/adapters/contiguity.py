@@ -6,7 +6,7 @@ Our producers write the internal topics without transactions or compaction, so e
 offset holds a record and a gap in a fetch is a batch the broker cannot serve yet. tansu
 advances a partition's high watermark before it stores the batch, so a fetch that arrives
 in between, while a later batch (another worker's) is already stored, returns the later
-batch without the earlier one (`python loadtest/broker_gaps.py`). A real Kafka broker
+batch without the earlier one (`python -m loadtest.broker_gaps`). A real Kafka broker
 serves no such gap. The reader takes the records up to the gap, reads again from
 it, and gives up only when the same offset stays missing for GAP_PATIENCE_S: then records
 are lost for good (retention, a broker that lost data), and applying what follows them

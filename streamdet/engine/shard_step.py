@@ -12,7 +12,7 @@ processed twice or a record sent twice, which the shards absorb (docs/kafka-prot
 "Outbox: commit, then send" and "At-least-once, idempotent").
 
 Pure: no sockets, files, clocks or threads. The Kafka worker (adapters.worker) and the
-tests' in-memory pipeline (tests/sharded.py) run their shards through this module and
+tests' in-memory pipeline (loadtest/sharded.py) run their shards through this module and
 only do the sending, so the simulation checks the protocol the worker runs.
 
     step = process_docs(state, role, pages, deltas, ends)  # or process_grams

@@ -6,7 +6,7 @@ faust creates its consumer with a fixed `fetch_max_wait_ms=1500`, and the test b
 answers a fetch with nothing new only after about half of it: the desk's view was up to
 0.75 s behind per hop, and an event takes two (the events topic to the agent, the
 table's changelog back to every instance): p99 1.6 s against a target of 2 s
-(loadtest/bench_kafka.py --review-desk). One consumer reads both the topics and the
+(`python -m loadtest.bench_kafka --review-desk`). One consumer reads both the topics and the
 changelogs, so one setting moves both hops."""
 
 from __future__ import annotations

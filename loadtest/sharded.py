@@ -1,0 +1,364 @@
+"""The sharded engine (engine.shards) on in-memory topics, under a random schedule.
+
+P doc shards and P gram shards exchange real message bytes through lists that stand for
+Kafka partitions. The pages stage puts each page on its doc shard's partition and queues
+its grams adds (engine.shards.page_adds, docno from that offset) per gram partition; a
+seeded scheduler picks which shard runs next, or which queued adds go out, and how much of
+each partition it takes, so partitions interleave arbitrarily and a page's adds may reach
+a gram shard before or after the page reaches its doc shard.
+
+Each shard takes the Kafka worker's own step (engine.shard_step: process, commit state,
+offsets and outbox in one write, send, clear the outbox; outboxes left by a crash are
+sent again, oldest first, before anything else), and only the sending is done here. The
+schedule can also:
+- crash a shard before its commit (the batch is processed again), between its commit and
+  its sends (the outbox goes on restart), or amid its sends (the records sent so far are
+  sent twice: at-least-once); it restarts as the worker does: its committed state
+  reopened under a new epoch, its outboxes sent, and if it was catching up, what
+  consumers were shown read again from its deltas partition;
+- crash the pages stage (`dup_rate`): a random part of the queued adds is lost (each gram
+  partition keeps what was sent in order before the crash) and the pages whose adds were
+  lost are sent again, with the last few pages before them, as a new owner of a crawler
+  partition sends again what its last owner sent after the last commit;
+- commit the group's offsets late (`lag_rate`: a round's offsets are left for a later
+  commit, as the worker coalesces them), so that the group's offsets trail the state;
+- wipe a shard's state, outboxes included, after any step or crash, and rebuild it by
+  replaying its partitions up to the group's committed offsets without sending anything
+  (a worker that lost its disk, or a new owner), then go on from there, as the Kafka
+  worker does: a gram shard then processes (and sends) again what it did after the
+  commit, and a doc shard sends again the events recorded after the commit and meets the
+  deltas after its commit possibly before the pages they are about.
+
+The tests' exactness checks run it (tests/sharded.py: `sharded_pipeline`, in the
+harness's `records, params, batches -> rows` shape) and so does loadtest/profile_shards.py,
+on RocksDB states.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from streamdet.adapters.phrases import phrase_rows
+from streamdet.adapters.views import (
+    contains_counts,
+    dump_rows,
+    live_docnos,
+    partial_rows,
+    pop_counts,
+    text_reader,
+)
+from streamdet.engine.analysis import analyze
+from streamdet.engine.messages import GramsMsg, PageMsg, decode_doc_input
+from streamdet.engine.params import Params
+from streamdet.engine.records import BadRecord, page_from_object
+from streamdet.engine.routing import docno_for, url_shard
+from streamdet.engine.shard_step import (
+    DELTAS_OUT,
+    EVENTS_OUT,
+    GRAMS_OUT,
+    SHOWN_OUT,
+    Outbox,
+    Record,
+    ShardState,
+    Step,
+    process_docs,
+    process_grams,
+    replay_docs,
+    replay_grams,
+    resume_catch_up,
+    take_over,
+)
+from streamdet.engine.shards import DocShard, GramShard, page_adds
+from streamdet.state.kv import MemoryKV
+from streamdet.state.txn import Store
+
+Rows = dict[str, dict]
+REPLAY_CHUNK = {"doc": 3, "gram": 4}  # records per transaction while rebuilding
+
+
+def subject(ev: Mapping) -> str:
+    """What an event is about: its URL, or a `site` event's level and site (SPEC §8)."""
+    if ev["event"] == "site":
+        return f"{ev['level']} {ev.get('site') or ev.get('neighbourhood')}"
+    return ev["url"]
+
+
+@dataclass
+class _Shard:
+    kind: str  # "doc" or "gram"
+    index: int
+    state: ShardState
+    group: dict[str, int]  # the group's committed offsets of its input partitions
+
+
+def _chunks(start: int, end: int, size: int) -> Iterator[tuple[int, int]]:
+    for a in range(start, end, size):
+        yield a, min(a + size, end)
+
+
+class Simulation:
+    def __init__(self, params: Params, shards: int, seed: int, crash_rate: float = 0.0,
+                 wipe_rate: float = 0.0, lag_rate: float = 0.0) -> None:
+        self.params, self.p = params, shards
+        self.rng = random.Random(seed)
+        self.crash_rate, self.wipe_rate, self.lag_rate = crash_rate, wipe_rate, lag_rate
+        self.docs_topic: list[list[bytes]] = [[] for _ in range(shards)]
+        self.grams_topic: list[list[bytes]] = [[] for _ in range(shards)]
+        self.deltas_topic: list[list[bytes]] = [[] for _ in range(shards)]
+        self.doc = [_Shard("doc", s, ShardState(Store(MemoryKV())), {"docs": 0, "deltas": 0})
+                    for s in range(shards)]
+        self.gram = [_Shard("gram", g, ShardState(Store(MemoryKV())), {"grams": 0})
+                     for g in range(shards)]
+        self.events: list[dict] = []
+        self.published: list = []  # pages, in the order the pages stage sent them
+        # adds queued per gram partition (index in `published`, bytes), not sent yet
+        self.queued: list[list[tuple[int, bytes]]] = [[] for _ in range(shards)]
+        self.crashes = self.wipes = 0
+        # events a new owner sent again that consumers did not have: their owner died
+        # between the record of what they show and the events
+        self.recovered = 0
+        self.resumed = 0  # restarts while catching up that read what was shown again
+        self.resent: Counter[str] = Counter()  # outboxes sent again after a crash, per kind
+        self.commits = 0  # the events' `at`: a commit's number, so only resends repeat one
+
+    def publish(self, page) -> None:
+        self.published.append(page)
+        self._send_page(len(self.published) - 1)
+
+    def label(self, keys, cause: str) -> None:
+        """`streamdet label-chunks --broker`: chunk keys to the gram shards owning them."""
+        owner = keys % np.uint64(self.p)
+        for g in range(self.p):
+            self.grams_topic[g].append(GramsMsg("label", 0, keys[owner == g], url=cause).encode())
+
+    def redeliver(self) -> None:
+        """The pages stage crashes: each gram partition's queue keeps a random prefix
+        (sent before the crash), the rest is lost; the pages that lost adds are sent
+        again, with the last few pages (at-least-once), in their order."""
+        lost: set[int] = set()
+        for q in self.queued:
+            cut = self.rng.randint(0, len(q))
+            lost.update(i for i, _ in q[cut:])
+            del q[cut:]
+        n = len(self.published)
+        again = lost | set(range(max(0, n - self.rng.randint(1, 3)), n))
+        for i in sorted(again):
+            self._send_page(i)
+
+    def _send_page(self, i: int) -> None:
+        page = self.published[i]
+        msg = PageMsg(page.url, page.server, page.grams, page.fetched_at, page.text,
+                      page.sentences, page.sketch, page.chunks)
+        s = url_shard(page.url, self.p)
+        docno = docno_for(len(self.docs_topic[s]), s, self.p)
+        self.docs_topic[s].append(msg.encode())
+        for g, raw in page_adds(msg, docno, self.p):
+            self.queued[g].append((i, raw))
+
+    def step_pages(self, g: int) -> bool:
+        """Some of the adds queued for gram partition g go out, in order."""
+        q = self.queued[g]
+        n = self.rng.randint(1, len(q)) if q else 0
+        self.grams_topic[g].extend(raw for _, raw in q[:n])
+        del q[:n]
+        return n > 0
+
+    # -- one step of one shard ----------------------------------------------------------
+    def _take(self, topic: list[bytes], start: int) -> int:
+        left = len(topic) - start
+        return start + (self.rng.randint(0, left) if left else 0)
+
+    def step_doc(self, s: int) -> bool:
+        """One batch of a doc shard: its pages, then its deltas (engine.shard_step)."""
+        sh = self.doc[s]
+        if self._send_left(sh):
+            return True
+        if sh.state.needs_shown():  # restarted while catching up, its outboxes sent
+            resume_catch_up(sh.state, enumerate(self.deltas_topic[s]))
+            self.resumed += 1
+        d0, e0 = sh.state.offset("docs"), sh.state.offset("deltas")
+        d1, e1 = self._take(self.docs_topic[s], d0), self._take(self.deltas_topic[s], e0)
+        if (d1, e1) == (d0, e0):
+            return False
+        pages = [(o, PageMsg.decode(self.docs_topic[s][o])) for o in range(d0, d1)]
+        deltas = [decode_doc_input(b) for b in self.deltas_topic[s][e0:e1]]
+        role = DocShard(self.params, s, self.p)
+        self._finish(sh, process_docs(sh.state, role, pages, deltas, {"docs": d1, "deltas": e1}))
+        return True
+
+    def step_gram(self, g: int) -> bool:
+        """One batch of a gram shard: its grams messages (engine.shard_step)."""
+        sh = self.gram[g]
+        if self._send_left(sh):
+            return True
+        a = sh.state.offset("grams")
+        b = self._take(self.grams_topic[g], a)
+        if a == b:
+            return False
+        msgs = [GramsMsg.decode(raw) for raw in self.grams_topic[g][a:b]]
+        self._finish(sh, process_grams(sh.state, GramShard(self.params, g, self.p), msgs, b))
+        return True
+
+    def _crash(self, sh: _Shard) -> bool:
+        """Whether the shard crashes here; it then restarts as the worker does, on its
+        committed state under a new epoch, with nothing of its memory."""
+        if self.rng.random() >= self.crash_rate:
+            return False
+        self.crashes += 1
+        epoch = sh.state.epoch
+        sh.state = ShardState(Store(sh.state.store.kv))
+        sh.state.set_epoch(epoch + 1)
+        return True
+
+    def _finish(self, sh: _Shard, step: Step) -> None:
+        """Commit a processed batch with its outbox, then send it, as the worker does; a
+        crash before the commit drops the batch (it runs again), one after it leaves the
+        outbox for the restart. Then the shard's disk may be lost, outbox and all."""
+        if not self._crash(sh):
+            self.commits += 1
+            outbox = step.commit(at=str(self.commits))
+            if not self._crash(sh):  # between the commit and the sends
+                self._send(sh, [outbox] if outbox is not None else [])
+        if self.rng.random() < self.wipe_rate:
+            (self.rebuild_doc if sh.kind == "doc" else self.rebuild_gram)(sh.index)
+
+    def _send_left(self, sh: _Shard) -> bool:
+        """A shard restarted after a crash sends the outboxes left, oldest first, before
+        anything else, as the worker does on opening it."""
+        left = sh.state.outboxes()
+        self.resent[sh.kind] += len(left)
+        if left:
+            self._send(sh, left)
+        return bool(left)
+
+    def _send(self, sh: _Shard, outboxes: list[Outbox]) -> None:
+        """Send each outbox (the events once the rest is out) and clear it; a crash amid
+        the records leaves it, and those after it, to be sent again. Once all are out,
+        the group's offsets are committed, or left for later."""
+        for outbox in outboxes:
+            records = outbox.first() + outbox.events()
+            if self._crash(sh):
+                for record in records[: self.rng.randint(0, len(records))]:
+                    self._deliver(record)
+                return
+            for record in records:
+                self._deliver(record)
+            sh.state.clear(outbox)
+        if self.rng.random() >= self.lag_rate:
+            sh.group = {name: sh.state.offset(name) for name in sh.group}
+
+    def _deliver(self, record: Record) -> None:
+        code, part, value = record
+        if code == EVENTS_OUT:
+            self.events.append(json.loads(value))
+            return
+        topic = {GRAMS_OUT: self.grams_topic, DELTAS_OUT: self.deltas_topic,
+                 SHOWN_OUT: self.deltas_topic}[code]
+        topic[part].append(value)
+
+    # -- losing a shard's disk ----------------------------------------------------------
+    def _new_owner(self, sh: _Shard, replay: Callable[[ShardState], None]) -> ShardState:
+        """An empty state under a new epoch, rebuilt by `replay` from the partitions up to
+        the group's committed offsets, sending nothing (whoever committed them sent it)."""
+        self.wipes += 1
+        state = ShardState(Store(MemoryKV()))
+        state.set_epoch(sh.state.epoch + 1)
+        replay(state)
+        sh.state = state
+        return state
+
+    def rebuild_doc(self, s: int) -> None:
+        """The shard's pages up to the group's offset, then its deltas, in chunks; then it
+        compares with what consumers were shown until it reaches the partitions' ends."""
+        sh = self.doc[s]
+        role = DocShard(self.params, s, self.p)
+        docs, deltas = self.docs_topic[s], self.deltas_topic[s]
+
+        def replay(state: ShardState) -> None:
+            for a, b in _chunks(state.offset("docs"), sh.group["docs"], REPLAY_CHUNK["doc"]):
+                pages = [(o, PageMsg.decode(docs[o])) for o in range(a, b)]
+                replay_docs(state, role, pages, [], {"docs": b, "deltas": state.offset("deltas")})
+            for a, b in _chunks(state.offset("deltas"), sh.group["deltas"], REPLAY_CHUNK["doc"]):
+                msgs = [decode_doc_input(raw) for raw in deltas[a:b]]
+                replay_docs(state, role, [], msgs, {"docs": state.offset("docs"), "deltas": b})
+
+        state = self._new_owner(sh, replay)
+        # what the last owner may have done (and shown) is at most what is there now; the
+        # outbox of the events to send again goes first at the next step
+        again = take_over(state, enumerate(deltas), sh.group["deltas"],
+                          {"docs": len(docs), "deltas": len(deltas)})
+        delivered = {(subject(ev), ev["seq"]) for ev in self.events}
+        for _c, _p, raw in again.events() if again is not None else []:
+            ev = json.loads(raw)
+            self.recovered += (subject(ev), ev["seq"]) not in delivered
+
+    def rebuild_gram(self, g: int) -> None:
+        sh = self.gram[g]
+        role = GramShard(self.params, g, self.p)
+        grams = self.grams_topic[g]
+
+        def replay(state: ShardState) -> None:
+            for a, b in _chunks(state.offset("grams"), sh.group["grams"], REPLAY_CHUNK["gram"]):
+                replay_grams(state, role, [GramsMsg.decode(raw) for raw in grams[a:b]], b)
+
+        self._new_owner(sh, replay)
+
+    def step(self, kind: str, i: int) -> bool:
+        return {"doc": self.step_doc, "gram": self.step_gram, "pages": self.step_pages}[kind](i)
+
+    def run_until_idle(self) -> None:
+        steps = [(kind, i) for kind in ("doc", "gram", "pages") for i in range(self.p)]
+        while True:
+            self.rng.shuffle(steps)
+            progressed = False
+            for kind, i in steps:
+                progressed |= self.step(kind, i)
+            if not progressed and self.idle():
+                return
+
+    def idle(self) -> bool:
+        pairs = [(sh.state.offset(name), topics[sh.index])
+                 for shards, name, topics in ((self.doc, "docs", self.docs_topic),
+                                              (self.doc, "deltas", self.deltas_topic),
+                                              (self.gram, "grams", self.grams_topic))
+                 for sh in shards]
+        outboxes = any(sh.state.outboxes() for sh in [*self.doc, *self.gram])
+        return (all(pos == len(topic) for pos, topic in pairs) and not any(self.queued)
+                and not outboxes)
+
+    def rows(self) -> Rows:
+        out: Rows = {}
+        pops = pop_counts(sh.state.store for sh in self.gram)
+        contains = contains_counts([sh.state.store for sh in self.gram])
+        for sh in self.doc:
+            for row in dump_rows(sh.state.store, self.params, self.gram[0].state.store,
+                                 pops=pops, contains=contains):
+                out[row["url"]] = row
+        return out
+
+    def phrase_rows(self, top: int = 1 << 30) -> list[dict]:
+        """`phrases --top` over the gram shards, texts from the doc shards (SPEC §8)."""
+        docs = [sh.state.store for sh in self.doc]
+        return phrase_rows([sh.state.store for sh in self.gram], text_reader(docs),
+                           lambda: live_docnos(docs), top, self.params)
+
+    def partial_rows(self) -> list[dict]:
+        """dump --partials over every doc shard (SPEC §7)."""
+        rows = [r for sh in self.doc for r in partial_rows(sh.state.store, self.params)]
+        return sorted(rows, key=lambda r: (r["url"].encode("utf-8"), r["other"].encode("utf-8")))
+
+
+def analysed(records: Sequence[dict], params: Params) -> list:
+    pages = []
+    for rec in records:
+        try:
+            pages.append(analyze(page_from_object(rec), params))
+        except BadRecord:
+            pass
+    return pages
