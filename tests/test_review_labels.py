@@ -165,6 +165,31 @@ def test_passwords_and_tokens(tmp_path):
     assert cred.bearer(cred.token) and not cred.bearer(cred.token[:-1])
 
 
+def _mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_the_labels_and_their_directory_are_private(tmp_path):
+    """Labels name reviewers and what they judged: the desk directory is 0700, the
+    labels file and SQLite's -wal and -shm beside it 0600, also when an older desk left
+    them readable to every local user."""
+    desk = tmp_path / "desk"
+    store = LabelStore(str(desk / "labels.sqlite"))
+    try:
+        store.add(lab("http://x.example/", "spam"))
+        files = [desk / n for n in ("labels.sqlite", "labels.sqlite-wal", "labels.sqlite-shm")]
+        assert _mode(desk) == 0o700 and [_mode(f) for f in files] == [0o600] * 3
+    finally:
+        store.close()
+    old = tmp_path / "old"
+    old.mkdir(mode=0o755)
+    (old / "labels.sqlite").touch(mode=0o644)
+    os.chmod(old, 0o755)
+    os.chmod(old / "labels.sqlite", 0o644)
+    LabelStore(str(old / "labels.sqlite")).close()
+    assert _mode(old) == 0o700 and _mode(old / "labels.sqlite") == 0o600
+
+
 def test_a_file_that_is_not_a_labels_file_is_refused(tmp_path):
     bad = tmp_path / "x.sqlite"
     bad.write_bytes(b"not sqlite at all" * 100)

@@ -27,6 +27,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..console import UsageError, env
+from .label_store import private_dir
 
 if TYPE_CHECKING:
     from .auth import Credentials
@@ -133,13 +134,21 @@ def _on_kafka(args: argparse.Namespace) -> int:
 
 
 def _desk_dir(args: argparse.Namespace) -> str:
+    """The desk's directory, made private (0700): it holds the token, the session key and
+    the labels, which name reviewers and what they judged."""
     if args.desk:
-        return args.desk
-    if args.state:
-        return args.state.rstrip("/") + "-review"
-    if args.broker:
-        return "streamdet-review"
-    raise UsageError("give --desk DIR (or --state DIR: its desk is DIR-review)")
+        path = args.desk
+    elif args.state:
+        path = args.state.rstrip("/") + "-review"
+    elif args.broker:
+        path = "streamdet-review"
+    else:
+        raise UsageError("give --desk DIR (or --state DIR: its desk is DIR-review)")
+    try:
+        private_dir(path)
+    except OSError as exc:
+        raise UsageError(f"cannot make the desk directory {path}: {exc.strerror}") from None
+    return path
 
 
 class _labels:
@@ -330,7 +339,6 @@ def _serve_kafka(args: argparse.Namespace, desk_dir: str) -> int:
     from .web import create_app
 
     host, port = bind_address(args.bind)
-    os.makedirs(desk_dir, exist_ok=True)
     lock = threading.RLock()
     try:
         source = KafkaDesk(KafkaSettings(args.broker, args.prefix, args.group,

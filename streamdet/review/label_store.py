@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
@@ -17,6 +18,29 @@ from .labels import Label, LabelError
 
 FORMAT = "review-labels-1"
 _COLUMNS = "id, url, verdict, note, who, at, params, kind, sample"
+
+
+def private_dir(path: str) -> None:
+    """A directory only its owner may enter (0700), made so or made private: a desk's
+    files name reviewers and what they judged. One another user owns is left as it is."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    st = os.stat(path)
+    if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
+        os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)
+
+
+def _private_file(path: str) -> None:
+    """The labels file readable by its owner only (0600), made so before SQLite opens it:
+    SQLite gives its -wal and -shm files the database file's mode. A file an older
+    version left readable to all is made private, with its -wal and -shm."""
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    for name in (path, path + "-wal", path + "-shm"):
+        try:
+            st = os.stat(name)
+        except FileNotFoundError:
+            continue
+        if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
+            os.chmod(name, stat.S_IMODE(st.st_mode) & 0o600)
 
 
 class LabelStoreError(RuntimeError):
@@ -32,7 +56,8 @@ class LabelStore:
         self._write = threading.Lock()
         self._newest: dict[str, Label] | None = None
         try:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            private_dir(os.path.dirname(os.path.abspath(path)))
+            _private_file(path)
             self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
