@@ -256,6 +256,28 @@ def test_a_bad_parameter_is_one_plain_sentence_in_html_and_json(desked, query, s
     assert form.status_code == 400 and "n must be a whole number, not 'x'" in unescape(form.text)
 
 
+def test_a_label_for_a_page_the_desk_does_not_hold_is_refused(desked):
+    """It would count in the precision of pages nobody reviewed: one sentence, 400, and
+    nothing written; a page the state holds, quilted or not, is labelled."""
+    csrf = desked.login()
+    c = desked.client
+    stranger = "http://nowhere.example/never-fetched"
+    api = c.post("/api/labels", json={"url": stranger, "verdict": "spam"},
+                 headers={"X-CSRF-Token": csrf})
+    assert api.status_code == 400
+    assert api.json() == {"error": f"no page {stranger!r} in this state or its events: only "
+                                   "a page the desk holds can be labelled"}
+    form = c.post("/label", data={"url": stranger, "verdict": "spam", "csrf": csrf})
+    assert form.status_code == 400 and "only a page the desk holds" in unescape(form.text)
+    assert c.get("/api/precision?all=1").json()["rows"] == []
+    assert list(desked.labels.all()) == []
+    for url in (QUILT, "http://plain.example/"):
+        ok = c.post("/api/labels", json={"url": url, "verdict": "not_spam"},
+                    headers={"X-CSRF-Token": csrf})
+        assert ok.status_code == 200 and ok.json()["url"] == url
+    assert [lab.url for lab in desked.labels.all()] == [QUILT, "http://plain.example/"]
+
+
 def test_review_sample_draws_from_the_command_line(planted, tmp_path):
     state, events, _ = planted
     out = streamdet("review", "sample", "3", "--state", state, "--events", events,

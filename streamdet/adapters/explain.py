@@ -103,6 +103,11 @@ def _known(txn, url: str) -> bool:
         return False
 
 
+def holds(store: Store, url: str) -> bool:
+    """Whether the state holds a live version of `url` (as given, not its variants)."""
+    return _known(store.begin(), url.strip())
+
+
 def look_up(store: Store, url: str) -> Page | Missing:
     """The page of `url`, or its absence (with the spellings that are known)."""
     txn = store.begin()

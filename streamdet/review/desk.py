@@ -33,6 +33,7 @@ class Source(Protocol):
     def view(self) -> View: ...
     def refresh(self) -> None: ...
     def page(self, url: str) -> dict | None: ...
+    def holds(self, url: str) -> bool: ...
     def status(self) -> dict: ...
     @property
     def params(self) -> dict: ...
@@ -110,7 +111,15 @@ class Desk:
               ) -> Label:
         """Record a judgement of `url` (from draw `sample`, if given: the URL must be in
         it), with the parameters of the verdict it judged and the kind of page. The
-        write (durable before this returns) is made outside the lock."""
+        write (durable before this returns) is made outside the lock. A URL the desk
+        holds no page of is refused: its label would count in the precision of pages
+        nobody reviewed."""
+        if not self.source.holds(url):  # I/O: outside the lock
+            with self.lock:
+                named = url in self.source.view.quilts
+            if not named:
+                raise DeskError(f"no page {url!r} in this state or its events: only a page "
+                                "the desk holds can be labelled")
         with self.lock:
             if sample:
                 drawn = self.labels.draw(sample)

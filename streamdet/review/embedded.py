@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from ..adapters.explain import holds
 from ..state.txn import Store
 from .event_feed import EventFeed
 from .page_view import page_view
@@ -59,6 +60,10 @@ class EmbeddedSource:
     def page(self, url: str) -> dict | None:
         with self._lock:  # a reopening closes the state: never under a page being read
             return page_view(self._state(), url)
+
+    def holds(self, url: str) -> bool:
+        with self._lock:
+            return holds(self._state(), url)
 
     @functools.cached_property
     def params(self) -> dict:

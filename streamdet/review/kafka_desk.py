@@ -207,6 +207,11 @@ class KafkaDesk:
             headers=None)
         return meta.offset
 
+    def holds(self, url: str) -> bool:
+        """Whether the docs topic has a record of `url` (its newest version's place)."""
+        with self.lock:
+            return url in self.docs
+
     def page(self, url: str) -> dict | None:
         """The page view of `url` from its record and its sources' (None: the docs topic
         has no record of it)."""
