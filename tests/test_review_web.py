@@ -21,6 +21,7 @@ from streamdet.review.auth import Credentials
 from streamdet.review.desk import Desk
 from streamdet.review.embedded import EmbeddedSource
 from streamdet.review.label_store import LabelStore
+from streamdet.review.sessions import IDLE_S, LONGEST_S, SessionStore
 from streamdet.review.web import create_app
 from streamdet.state.rocks import RocksKV
 from streamdet.state.txn import Store
@@ -44,14 +45,20 @@ def planted(tmp_path_factory):
 class Desked:
     """A desk app over the planted state, with its own labels file."""
 
-    def __init__(self, planted, labels_path, credentials=None) -> None:
+    def __init__(self, planted, labels_path, credentials=None, sessions=None) -> None:
         state, events, self.quilt = planted
         source = EmbeddedSource(lambda: Store(RocksKV(str(state), read_only=True)),
                                 str(events) if events else None)
         self.labels = LabelStore(str(labels_path))
         self.desk = Desk(source, self.labels, utc_now)
-        app = create_app(self.desk, credentials or Credentials(token=TOKEN), "k" * 32)
-        self.client = TestClient(app, base_url=BASE, follow_redirects=False)
+        self.sessions, self._own_sessions = sessions or SessionStore(), sessions is None
+        self.app = create_app(self.desk, credentials or Credentials(token=TOKEN), "k" * 32,
+                              self.sessions)
+        self.client = self.browser()
+
+    def browser(self, cookies: dict | None = None) -> TestClient:
+        """Another browser on the same desk (holding `cookies`, say a copied one)."""
+        return TestClient(self.app, base_url=BASE, follow_redirects=False, cookies=cookies)
 
     def login(self, name: str = "ann", secret: str = TOKEN) -> str:
         """Log in as a browser does; this session's CSRF token."""
@@ -65,6 +72,8 @@ class Desked:
         self.client.close()
         self.desk.source.close()
         self.labels.close()
+        if self._own_sessions:
+            self.sessions.close()
 
 
 @pytest.fixture
@@ -93,6 +102,66 @@ def test_nothing_is_read_or_written_without_a_login(desked):
     assert list(desked.labels.all()) == []
     bearer = {"Authorization": f"Bearer {TOKEN}"}
     assert c.get("/api/quilts", headers=bearer).json()["total"] == 1
+
+
+COOKIE = "streamdet_review"
+
+
+def test_a_session_ends_at_logout_and_a_copy_of_its_cookie_with_it(desked):
+    csrf = desked.login()
+    c = desked.client
+    copied = {COOKIE: c.cookies[COOKIE]}  # as a thief (or a shared machine) keeps it
+    thief = desked.browser(copied)
+    assert thief.get("/api/status").json()["who"] == "ann"  # the same session, for now
+    assert c.post("/logout", data={"csrf": csrf}).status_code == 303
+    assert c.get("/api/status").status_code == 401
+    assert thief.get("/api/status").status_code == 401
+    assert thief.get("/quilts").headers["location"].startswith("/login")
+    r = thief.post("/api/labels", json={"url": QUILT, "verdict": "spam"},
+                   headers={"X-CSRF-Token": csrf})
+    assert r.status_code == 401 and list(desked.labels.all()) == []
+
+
+def test_a_session_ends_when_idle_and_after_a_working_day(planted, tmp_path):
+    now = [1_000_000.0]
+    d = Desked(planted, tmp_path / "labels.sqlite", sessions=SessionStore(clock=lambda: now[0]))
+    try:
+        d.login()
+        for _ in range(3):  # used within the idle time, it goes on
+            now[0] += IDLE_S - 60
+            assert d.client.get("/api/status").status_code == 200
+        now[0] += IDLE_S + 1
+        assert d.client.get("/api/status").status_code == 401
+        d.login()
+        left = d.browser()  # logged in, then never used again
+        left.post("/login", data={"name": "bo", "secret": TOKEN, "next": "/quilts"})
+        began = now[0]
+        while now[0] - began < LONGEST_S - IDLE_S:
+            now[0] += IDLE_S / 2
+            assert d.client.get("/api/status").status_code == 200
+        now[0] = began + LONGEST_S + 1
+        assert d.client.get("/api/status").status_code == 401
+        assert d.sessions.sweep() == 1  # the one left open is removed too, not kept
+    finally:
+        d.close()
+        d.sessions.close()
+
+
+def test_a_new_token_ends_the_sessions_opened_with_the_old_one(planted, tmp_path):
+    store = SessionStore(str(tmp_path / "sessions.sqlite"))
+    d = Desked(planted, tmp_path / "labels.sqlite", sessions=store)
+    try:
+        d.login()
+        cookie = {COOKIE: d.client.cookies[COOKIE]}
+        again = Desked(planted, tmp_path / "labels2.sqlite", sessions=store)  # a restart
+        assert again.browser(cookie).get("/api/status").json()["who"] == "ann"
+        again.close()
+        other = Desked(planted, tmp_path / "labels3.sqlite", Credentials(token="t" * 32), store)
+        assert other.browser(cookie).get("/api/status").status_code == 401
+        other.close()
+    finally:
+        d.close()
+        store.close()
 
 
 def test_a_forged_cross_site_write_is_refused(desked):
@@ -196,6 +265,18 @@ def test_users_log_in_with_their_passwords(planted, tmp_path):
         r = c.get("/api/status", headers={"Authorization": f"Basic {basic}"})
         assert r.status_code == 200 and r.json()["who"] == "bob"
         d.login("ann", "correct horse")
+        assert c.get("/api/status").json()["who"] == "ann"
+        bob = d.browser()
+        bob.post("/login", data={"name": "bob", "secret": "battery staple"})
+        assert bob.get("/api/status").json()["who"] == "bob"
+        # a new password for ann, on the running desk: her sessions end, bob's go on,
+        # and only the new password logs her in
+        streamdet("review", "passwd", "ann", "--users", users, input=b"a different horse\n")
+        assert c.get("/api/status").status_code == 401
+        assert bob.get("/api/status").json()["who"] == "bob"
+        assert c.post("/login", data={"name": "ann", "secret": "correct horse"}
+                      ).status_code == 401
+        d.login("ann", "a different horse")
         assert c.get("/api/status").json()["who"] == "ann"
     finally:
         d.close()

@@ -64,6 +64,9 @@ class Credentials:
 
     token: str | None = None
     users: dict[str, str] = field(default_factory=dict)
+    # the users file, read again when it changes (`review passwd` on a running desk)
+    path: str | None = field(default=None, compare=False)
+    _stamp: tuple[int, int] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if (self.token is None) == (not self.users):
@@ -82,22 +85,28 @@ class Credentials:
     @classmethod
     def from_users_file(cls, path: str) -> Credentials:
         """`user:scrypt$...` lines (`streamdet review passwd` writes them); # comments."""
-        users = {}
+        return cls(users=_read_users(path), path=path, _stamp=_stamp(path))
+
+    def _fresh(self) -> None:
+        """The users file as it is now: a password changed or a user removed while the
+        desk runs takes effect at once, and ends that reviewer's sessions (`tag`). A file
+        that cannot be read now leaves the users as they were."""
+        if self.path is None or (stamp := _stamp(self.path)) == self._stamp:
+            return
         try:
-            with open(path, encoding="utf-8") as f:
-                for n, line in enumerate(f, 1):
-                    line = line.strip()
-                    if not line or line.startswith("#"):
-                        continue
-                    user, sep, stored = line.partition(":")
-                    if not sep or not user or not stored.startswith("scrypt$"):
-                        raise AuthError(f"{path} line {n}: not 'user:scrypt$...'")
-                    users[user] = stored
-        except OSError as exc:
-            raise AuthError(f"cannot read users file {path}: {exc.strerror}") from None
-        if not users:
-            raise AuthError(f"{path} names no user")
-        return cls(users=users)
+            self.users, self._stamp = _read_users(self.path), stamp
+        except AuthError:
+            pass
+
+    def tag(self, who: str) -> str | None:
+        """What a session of `who` was opened with, as a digest: the token, or that
+        reviewer's password hash (None: no such user now). A session whose tag changed
+        has ended (review.sessions)."""
+        self._fresh()
+        secret = self.token if self.token is not None else self.users.get(who)
+        if secret is None:
+            return None
+        return hashlib.sha256(f"{self.mode}\0{secret}".encode()).hexdigest()[:32]
 
     @classmethod
     def made_in(cls, path: str) -> Credentials:
@@ -136,6 +145,7 @@ class Credentials:
         name = name.strip()
         if not name or len(name) > 200:
             return None
+        self._fresh()
         if self.token is not None:
             return name if self.bearer(secret) else None
         stored = self.users.get(name)
@@ -151,5 +161,28 @@ class Credentials:
         return hmac.compare_digest(token.encode("utf-8"), self.token.encode("utf-8"))
 
 
-def new_csrf() -> str:
-    return secrets.token_urlsafe(24)
+def _read_users(path: str) -> dict[str, str]:
+    users = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                line = line.strip()
+                if not line or line.startswith("#"):
+                    continue
+                user, sep, stored = line.partition(":")
+                if not sep or not user or not stored.startswith("scrypt$"):
+                    raise AuthError(f"{path} line {n}: not 'user:scrypt$...'")
+                users[user] = stored
+    except OSError as exc:
+        raise AuthError(f"cannot read users file {path}: {exc.strerror}") from None
+    if not users:
+        raise AuthError(f"{path} names no user")
+    return users
+
+
+def _stamp(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size

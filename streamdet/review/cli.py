@@ -32,6 +32,7 @@ from .label_store import private_dir
 if TYPE_CHECKING:
     from .auth import Credentials
     from .desk import Desk
+    from .sessions import SessionStore
 
 ACTIONS = ("serve", "sample", "export", "precision", "passwd")
 
@@ -301,6 +302,13 @@ def session_key(desk_dir: str) -> str:
     return key
 
 
+def sessions(desk_dir: str) -> SessionStore:
+    """The desk's browser sessions (review.sessions), kept beside its labels."""
+    from .sessions import SessionStore
+
+    return SessionStore(os.path.join(desk_dir, "sessions.sqlite"))
+
+
 def bind_address(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not host:
@@ -314,7 +322,8 @@ def _serve(desk: Desk, args: argparse.Namespace, desk_dir: str) -> int:
     from .web import create_app
 
     host, port = bind_address(args.bind)
-    app = create_app(desk, credentials(args, desk_dir), session_key(desk_dir))
+    app = create_app(desk, credentials(args, desk_dir), session_key(desk_dir),
+                     sessions(desk_dir))
     if not _loopback(host):
         print(f"streamdet: review: listening on {host}, beyond this machine (--bind)",
               file=sys.stderr)
@@ -347,7 +356,8 @@ def _serve_kafka(args: argparse.Namespace, desk_dir: str) -> int:
     except (DeskUnavailable, PipelineError) as exc:
         raise UsageError(str(exc)) from None
     desk = Desk(source, source.labels, utc_now, lock)
-    app = create_app(desk, credentials(args, desk_dir), session_key(desk_dir))
+    app = create_app(desk, credentials(args, desk_dir), session_key(desk_dir),
+                     sessions(desk_dir))
     if not _loopback(host):
         print(f"streamdet: review: listening on {host}, beyond this machine (--bind)",
               file=sys.stderr)

@@ -29,10 +29,10 @@ def private_dir(path: str) -> None:
         os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)
 
 
-def _private_file(path: str) -> None:
-    """The labels file readable by its owner only (0600), made so before SQLite opens it:
-    SQLite gives its -wal and -shm files the database file's mode. A file an older
-    version left readable to all is made private, with its -wal and -shm."""
+def private_file(path: str) -> None:
+    """A desk's SQLite file (labels, sessions) readable by its owner only (0600), made so
+    before SQLite opens it: SQLite gives its -wal and -shm files the database file's
+    mode. A file an older version left readable to all is made private, with those."""
     os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     for name in (path, path + "-wal", path + "-shm"):
         try:
@@ -57,7 +57,7 @@ class LabelStore:
         self._newest: dict[str, Label] | None = None
         try:
             private_dir(os.path.dirname(os.path.abspath(path)))
-            _private_file(path)
+            private_file(path)
             self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")

@@ -42,14 +42,15 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .auth import Credentials, new_csrf
+from .auth import Credentials
 from .desk import Desk, DeskError
 from .highlight import COLOURS, pieces
 from .labels import VERDICTS, LabelError
 from .lists import LABEL_STATES, PAGE_SIZE, QUILT_STATES, QuiltFilter
+from .sessions import LONGEST_S, Session, SessionStore
 
 HERE = Path(__file__).parent
-SESSION_HOURS = 12
+_UNKNOWN = object()  # a request's session not looked up yet
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
     "img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
@@ -60,13 +61,15 @@ HEADERS = {
 }
 
 
-def create_app(desk: Desk, credentials: Credentials, session_key: str) -> Starlette:
-    """The desk's app; `session_key` signs the session cookies (kept in a file so that a
-    restart does not log everyone out)."""
+def create_app(desk: Desk, credentials: Credentials, session_key: str,
+               sessions: SessionStore | None = None) -> Starlette:
+    """The desk's app; `session_key` signs the session cookies, which hold a session's id
+    only; `sessions` keeps the sessions (review.sessions; kept in the desk directory so
+    that a restart does not log everyone out, in memory when not given)."""
     templates = Jinja2Templates(env=jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True))
     templates.env.globals.update(colours=COLOURS, verdicts=VERDICTS)
-    h = _Handlers(desk, credentials, templates)
+    h = _Handlers(desk, credentials, templates, sessions or SessionStore())
     routes = [
         Route("/login", h.login_form, methods=["GET"]),
         Route("/login", h.login, methods=["POST"]),
@@ -97,7 +100,7 @@ def create_app(desk: Desk, credentials: Credentials, session_key: str) -> Starle
     middleware = [Middleware(_SecurityHeaders),
                   Middleware(SessionMiddleware, secret_key=session_key,
                                         session_cookie="streamdet_review", same_site="strict",
-                                        max_age=SESSION_HOURS * 3600, https_only=False)]
+                                        max_age=int(LONGEST_S), https_only=False)]
     return Starlette(routes=routes, middleware=middleware)
 
 
@@ -132,9 +135,10 @@ class _Handlers:
     """The routes' endpoints. Plain functions: Starlette runs them in its thread pool,
     so a page view's state reads do not hold up the event loop."""
 
-    def __init__(self, desk: Desk, credentials: Credentials, templates: Jinja2Templates
-                 ) -> None:
+    def __init__(self, desk: Desk, credentials: Credentials, templates: Jinja2Templates,
+                 sessions: SessionStore) -> None:
         self.desk, self.credentials, self.templates = desk, credentials, templates
+        self.sessions = sessions
 
     # -- who is asking -------------------------------------------------------------------
 
@@ -151,8 +155,22 @@ class _Handlers:
                 return None, False
             return (None if self.credentials.mode != "users"
                     else self.credentials.login(name, secret)), False
-        who = request.session.get("who")
-        return (who, True) if isinstance(who, str) and who else (None, False)
+        session = self._session(request)
+        return (session.who, True) if session is not None else (None, False)
+
+    def _session(self, request: Request) -> Session | None:
+        """The request's live session: its cookie names one that has not ended, opened
+        with the credential its reviewer has now (a changed token or password ends it)."""
+        known = getattr(request.state, "session", _UNKNOWN)
+        if known is not _UNKNOWN:
+            return known
+        sid = request.session.get("sid")
+        session = self.sessions.get(sid)
+        if session is not None and self.credentials.tag(session.who) != session.credential:
+            self.sessions.end(sid)
+            session = None
+        request.state.session = session
+        return session
 
     def _reader(self, request: Request) -> str:
         who, _ = self._who(request)
@@ -167,7 +185,8 @@ class _Handlers:
             raise Refused(401, "log in first")
         _same_site(request)
         if by_session:
-            want = request.session.get("csrf", "")
+            session = self._session(request)
+            want = session.csrf if session is not None else ""
             got = form_csrf if form_csrf is not None else request.headers.get("x-csrf-token", "")
             if not want or not hmac.compare_digest(str(got).encode(), want.encode()):
                 raise Refused(403, "a write needs this session's CSRF token")
@@ -176,7 +195,9 @@ class _Handlers:
         return who
 
     def _html(self, request: Request, name: str, status: int = 200, **context) -> Response:
-        context |= {"who": request.session.get("who"), "csrf": request.session.get("csrf", "")}
+        session = self._session(request)
+        context |= {"who": session.who if session else None,
+                    "csrf": session.csrf if session else ""}
         return self.templates.TemplateResponse(request, name, context, status_code=status)
 
     def _page(self, request: Request, render: Callable[[str], Response]) -> Response:
@@ -228,8 +249,9 @@ class _Handlers:
         if who is None:
             return self._html(request, "login.html", 401, mode=self.credentials.mode,
                               next=target, failed=True)
+        self.sessions.end(request.session.get("sid"))
         request.session.clear()
-        request.session.update({"who": who, "csrf": new_csrf()})
+        request.session["sid"] = self.sessions.begin(who, self.credentials.tag(who) or "").sid
         return RedirectResponse(target, 303)
 
     async def logout(self, request: Request) -> Response:
@@ -238,6 +260,7 @@ class _Handlers:
             self._writer(request, str(form.get("csrf", "")))
         except Refused as exc:
             return PlainTextResponse(exc.reason, exc.status)
+        self.sessions.end(request.session.get("sid"))  # a copy of the cookie ends with it
         request.session.clear()
         return RedirectResponse("/login", 303)
 
