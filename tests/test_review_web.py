@@ -22,6 +22,7 @@ from streamdet.review.desk import Desk
 from streamdet.review.embedded import EmbeddedSource
 from streamdet.review.label_store import LabelStore
 from streamdet.review.sessions import IDLE_S, LONGEST_S, SessionStore
+from streamdet.review.throttle import BURST, PER_MINUTE, Throttle
 from streamdet.review.web import create_app
 from streamdet.state.rocks import RocksKV
 from streamdet.state.txn import Store
@@ -45,7 +46,8 @@ def planted(tmp_path_factory):
 class Desked:
     """A desk app over the planted state, with its own labels file."""
 
-    def __init__(self, planted, labels_path, credentials=None, sessions=None) -> None:
+    def __init__(self, planted, labels_path, credentials=None, sessions=None,
+                 throttle=None) -> None:
         state, events, self.quilt = planted
         source = EmbeddedSource(lambda: Store(RocksKV(str(state), read_only=True)),
                                 str(events) if events else None)
@@ -53,7 +55,7 @@ class Desked:
         self.desk = Desk(source, self.labels, utc_now)
         self.sessions, self._own_sessions = sessions or SessionStore(), sessions is None
         self.app = create_app(self.desk, credentials or Credentials(token=TOKEN), "k" * 32,
-                              self.sessions)
+                              self.sessions, throttle)
         self.client = self.browser()
 
     def browser(self, cookies: dict | None = None) -> TestClient:
@@ -162,6 +164,69 @@ def test_a_new_token_ends_the_sessions_opened_with_the_old_one(planted, tmp_path
     finally:
         d.close()
         store.close()
+
+
+def test_failed_logins_are_throttled_per_client_and_logged(planted, tmp_path, caplog):
+    """A guesser gets BURST tries, then one every 60 / PER_MINUTE s, answered 429 with
+    Retry-After, and not even the right secret works meanwhile; each failure is logged
+    with the address and the name, never the secret; other clients go on."""
+    now = [0.0]
+    d = Desked(planted, tmp_path / "labels.sqlite", throttle=Throttle(clock=lambda: now[0]))
+    try:
+        c = d.client
+        wrong = {"Authorization": "Bearer not-the-token-but-long"}
+        with caplog.at_level("WARNING", logger="streamdet.review"):
+            for i in range(BURST):
+                assert c.get("/api/status", headers=wrong).status_code == 401, i
+            r = c.get("/api/status", headers=wrong)
+            assert r.status_code == 429 and r.json()["error"].startswith("too many failed")
+            assert int(r.headers["Retry-After"]) == 60 // PER_MINUTE
+            right = {"Authorization": f"Bearer {TOKEN}"}
+            assert c.get("/api/status", headers=right).status_code == 429
+            form = c.post("/login", data={"name": "eve", "secret": TOKEN},
+                          headers={"Origin": BASE})
+            assert form.status_code == 429 and "Retry-After" in form.headers
+            assert "too many failed logins" in form.text.lower()
+            assert c.get("/quilts", headers=wrong).status_code == 429
+            other = TestClient(d.app, base_url=BASE, client=("10.0.0.9", 5000))
+            assert other.get("/api/status", headers=right).status_code == 200
+            now[0] += 60 / PER_MINUTE  # one more try is due: the right token works
+            assert c.get("/api/status", headers=right).json()["who"] == "token"
+            c.post("/login", data={"name": "mallory", "secret": "nope-nope-nope"},
+                   headers={"Origin": BASE})
+        failures = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+        assert len(failures) == BURST + 1
+        assert failures[0] == "review: failed bearer login from testclient"
+        assert failures[-1] == "review: failed login from testclient as 'mallory'"
+        assert not any("not-the-token" in m or "nope-nope" in m for m in failures)
+    finally:
+        d.close()
+
+
+def test_the_login_page_says_a_shared_token_takes_any_name(desked, planted, tmp_path):
+    assert "anyone who holds\n  it may log in under any name" in desked.client.get("/login").text
+    users = tmp_path / "users"
+    streamdet("review", "passwd", "ann", "--users", users, input=b"correct horse\n")
+    d = Desked(planted, tmp_path / "l.sqlite", Credentials.from_users_file(str(users)))
+    try:
+        assert 'id="token-mode"' not in d.client.get("/login").text
+    finally:
+        d.close()
+
+
+@pytest.mark.parametrize("password, reason", [
+    ("password1", "at least 12 characters"),
+    ("aaaaaaaaaaaaaaaa", "more than a few different characters"),
+    ("ann-is-the-best-1", "the user's name"),
+    ("Password123456!", "a common word"),
+    ("1234567890123", "a common word"),
+])
+def test_review_passwd_refuses_a_weak_password(tmp_path, password, reason):
+    users = tmp_path / "users"
+    out = streamdet("review", "passwd", "ann", "--users", users,
+                    input=password.encode() + b"\n", check=False)
+    assert out.returncode != 0 and reason in out.stderr.decode()
+    assert not users.exists()
 
 
 def test_a_forged_cross_site_write_is_refused(desked):

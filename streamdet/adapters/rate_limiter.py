@@ -1,5 +1,5 @@
-"""The rate limiter: `streamdet produce --rate`, the load-test harness and the alerter's
-`--max-per-minute`.
+"""The rate limiter: `streamdet produce --rate`, the load-test harness, the alerter's
+`--max-per-minute` and the review desk's failed logins (review.throttle).
 
 A token bucket kept as the time its next token is due (the generic cell rate algorithm):
 events go out on a schedule (t0 + i/rate) rather than one interval after the previous
@@ -36,14 +36,18 @@ class RateLimiter:
 
     def delay(self) -> float:
         """Seconds to wait before the next event (and take its token)."""
+        wait = self.peek()
+        self._next += self.interval  # type: ignore[operator] - set by peek
+        return wait
+
+    def peek(self) -> float:
+        """Seconds until the next token is due, without taking it (0: one is there)."""
         now = self.clock()
         if self._next is None:
             self._next = now - self.slack if self.full else now
         elif self._next < now - self.slack:
             self._next = now - self.slack  # idle or behind: the bucket is full, no more
-        wait = max(0.0, self._next - now)
-        self._next += self.interval
-        return wait
+        return max(0.0, self._next - now)
 
     def wait(self, sleep: Callable[[float], None] = time.sleep) -> None:
         if (d := self.delay()) > 0:

@@ -49,6 +49,29 @@ def verify_password(password: str, stored: str) -> bool:
     return hmac.compare_digest(got, want)
 
 
+MIN_PASSWORD = 12  # characters
+# the words most leaked passwords are made of, once digits and signs are taken away
+COMMON_WORDS = {"password", "passw", "qwerty", "qwertyuiop", "asdf", "letmein", "welcome",
+                "admin", "administrator", "iloveyou", "monkey", "dragon", "abc", "secret",
+                "login", "master", "sunshine", "football", "streamdet", "review"}
+
+
+def weak_password(user: str, password: str) -> str | None:
+    """Why `password` is too weak for a reviewer's login (None: it will do): scrypt
+    slows a guesser down, it does not save a password on every list of guesses."""
+    if len(password) < MIN_PASSWORD:
+        return f"a password needs at least {MIN_PASSWORD} characters"
+    if len(set(password)) < 5:
+        return "a password needs more than a few different characters"
+    lowered = password.lower()
+    if len(user) >= 3 and user.lower() in lowered:
+        return "a password must not hold the user's name"
+    letters = "".join(ch for ch in lowered if ch.isalpha())
+    if not letters or letters in COMMON_WORDS:
+        return "a password must not be a common word with digits or signs around it"
+    return None
+
+
 @lru_cache(maxsize=1)
 def _dummy_hash() -> str:
     return hash_password(secrets.token_urlsafe(12))

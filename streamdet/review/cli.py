@@ -239,7 +239,7 @@ def _print_precision(report: dict, as_json: bool) -> int:
 
 
 def _passwd(args: argparse.Namespace) -> int:
-    from .auth import AuthError, hash_password
+    from .auth import AuthError, hash_password, weak_password
 
     if not args.users or not args.arg:
         raise UsageError("review passwd USER --users FILE")
@@ -248,6 +248,8 @@ def _passwd(args: argparse.Namespace) -> int:
         raise UsageError("a user name has no ':'")
     password = (sys.stdin.readline().rstrip("\n") if not sys.stdin.isatty()
                 else getpass.getpass(f"password for {user}: "))
+    if (weak := weak_password(user, password)) is not None:
+        raise UsageError(f"refused: {weak}")
     try:
         line = f"{user}:{hash_password(password)}\n"
     except AuthError as exc:

@@ -48,6 +48,7 @@ from .highlight import COLOURS, pieces
 from .labels import VERDICTS, LabelError
 from .lists import LABEL_STATES, PAGE_SIZE, QUILT_STATES, QuiltFilter
 from .sessions import LONGEST_S, Session, SessionStore
+from .throttle import Throttle
 
 HERE = Path(__file__).parent
 _UNKNOWN = object()  # a request's session not looked up yet
@@ -62,14 +63,16 @@ HEADERS = {
 
 
 def create_app(desk: Desk, credentials: Credentials, session_key: str,
-               sessions: SessionStore | None = None) -> Starlette:
+               sessions: SessionStore | None = None, throttle: Throttle | None = None
+               ) -> Starlette:
     """The desk's app; `session_key` signs the session cookies, which hold a session's id
     only; `sessions` keeps the sessions (review.sessions; kept in the desk directory so
     that a restart does not log everyone out, in memory when not given)."""
     templates = Jinja2Templates(env=jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True))
     templates.env.globals.update(colours=COLOURS, verdicts=VERDICTS)
-    h = _Handlers(desk, credentials, templates, sessions or SessionStore())
+    h = _Handlers(desk, credentials, templates, sessions or SessionStore(),
+                  throttle or Throttle())
     routes = [
         Route("/login", h.login_form, methods=["GET"]),
         Route("/login", h.login, methods=["POST"]),
@@ -126,9 +129,19 @@ class _SecurityHeaders:
 
 
 class Refused(Exception):
-    def __init__(self, status: int, reason: str) -> None:
+    def __init__(self, status: int, reason: str, retry_after: int = 0) -> None:
         super().__init__(reason)
         self.status, self.reason = status, reason
+        self.headers = {"Retry-After": str(retry_after)} if retry_after else None
+
+
+def _throttled(seconds: int) -> Refused:
+    return Refused(429, f"too many failed logins from this address: try again in "
+                        f"{seconds} s", seconds)
+
+
+def _client(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
 
 
 class _Handlers:
@@ -136,9 +149,9 @@ class _Handlers:
     so a page view's state reads do not hold up the event loop."""
 
     def __init__(self, desk: Desk, credentials: Credentials, templates: Jinja2Templates,
-                 sessions: SessionStore) -> None:
+                 sessions: SessionStore, throttle: Throttle) -> None:
         self.desk, self.credentials, self.templates = desk, credentials, templates
-        self.sessions = sessions
+        self.sessions, self.throttle = sessions, throttle
 
     # -- who is asking -------------------------------------------------------------------
 
@@ -146,17 +159,29 @@ class _Handlers:
         """(the reviewer, whether by session cookie) or (None, False)."""
         header = request.headers.get("authorization", "")
         scheme, _, value = header.partition(" ")
-        if scheme.lower() == "bearer" and value:
-            return ("token" if self.credentials.bearer(value.strip()) else None), False
-        if scheme.lower() == "basic" and value:
-            try:
-                name, _, secret = base64.b64decode(value.strip()).decode("utf-8").partition(":")
-            except (binascii.Error, UnicodeDecodeError):
-                return None, False
-            return (None if self.credentials.mode != "users"
-                    else self.credentials.login(name, secret)), False
+        scheme = scheme.lower()
+        if scheme in ("bearer", "basic") and value:
+            client = _client(request)
+            if wait := self.throttle.wait(client):
+                raise _throttled(wait)
+            who, name = self._credentials(scheme, value.strip())
+            if who is None:
+                self.throttle.failed(client, f"{scheme} login", name)
+            return who, False
         session = self._session(request)
         return (session.who, True) if session is not None else (None, False)
+
+    def _credentials(self, scheme: str, value: str) -> tuple[str | None, str]:
+        """(the reviewer or None, the name tried) of an Authorization header's value."""
+        if scheme == "bearer":
+            return ("token" if self.credentials.bearer(value) else None), ""
+        try:
+            name, _, secret = base64.b64decode(value).decode("utf-8").partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return None, ""
+        if self.credentials.mode != "users":
+            return None, name
+        return self.credentials.login(name, secret), name
 
     def _session(self, request: Request) -> Session | None:
         """The request's live session: its cookie names one that has not ended, opened
@@ -194,17 +219,21 @@ class _Handlers:
             raise Refused(415, "an API write is JSON")
         return who
 
-    def _html(self, request: Request, name: str, status: int = 200, **context) -> Response:
+    def _html(self, request: Request, name: str, status: int = 200,
+              headers: dict[str, str] | None = None, **context) -> Response:
         session = self._session(request)
         context |= {"who": session.who if session else None,
                     "csrf": session.csrf if session else ""}
-        return self.templates.TemplateResponse(request, name, context, status_code=status)
+        return self.templates.TemplateResponse(request, name, context, status_code=status,
+                                               headers=headers)
 
     def _page(self, request: Request, render: Callable[[str], Response]) -> Response:
         """An HTML page for a reviewer: to the login form (and back) when not logged in."""
         try:
             return render(self._reader(request))
-        except Refused:
+        except Refused as exc:
+            if exc.status == 429:
+                return PlainTextResponse(exc.reason, exc.status, exc.headers)
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             return RedirectResponse("/login?" + urlencode({"next": target}), 303)
         except (DeskError, ValueError) as exc:
@@ -216,7 +245,7 @@ class _Handlers:
             who = self._writer(request) if write else self._reader(request)
             return JSONResponse(answer(who))
         except Refused as exc:
-            return JSONResponse({"error": exc.reason}, exc.status)
+            return JSONResponse({"error": exc.reason}, exc.status, exc.headers)
         except (DeskError, LabelError, ValueError) as exc:
             return JSONResponse({"error": str(exc)}, 400)
 
@@ -244,9 +273,15 @@ class _Handlers:
         try:
             _same_site(request)
         except Refused as exc:
-            return PlainTextResponse(exc.reason, exc.status)
-        who = self.credentials.login(str(form.get("name", "")), str(form.get("secret", "")))
+            return PlainTextResponse(exc.reason, exc.status, exc.headers)
+        client, name = _client(request), str(form.get("name", ""))
+        if wait := self.throttle.wait(client):
+            return self._html(request, "login.html", 429, {"Retry-After": str(wait)},
+                              mode=self.credentials.mode, next=target, failed=False,
+                              throttled=_throttled(wait).reason)
+        who = self.credentials.login(name, str(form.get("secret", "")))
         if who is None:
+            self.throttle.failed(client, "login", name)
             return self._html(request, "login.html", 401, mode=self.credentials.mode,
                               next=target, failed=True)
         self.sessions.end(request.session.get("sid"))
@@ -259,7 +294,7 @@ class _Handlers:
         try:
             self._writer(request, str(form.get("csrf", "")))
         except Refused as exc:
-            return PlainTextResponse(exc.reason, exc.status)
+            return PlainTextResponse(exc.reason, exc.status, exc.headers)
         self.sessions.end(request.session.get("sid"))  # a copy of the cookie ends with it
         request.session.clear()
         return RedirectResponse("/login", 303)
@@ -300,7 +335,7 @@ class _Handlers:
             self.desk.judge(url, str(form.get("verdict", "")), who,
                             str(form.get("note", "")), sample)
         except Refused as exc:
-            return PlainTextResponse(exc.reason, exc.status)
+            return PlainTextResponse(exc.reason, exc.status, exc.headers)
         except (DeskError, LabelError) as exc:
             return self._html(request, "error.html", 400, message=str(exc))
         if sample:  # on through the draw: its next page not judged yet, or the draw
@@ -342,7 +377,7 @@ class _Handlers:
             drawn = self.desk.sample(whole(form.get("n"), "n", 100, least=1),
                                      whole(form.get("seed"), "seed", 1))
         except Refused as exc:
-            return PlainTextResponse(exc.reason, exc.status)
+            return PlainTextResponse(exc.reason, exc.status, exc.headers)
         except (DeskError, ValueError) as exc:
             return self._html(request, "error.html", 400, message=str(exc))
         return RedirectResponse(f"/draws/{drawn['name']}", 303)
@@ -357,7 +392,7 @@ class _Handlers:
         try:
             self._reader(request)
         except Refused as exc:
-            return PlainTextResponse(exc.reason, exc.status)
+            return PlainTextResponse(exc.reason, exc.status, exc.headers)
         return Response("".join(self.desk.export()), media_type="application/x-ndjson",
                         headers={"Content-Disposition":
                                  'attachment; filename="streamdet-labels.jsonl"'})
