@@ -10,6 +10,7 @@ import base64
 import json
 import re
 from collections import defaultdict
+from contextlib import closing
 from html import unescape
 from urllib.parse import quote
 
@@ -25,9 +26,10 @@ from streamdet.review.sessions import IDLE_S, LONGEST_S, SessionStore
 from streamdet.review.throttle import BURST, PER_MINUTE, Throttle
 from streamdet.review.web import create_app
 from streamdet.state.rocks import RocksKV
+from streamdet.state.schema import decode_url_entry
 from streamdet.state.txn import Store
 
-from .cli_helpers import streamdet
+from .cli_helpers import build_crawl, streamdet, write_jsonl
 from .review_helpers import QUILT, TOKEN, planted_state
 
 BASE = "http://desk.test"
@@ -516,6 +518,31 @@ def test_without_an_events_file_the_quilts_come_from_the_state(planted, tmp_path
         assert (row["url"], row["params"]) == (QUILT, quilt["params"])
         assert [s["url"] for s in row["sources"]] == [s["url"] for s in quilt["sources"]]
         assert d.client.get("/api/status", headers=bearer).json()["events"] is None
+    finally:
+        d.close()
+
+
+def test_without_events_the_list_is_newest_arrival_first_and_says_what_it_lacks(tmp_path):
+    """Rows in the order their versions arrived, newest first, each shown by its arrival
+    (no event, time or cause: the page says so), not as 'quilt #0' in URL order."""
+    crawl = build_crawl(seed=5, n_pages=40, n_quilts=12)
+    state = tmp_path / "state"
+    streamdet("run", "--input", write_jsonl(tmp_path / "in.jsonl", crawl), "--state", state,
+              "-k", "3")
+    arrived = {}
+    with closing(Store(RocksKV(str(state), read_only=True))) as store:
+        for key, raw in store.kv.items("urls"):
+            arrived[key.decode()] = decode_url_entry(raw)[0]  # docnos: in arrival order
+    d = Desked((state, None, None), tmp_path / "labels.sqlite")
+    try:
+        d.login()
+        rows = d.client.get("/api/quilts").json()["rows"]
+        assert len(rows) >= 3 and {r["event"] for r in rows} == {"state"}
+        order = [arrived[r["url"]] for r in rows]
+        assert order == sorted(order, reverse=True) and len(set(order)) == len(rows)
+        page = d.client.get("/quilts").text
+        assert 'id="from-state"' in page and " #0" not in page
+        assert f"version {rows[0]['seq']}" in page
     finally:
         d.close()
 

@@ -13,10 +13,11 @@ import time
 from collections.abc import Callable
 
 from ..adapters.explain import holds
+from ..state.schema import decode_url_entry
 from ..state.txn import Store
 from .event_feed import EventFeed
 from .page_view import page_view
-from .projection import View, apply
+from .projection import STATE_EVENT, View, apply
 
 log = logging.getLogger(__name__)
 
@@ -103,17 +104,22 @@ class EmbeddedSource:
 
 def view_of_state(store: Store) -> View:
     """A view of a state's current verdicts, for a desk given no events file: one
-    `quilt` event per quilted page (no time, no history before it)."""
+    event per quilted page, named STATE_EVENT (no time, no cause, no history before it),
+    with its version's seq and its arrival (the version's docno: docnos are given in
+    arrival order), which the list sorts by, newest first."""
     from ..adapters.views import cluster_rows, dump_rows
 
     view = View()
     params = store_params(store)
+    entries = {key.decode("utf-8"): decode_url_entry(raw) for key, raw in store.kv.items("urls")}
     for c in cluster_rows(store):
         for url in c["members"]:
             view.clusters[url] = {"seq": 0, "cluster": c["cluster"], "cluster_size": c["size"]}
     for row in dump_rows(store, clustered=False, pops=None, contains=None):
         if row.get("quilted"):
-            apply(view, {"event": "quilt", "url": row["url"], "seq": 0, "quilted": True,
+            docno, seq = entries[row["url"]]
+            apply(view, {"event": STATE_EVENT, "url": row["url"], "seq": seq,
+                         "arrival": docno, "quilted": True,
                          "patch_fraction": row.get("patch_fraction"),
                          "n_grams": row.get("n_grams"),
                          "n_patch_grams": row.get("n_patch_grams"),

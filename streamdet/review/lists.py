@@ -57,14 +57,16 @@ class QuiltFilter:
 def quilt_rows(quilts: Mapping[str, dict], labels: Mapping[str, Label],
                clusters: Mapping[str, dict], keep: QuiltFilter, offset: int = 0,
                limit: int = PAGE_SIZE) -> tuple[list[dict], int]:
-    """The quilts `keep` lets through, newest first (the newest event's time, then seq,
-    then URL), `limit` of them from `offset`; and how many there are in all."""
+    """The quilts `keep` lets through, newest first (the newest event's time, then the
+    arrival a desk without events knows, then seq, then URL), `limit` of them from
+    `offset`; and how many there are in all."""
     kept = []
     for url, ev in quilts.items():
         cluster = clusters.get(url)
         if keep.keeps(ev, labels.get(url), cluster):
             kept.append(ev)
-    kept.sort(key=lambda e: (e.get("at") or "", e["seq"], e["url"]), reverse=True)
+    kept.sort(key=lambda e: (e.get("at") or "", e.get("arrival") or 0, e["seq"], e["url"]),
+              reverse=True)
     return [_quilt_row(ev, labels.get(ev["url"]), clusters.get(ev["url"]))
             for ev in kept[offset : offset + limit]], len(kept)
 

@@ -17,7 +17,9 @@ import json
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 
-QUILT_EVENTS = ("quilt", "rescore", "unquilt")
+# a desk without events reads the state's verdicts as STATE_EVENT (review.embedded)
+STATE_EVENT = "state"
+QUILT_EVENTS = ("quilt", "rescore", "unquilt", STATE_EVENT)
 HISTORY = 100  # events kept per page for its page view
 NUMBERS = ("patch_fraction", "cluster_size", "docs", "badness", "pop_mean", "pop_sd",
            "patch_mean", "pages")  # figures the lists sort or format, when present

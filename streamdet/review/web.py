@@ -47,6 +47,7 @@ from .desk import Desk, DeskError
 from .highlight import COLOURS, pieces
 from .labels import VERDICTS, LabelError
 from .lists import LABEL_STATES, PAGE_SIZE, QUILT_STATES, QuiltFilter
+from .projection import STATE_EVENT
 from .sessions import LONGEST_S, Session, SessionStore
 from .throttle import Throttle
 
@@ -307,7 +308,9 @@ class _Handlers:
             found = self.desk.quilts(keep, offset, PAGE_SIZE)
             return self._html(request, "quilts.html", keep=keep, found=found,
                               label_states=LABEL_STATES, quilt_states=QUILT_STATES,
-                              more=_more(request, offset, found["total"]))
+                              more=_more(request, offset, found["total"]),
+                              from_state=self.desk.status().get("events", 0) is None,
+                              state_event=STATE_EVENT)
         return self._page(request, render)
 
     def page_page(self, request: Request) -> Response:
