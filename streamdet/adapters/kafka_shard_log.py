@@ -26,17 +26,21 @@ REPLAY_CHUNK = 500  # records per transaction while rebuilding a shard
 
 
 class KafkaShardLog:
+    """A worker's ShardLog: `open_state` opens a state and keeps it in the worker's
+    tables, `run` is its engine thread, `send` its outbox sending (acknowledged, then
+    cleared), `cut` whether a rebalance is revoking."""
+
     def __init__(self, broker: str, topics: Topics, producer, consumer: AIOKafkaConsumer,
                  sensor: Sensor, *, open_state: Callable[[str, int], Awaitable[Any]],
                  run: Callable[..., Awaitable[Any]],
                  send: Callable[[Any, list[Outbox]], Awaitable[None]],
                  cut: Callable[[], bool]) -> None:
-        self.broker, self.topics, self.producer, self.consumer = broker, topics, producer, \
-            consumer
-        self.sensor = sensor
+        self.broker, self.topics, self.sensor = broker, topics, sensor
+        self.producer, self.consumer = producer, consumer
         self.open, self.run, self.send, self.cut = open_state, run, send, cut
 
     async def wipe(self, state: ShardState) -> ShardState:
+        """The state's directory deleted and opened anew (adapters.worker.Shard)."""
         await self.run(state.close)
         await self.run(shutil.rmtree, state.path)
         return await self.open(state.kind, state.index)
