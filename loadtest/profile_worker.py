@@ -79,7 +79,7 @@ def read(path: Path) -> Counter:
 
 
 # what the workers' logs say of rebalances (a shard that moves to the other worker is
-# rebuilt there from its partitions: adapters.worker, _claim, then the replay), of rounds
+# rebuilt there from its partitions: engine.shard_opening, claim, then the replay), of rounds
 # failed and joined again, and of fetches that skipped offsets (adapters.contiguity)
 LOG_COUNTS = {"sessions expired": "member_id was not recognized",
               "shards replayed": ": replaying ", "doc shards taken over": ": taken over;",

@@ -8,26 +8,28 @@ each partition it takes, so partitions interleave arbitrarily and a page's adds 
 a gram shard before or after the page reaches its doc shard.
 
 Each shard takes the Kafka worker's own step (engine.shard_step: process, commit state,
-offsets and outbox in one write, send, clear the outbox; outboxes left by a crash are
-sent again, oldest first, before anything else), and only the sending is done here. The
-schedule can also:
+offsets and outbox in one write, send, clear the outbox) and opens as the worker's do,
+by the worker's own opening (engine.shard_opening, on this module's `_ShardLog`): at its
+first step, and at its next step after a crash or a lost disk; only the sending, the
+epochs and the partitions' records are done here. The schedule can also:
 - crash a shard before its commit (the batch is processed again), between its commit and
   its sends (the outbox goes on restart), or amid its sends (the records sent so far are
   sent twice: at-least-once); it restarts as the worker does: its committed state
-  reopened under a new epoch, its outboxes sent, and if it was catching up, what
-  consumers were shown read again from its deltas partition;
+  reopened under a new epoch, its outboxes sent again, oldest first, and if it was
+  catching up, what consumers were shown read again from its deltas partition;
 - crash the pages stage (`dup_rate`): a random part of the queued adds is lost (each gram
   partition keeps what was sent in order before the crash) and the pages whose adds were
   lost are sent again, with the last few pages before them, as a new owner of a crawler
   partition sends again what its last owner sent after the last commit;
 - commit the group's offsets late (`lag_rate`: a round's offsets are left for a later
   commit, as the worker coalesces them), so that the group's offsets trail the state;
-- wipe a shard's state, outboxes included, after any step or crash, and rebuild it by
-  replaying its partitions up to the group's committed offsets without sending anything
-  (a worker that lost its disk, or a new owner), then go on from there, as the Kafka
-  worker does: a gram shard then processes (and sends) again what it did after the
-  commit, and a doc shard sends again the events recorded after the commit and meets the
-  deltas after its commit possibly before the pages they are about.
+- wipe a shard's state, outboxes included, after any step or crash; its opening
+  rebuilds it by replaying its partitions up to the group's committed offsets without
+  sending anything (a worker that lost its disk, or a new owner), then it goes on from
+  there, as the Kafka worker does: a gram shard then processes (and sends) again what it
+  did after the commit, and a doc shard takes over: it sends again the events recorded
+  after the commit, compares with what consumers were shown up to where its partitions
+  end, and meets the deltas after its commit possibly before the pages they are about.
 
 The tests' exactness checks run it (tests/sharded.py: `sharded_pipeline`, in the
 harness's `records, params, batches -> rows` shape) and so does loadtest/profile_shards.py,
@@ -39,7 +41,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,6 +60,7 @@ from streamdet.engine.messages import GramsMsg, PageMsg, decode_doc_input
 from streamdet.engine.params import Params
 from streamdet.engine.records import BadRecord, page_from_object
 from streamdet.engine.routing import docno_for, url_shard
+from streamdet.engine.shard_opening import open_shard
 from streamdet.engine.shard_step import (
     DELTAS_OUT,
     EVENTS_OUT,
@@ -69,8 +72,6 @@ from streamdet.engine.shard_step import (
     Step,
     process_docs,
     process_grams,
-    replay_docs,
-    replay_grams,
     resume_catch_up,
     take_over,
 )
@@ -95,11 +96,84 @@ class _Shard:
     index: int
     state: ShardState
     group: dict[str, int]  # the group's committed offsets of its input partitions
+    claimed: int = 0  # the newest ownership epoch recorded for it (the meta topic)
+    down: bool = True  # crashed, or its disk lost: opened again at its next step
 
 
-def _chunks(start: int, end: int, size: int) -> Iterator[tuple[int, int]]:
-    for a in range(start, end, size):
-        yield a, min(a + size, end)
+class _Crashed(Exception):
+    """The shard crashed amid its opening's sends: the opening ends there."""
+
+
+class _ShardLog:
+    """engine.shard_opening's ShardLog on the simulation's lists, for one shard: the
+    opening the worker runs, run here on a restart after a crash and on a lost disk."""
+
+    def __init__(self, sim: Simulation, sh: _Shard) -> None:
+        self.sim, self.sh = sim, sh
+        self.sent = False  # whether the opening sent anything (it then takes the step)
+
+    async def open(self, kind: str, index: int) -> ShardState:
+        return self.sh.state  # reopened by the crash (or empty: a lost disk)
+
+    async def wipe(self, state: ShardState) -> ShardState:
+        # another owner's history: not here, where each shard has one owner at a time
+        self.sh.state = ShardState(Store(MemoryKV()))
+        return self.sh.state
+
+    async def claim(self, kind: str, index: int) -> tuple[int, int]:
+        newest = self.sh.claimed
+        self.sh.claimed += 1
+        return newest, self.sh.claimed
+
+    async def committed(self, name: str, index: int) -> int:
+        return self.sh.group[name]
+
+    async def chunks(self, name: str, index: int, start: int, end: int
+                     ) -> AsyncGenerator[list[tuple[int, bytes]], None]:
+        size, records = REPLAY_CHUNK[self.sh.kind], self.sim.topic(name)[index]
+        for a in range(start, end, size):
+            yield [(o, records[o]) for o in range(a, min(a + size, end))]
+
+    async def ends(self, index: int, reached: dict[str, int]) -> dict[str, int]:
+        return {name: len(self.sim.topic(name)[index]) for name in reached}
+
+    async def send(self, state: ShardState, outboxes: list[Outbox]) -> None:
+        """The simulation's sending, crashes included: a crash ends the opening."""
+        self.sent = True
+        self.sim.resent[self.sh.kind] += len(outboxes)
+        self.sim._send(self.sh, outboxes)
+        if self.sh.down:
+            raise _Crashed
+
+    async def run(self, fn, *args):
+        """A direct call; a take-over's events and a catch-up read again are counted."""
+        result = fn(*args)
+        if fn is take_over and result is not None:
+            delivered = {(subject(ev), ev["seq"]) for ev in self.sim.events}
+            again = [json.loads(raw) for _c, _p, raw in result.events()]
+            self.sim.recovered += sum((subject(ev), ev["seq"]) not in delivered for ev in again)
+        elif fn is resume_catch_up:
+            self.sim.resumed += 1
+        return result
+
+    def cut(self) -> bool:
+        return False  # no rebalances here
+
+    def topic(self, name: str) -> str:
+        return name
+
+    def replayed(self, name: str, index: int, records: int) -> None:
+        pass
+
+
+def _done(coro: Coroutine):
+    """Run a coroutine that never waits (the simulation's ShardLog answers at once)."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coro.close()
+    raise RuntimeError("an opening waited on the simulation")
 
 
 class Simulation:
@@ -126,6 +200,10 @@ class Simulation:
         self.resumed = 0  # restarts while catching up that read what was shown again
         self.resent: Counter[str] = Counter()  # outboxes sent again after a crash, per kind
         self.commits = 0  # the events' `at`: a commit's number, so only resends repeat one
+
+    def topic(self, name: str) -> list[list[bytes]]:
+        return {"docs": self.docs_topic, "deltas": self.deltas_topic,
+                "grams": self.grams_topic}[name]
 
     def publish(self, page) -> None:
         self.published.append(page)
@@ -177,11 +255,8 @@ class Simulation:
     def step_doc(self, s: int) -> bool:
         """One batch of a doc shard: its pages, then its deltas (engine.shard_step)."""
         sh = self.doc[s]
-        if self._send_left(sh):
+        if sh.down and self._open(sh):
             return True
-        if sh.state.needs_shown():  # restarted while catching up, its outboxes sent
-            resume_catch_up(sh.state, enumerate(self.deltas_topic[s]))
-            self.resumed += 1
         d0, e0 = sh.state.offset("docs"), sh.state.offset("deltas")
         d1, e1 = self._take(self.docs_topic[s], d0), self._take(self.deltas_topic[s], e0)
         if (d1, e1) == (d0, e0):
@@ -195,7 +270,7 @@ class Simulation:
     def step_gram(self, g: int) -> bool:
         """One batch of a gram shard: its grams messages (engine.shard_step)."""
         sh = self.gram[g]
-        if self._send_left(sh):
+        if sh.down and self._open(sh):
             return True
         a = sh.state.offset("grams")
         b = self._take(self.grams_topic[g], a)
@@ -205,15 +280,27 @@ class Simulation:
         self._finish(sh, process_grams(sh.state, GramShard(self.params, g, self.p), msgs, b))
         return True
 
+    def _open(self, sh: _Shard) -> bool:
+        """Open the shard as the worker does (engine.shard_opening): a new epoch, its left
+        outboxes sent, its partitions replayed up to the group's committed offsets, then
+        a doc shard takes over or reads again what was shown. Whether it sent anything:
+        the opening then takes the shard's step."""
+        sh.down = False
+        shard_log = _ShardLog(self, sh)
+        try:
+            _done(open_shard(shard_log, sh.kind, sh.index, self.params, self.p))
+        except _Crashed:  # down again: it opens at its next step
+            pass
+        return shard_log.sent
+
     def _crash(self, sh: _Shard) -> bool:
-        """Whether the shard crashes here; it then restarts as the worker does, on its
-        committed state under a new epoch, with nothing of its memory."""
+        """Whether the shard crashes here; it then restarts at its next step, as the
+        worker does, on its committed state, with nothing of its memory."""
         if self.rng.random() >= self.crash_rate:
             return False
         self.crashes += 1
-        epoch = sh.state.epoch
         sh.state = ShardState(Store(sh.state.store.kv))
-        sh.state.set_epoch(epoch + 1)
+        sh.down = True
         return True
 
     def _finish(self, sh: _Shard, step: Step) -> None:
@@ -226,16 +313,7 @@ class Simulation:
             if not self._crash(sh):  # between the commit and the sends
                 self._send(sh, [outbox] if outbox is not None else [])
         if self.rng.random() < self.wipe_rate:
-            (self.rebuild_doc if sh.kind == "doc" else self.rebuild_gram)(sh.index)
-
-    def _send_left(self, sh: _Shard) -> bool:
-        """A shard restarted after a crash sends the outboxes left, oldest first, before
-        anything else, as the worker does on opening it."""
-        left = sh.state.outboxes()
-        self.resent[sh.kind] += len(left)
-        if left:
-            self._send(sh, left)
-        return bool(left)
+            self.wipe(sh)
 
     def _send(self, sh: _Shard, outboxes: list[Outbox]) -> None:
         """Send each outbox (the events once the rest is out) and clear it; a crash amid
@@ -263,51 +341,14 @@ class Simulation:
         topic[part].append(value)
 
     # -- losing a shard's disk ----------------------------------------------------------
-    def _new_owner(self, sh: _Shard, replay: Callable[[ShardState], None]) -> ShardState:
-        """An empty state under a new epoch, rebuilt by `replay` from the partitions up to
-        the group's committed offsets, sending nothing (whoever committed them sent it)."""
+    def wipe(self, sh: _Shard) -> None:
+        """The shard's state is lost, outboxes included: its next step opens an empty one
+        (a worker that lost its disk, or a new owner), which replays the partitions up to
+        the group's committed offsets, sending nothing (whoever committed them sent it);
+        a doc shard then takes over (engine.shard_opening)."""
         self.wipes += 1
-        state = ShardState(Store(MemoryKV()))
-        state.set_epoch(sh.state.epoch + 1)
-        replay(state)
-        sh.state = state
-        return state
-
-    def rebuild_doc(self, s: int) -> None:
-        """The shard's pages up to the group's offset, then its deltas, in chunks; then it
-        compares with what consumers were shown until it reaches the partitions' ends."""
-        sh = self.doc[s]
-        role = DocShard(self.params, s, self.p)
-        docs, deltas = self.docs_topic[s], self.deltas_topic[s]
-
-        def replay(state: ShardState) -> None:
-            for a, b in _chunks(state.offset("docs"), sh.group["docs"], REPLAY_CHUNK["doc"]):
-                pages = [(o, PageMsg.decode(docs[o])) for o in range(a, b)]
-                replay_docs(state, role, pages, [], {"docs": b, "deltas": state.offset("deltas")})
-            for a, b in _chunks(state.offset("deltas"), sh.group["deltas"], REPLAY_CHUNK["doc"]):
-                msgs = [decode_doc_input(raw) for raw in deltas[a:b]]
-                replay_docs(state, role, [], msgs, {"docs": state.offset("docs"), "deltas": b})
-
-        state = self._new_owner(sh, replay)
-        # what the last owner may have done (and shown) is at most what is there now; the
-        # outbox of the events to send again goes first at the next step
-        again = take_over(state, enumerate(deltas), sh.group["deltas"],
-                          {"docs": len(docs), "deltas": len(deltas)})
-        delivered = {(subject(ev), ev["seq"]) for ev in self.events}
-        for _c, _p, raw in again.events() if again is not None else []:
-            ev = json.loads(raw)
-            self.recovered += (subject(ev), ev["seq"]) not in delivered
-
-    def rebuild_gram(self, g: int) -> None:
-        sh = self.gram[g]
-        role = GramShard(self.params, g, self.p)
-        grams = self.grams_topic[g]
-
-        def replay(state: ShardState) -> None:
-            for a, b in _chunks(state.offset("grams"), sh.group["grams"], REPLAY_CHUNK["gram"]):
-                replay_grams(state, role, [GramsMsg.decode(raw) for raw in grams[a:b]], b)
-
-        self._new_owner(sh, replay)
+        sh.state = ShardState(Store(MemoryKV()))
+        sh.down = True
 
     def step(self, kind: str, i: int) -> bool:
         return {"doc": self.step_doc, "gram": self.step_gram, "pages": self.step_pages}[kind](i)
@@ -328,9 +369,10 @@ class Simulation:
                                               (self.doc, "deltas", self.deltas_topic),
                                               (self.gram, "grams", self.grams_topic))
                  for sh in shards]
-        outboxes = any(sh.state.outboxes() for sh in [*self.doc, *self.gram])
+        shards = [*self.doc, *self.gram]
+        outboxes = any(sh.state.outboxes() for sh in shards)
         return (all(pos == len(topic) for pos, topic in pairs) and not any(self.queued)
-                and not outboxes)
+                and not outboxes and not any(sh.down for sh in shards))
 
     def rows(self) -> Rows:
         out: Rows = {}

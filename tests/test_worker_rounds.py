@@ -20,6 +20,7 @@ from streamdet.adapters.metrics import metrics
 from streamdet.adapters.round_pacer import RoundPacer
 from streamdet.adapters.worker import Shard, Worker
 from streamdet.engine.params import Params
+from streamdet.engine.shard_opening import claim
 
 
 def _records(*offsets: int) -> list:
@@ -322,19 +323,14 @@ def test_shards_assigned_open_in_the_members_loop_not_in_the_listener(monkeypatc
     worker.consumer = consumer = _Assignable()
     opened = []
 
-    async def open_gram(g):
-        assert TP(t.grams, g) in consumer.paused  # fetches skip it while it is replayed
-        opened.append(("gram", g))
-        worker.gram_shards[g] = object()
+    async def open_shard(kind, index):
+        if kind == "gram":
+            assert TP(t.grams, index) in consumer.paused  # fetches skip it while replayed
+        opened.append((kind, index))
+        (worker.gram_shards if kind == "gram" else worker.doc_shards)[index] = object()
         return True
 
-    async def open_doc(s):
-        opened.append(("doc", s))
-        worker.doc_shards[s] = object()
-        return True
-
-    monkeypatch.setattr(worker, "_open_gram", open_gram)
-    monkeypatch.setattr(worker, "_open_doc", open_doc)
+    monkeypatch.setattr(worker, "_open", open_shard)
     assigned = {TP(t.pages, 0), TP(t.grams, 0), TP(t.grams, 1), TP(t.docs, 1),
                 TP(t.deltas, 1)}
     consumer.held = set(assigned)
@@ -373,18 +369,15 @@ def test_an_opening_stops_when_a_rebalance_begins(monkeypatch):
     worker.consumer = consumer = _Assignable()
     opened, cut = [], _Closable()
 
-    async def open_doc(s):
-        opened.append(("doc", s))
-        worker.doc_shards[s] = cut
+    async def open_shard(kind, index):
+        opened.append((kind, index))
+        if kind == "gram":
+            return True
+        worker.doc_shards[index] = cut
         worker.revoking = True  # the listener began while this shard replayed
         return False
 
-    async def open_gram(g):
-        opened.append(("gram", g))
-        return True
-
-    monkeypatch.setattr(worker, "_open_doc", open_doc)
-    monkeypatch.setattr(worker, "_open_gram", open_gram)
+    monkeypatch.setattr(worker, "_open", open_shard)
     assigned = {TP(t.docs, 1), TP(t.deltas, 1), TP(t.grams, 2)}
     consumer.held = set(assigned)
 
@@ -437,17 +430,18 @@ def test_a_replay_stops_at_the_chunk_after_a_rebalance_began_and_goes_on_later(
         async def committed(self, _tp):
             return 300
 
-    monkeypatch.setattr("streamdet.adapters.worker.read_all", read_all)
-    monkeypatch.setattr("streamdet.adapters.worker.claim_shard", _claims((0, 1), (1, 2)))
+    monkeypatch.setattr("streamdet.adapters.kafka_shard_log.read_all", read_all)
+    monkeypatch.setattr("streamdet.adapters.kafka_shard_log.claim_shard",
+                        _claims((0, 1), (1, 2)))
     worker.consumer = _Committed()
 
     async def scenario():
-        assert await worker._open_gram(3) is False
+        assert await worker._open("gram", 3) is False
         shard = worker.gram_shards.pop(3)
         assert shard.offset("grams") == 100
         await worker._cpu(shard.close)
         worker.revoking = False
-        assert await worker._open_gram(3) is True
+        assert await worker._open("gram", 3) is True
         assert worker.gram_shards[3].offset("grams") == 300
         await worker._cpu(worker.gram_shards.pop(3).close)
 
@@ -465,22 +459,23 @@ def test_a_take_over_an_opening_left_unfinished_is_taken_up_by_the_next_one(tmp_
     short, the next claim on this disk (its own epoch the newest) takes over still, on
     the state replayed so far (not rebuilt). A gram shard never takes over."""
     worker = Worker("127.0.0.1:1", str(tmp_path), Params(), 4)
-    monkeypatch.setattr("streamdet.adapters.worker.claim_shard",
+    monkeypatch.setattr("streamdet.adapters.kafka_shard_log.claim_shard",
                         _claims((3, 4), (4, 5), (5, 6), (2, 3)))
 
     async def scenario():
-        first = await worker._claim("doc", 1)
+        shard_log = worker._shard_log()
+        first = await claim(shard_log, "doc", 1)
         assert (first.epoch, first.taking_over) == (4, True)
         txn = first.store.begin()
         first.commit(txn, {"docs": 40, "deltas": 7})  # replayed in part
         await worker._cpu(first.close)
-        again = await worker._claim("doc", 1)
+        again = await claim(shard_log, "doc", 1)
         assert (again.epoch, again.taking_over, again.offset("docs")) == (5, True, 40)
         await worker._cpu(again.close)
-        third = await worker._claim("doc", 1)  # still taking over until take_over commits
+        third = await claim(shard_log, "doc", 1)  # still taking over until take_over commits
         assert third.taking_over
         await worker._cpu(third.close)
-        gram = await worker._claim("gram", 0)
+        gram = await claim(shard_log, "gram", 0)
         assert not gram.taking_over
         await worker._cpu(gram.close)
 

@@ -10,7 +10,8 @@ shard takes its step (engine.shard_step: process, commit state, offsets and the 
 outbox in one write), then the worker sends the outbox; `_finish` commits the group's
 offsets once the round's records and every earlier round's are acknowledged. On
 assignment a shard is claimed (a new ownership epoch), its outboxes are sent again, and
-it replays its partitions up to the group's committed offsets. The protocol and why it
+it replays its partitions up to the group's committed offsets (engine.shard_opening, on
+adapters.kafka_shard_log). The protocol and why it
 is exact through crashes, rebalances and changes of owner are written once, in
 docs/kafka-protocol.md.
 """
@@ -24,7 +25,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -37,10 +37,11 @@ from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
 from ..engine.badness import bad_count
 from ..engine.events import trap_event
-from ..engine.messages import GramsMsg, PageMsg, ShownMsg, decode_doc_input
+from ..engine.messages import GramsMsg, PageMsg, decode_doc_input
 from ..engine.params import Params
 from ..engine.records import DEFAULT_MAX_BODY
 from ..engine.routing import docno_for, url_shard
+from ..engine.shard_opening import open_shard
 from ..engine.shard_step import (
     GRAMS_OUT,
     SHOWN_OUT,
@@ -48,10 +49,6 @@ from ..engine.shard_step import (
     ShardState,
     process_docs,
     process_grams,
-    replay_docs,
-    replay_grams,
-    resume_catch_up,
-    take_over,
 )
 from ..engine.shards import DocShard, GramShard, page_adds
 from ..engine.site_shard import SITE_SHARD
@@ -67,14 +64,12 @@ from .kafka import (
     PipelineError,
     Timing,
     Topics,
-    claim_shard,
     connection,
     ensure_topics,
-    high_watermarks,
     join_pipeline,
     producer,
-    read_all,
 )
+from .kafka_shard_log import KafkaShardLog
 from .metrics import metrics
 from .outputs import utc_at, utc_now
 from .payloads import analyze_payloads, warm_up
@@ -85,7 +80,6 @@ from .views import monster_counts
 from .watchdog import DEFAULT_PAGE_TIMEOUT, Aborted, AnalysisPool
 
 log = logging.getLogger("streamdet.worker")
-REPLAY_CHUNK = 500  # records per transaction while rebuilding a shard
 FETCH_WAIT_MS = 20  # a fetch returns at once when data is there; this bounds the idle wait per hop
 # a failed membership rejoins after a pause, doubled at each failure in a row, up to a max
 REJOIN_PAUSE_S, REJOIN_PAUSE_MAX_S = 1.0, 60.0
@@ -680,14 +674,6 @@ class Worker:
         counts = monster_counts(store) if store is not None else {"host": 0, "domain": 0}
         self.sensor.on_sites(counts, bad_count(store.begin()) if store else 0)
 
-    async def _send_outboxes(self, shard: Shard) -> None:
-        """Send again the outboxes a crash left between commit and acknowledgement."""
-        left = await self._cpu(shard.outboxes)
-        for outbox in left:
-            log.info("%s shard %d: sending %d records of outbox %s again", shard.kind,
-                     shard.index, len(outbox.records), outbox.key.decode())
-        await self._send_now(shard, left)
-
     async def _send_now(self, shard: Shard, outboxes: list[Outbox]) -> None:
         """Send outboxes, wait for every acknowledgement and clear them."""
         r = _Round()
@@ -805,7 +791,7 @@ class Worker:
         opened = False
         while self.opening and not self.revoking:
             kind, index = self.opening[0]
-            if not await (self._open_gram if kind == GRAM_ROLE else self._open_doc)(index):
+            if not await self._open(kind, index):
                 table = self.gram_shards if kind == GRAM_ROLE else self.doc_shards
                 await self._cpu(table.pop(index).close)
                 log.info("%s shard %d: opening cut short by a rebalance", kind, index)
@@ -819,151 +805,33 @@ class Worker:
             log.info("assigned shards open: gram %s, doc %s", sorted(self.gram_shards),
                      sorted(self.doc_shards))
 
-    async def _committed(self, topic: str, partition: int) -> int:
-        off = await self.consumer.committed(TopicPartition(topic, partition))
-        return off or 0
+    async def _open(self, kind: str, index: int) -> bool:
+        """Open a shard (engine.shard_opening: claim, send left outboxes, replay, take
+        over or catch up) and read on from its state; False when a rebalance cut its
+        replay short."""
+        opened = await open_shard(self._shard_log(), kind, index, self.params, self.shards)
+        if opened is None:
+            return False
+        if kind == DOC_ROLE and index == SITE_SHARD:
+            self._site_gauges(opened.state.store)
+        for name, committed in opened.committed.items():
+            self._seek(TopicPartition(getattr(self.topics, name), index),
+                       opened.state.offset(name), committed)
+        return True
 
-    def _open_state(self, kind: str, index: int, path: str) -> Shard:
-        return Shard(kind, index, path, self.params, self.shards, self._shard_budgets[kind],
-                     self._rocks_memory)
+    def _shard_log(self) -> KafkaShardLog:
+        return KafkaShardLog(self.broker, self.topics, self.producer, self.consumer,
+                             self.sensor, open_state=self._open_state, run=self._cpu,
+                             send=self._send_now, cut=lambda: self.revoking)
 
-    async def _claim(self, kind: str, index: int) -> Shard:
-        """Open a shard's state as its new owner (a new epoch on the meta topic); a state
-        written under an older epoch than the newest is from a history another worker
-        has since replaced: it is wiped, outboxes included, and rebuilt by replay."""
+    async def _open_state(self, kind: str, index: int) -> Shard:
+        """A shard's state under the state directory, kept in its table from then on
+        (a failure closes the shards there)."""
         path = os.path.join(self.state_dir, f"{kind}-{index}")
-        shard = await self._cpu(self._open_state, kind, index, path)
-        newest, mine = await claim_shard(self.broker, self.topics.meta, self.producer, kind,
-                                         index)
-        taken_over = shard.epoch != newest  # someone else (or no one) owned it last
-        if taken_over and not await self._cpu(shard.is_empty):
-            log.warning("%s shard %d: local state is from epoch %d, another worker has owned "
-                        "the shard since (epoch %d): rebuilding it", kind, index, shard.epoch,
-                        newest)
-            await self._cpu(shard.close)
-            await self._cpu(shutil.rmtree, path)
-            shard = await self._cpu(self._open_state, kind, index, path)
-        # a doc shard takes over from its last owner, or goes on with a take-over that
-        # an opening cut short left in its state
-        taking_over = kind == DOC_ROLE and (taken_over and newest > 0 or shard.taking_over)
-        await self._cpu(shard.set_epoch, mine, taking_over)
+        shard = await self._cpu(Shard, kind, index, path, self.params, self.shards,
+                                self._shard_budgets[kind], self._rocks_memory)
+        (self.gram_shards if kind == GRAM_ROLE else self.doc_shards)[index] = shard
         return shard
-
-    async def _open_gram(self, g: int) -> bool:
-        """Open gram shard g; False when a rebalance cut its replay short."""
-        shard = await self._claim(GRAM_ROLE, g)
-        self.gram_shards[g] = shard
-        await self._send_outboxes(shard)  # left by a crash between commit and acknowledgement
-        committed = await self._committed(self.topics.grams, g)
-        start = shard.offset("grams")
-        log.info("gram shard %d: state at %d, group committed %d", g, start, committed)
-        if start < committed:
-            log.info("gram shard %d: replaying %d..%d", g, start, committed)
-            gs = GramShard(self.params, g, self.shards)
-            async with self._replay(self.topics.grams, g, start, committed) as chunks:
-                async for recs in chunks:
-                    if self.revoking:
-                        return False
-                    msgs = [m for _, m in self._decoded(GramsMsg.decode, recs)]
-                    await self._cpu(replay_grams, shard, gs, msgs, recs[-1].offset + 1)
-                    self.sensor.on_replayed(len(recs))
-        self._seek(TopicPartition(self.topics.grams, g), shard.offset("grams"), committed)
-        return True
-
-    def _replay(self, topic: str, partition: int, start: int, end: int
-                ) -> contextlib.AbstractAsyncContextManager:
-        """A partition's records from `start` to `end` in chunks, closed on leaving (an
-        opening that a rebalance cuts short leaves in the middle)."""
-        return contextlib.aclosing(read_all(self.broker, topic, partition, start, end,
-                                            max_records=REPLAY_CHUNK, gapless=True))
-
-    async def _open_doc(self, s: int) -> bool:
-        """Open doc shard s; False when a rebalance cut its replay short."""
-        shard = await self._claim(DOC_ROLE, s)
-        self.doc_shards[s] = shard
-        await self._send_outboxes(shard)  # left by a crash between commit and acknowledgement
-        t = self.topics
-        cd, ce = await self._committed(t.docs, s), await self._committed(t.deltas, s)
-        ds = DocShard(self.params, s, self.shards)
-        if shard.offset("docs") < cd or shard.offset("deltas") < ce:
-            log.info("doc shard %d: replaying docs %d..%d, deltas %d..%d", s,
-                     shard.offset("docs"), cd, shard.offset("deltas"), ce)
-        async with self._replay(t.docs, s, shard.offset("docs"), cd) as chunks:
-            async for recs in chunks:
-                if self.revoking:
-                    return False
-                pages = [(r.offset, m) for r, m in self._decoded(PageMsg.decode, recs)]
-                await self._cpu(replay_docs, shard, ds, pages, [], {
-                    "docs": recs[-1].offset + 1, "deltas": shard.offset("deltas")})
-                self.sensor.on_replayed(len(recs))
-        replayed_from = shard.offset("deltas")
-        shown: list[tuple[int, bytes]] = []  # the ShownMsg records among them
-        async with self._replay(t.deltas, s, replayed_from, ce) as chunks:
-            async for recs in chunks:
-                if self.revoking:
-                    return False
-                decoded = self._decoded(decode_doc_input, recs)
-                msgs = [m for _, m in decoded]
-                shown.extend((r.offset, r.value) for r, m in decoded
-                             if isinstance(m, ShownMsg))
-                await self._cpu(replay_docs, shard, ds, [], msgs, {
-                    "docs": shard.offset("docs"), "deltas": recs[-1].offset + 1})
-                self.sensor.on_replayed(len(recs))
-                failpoints.hit(f"replayed-deltas-{s}")  # tests: die amid a take-over's replay
-        if shard.taking_over:
-            # a take-over resumed on a state replayed in part reads what it did not replay
-            earlier = await self._deltas_records(s, 0, replayed_from) if replayed_from else []
-            await self._take_over(shard, earlier + shown, ce)
-        elif shard.needs_shown():
-            await self._resume_catch_up(shard)
-        if s == SITE_SHARD:
-            self._site_gauges(shard.store)
-        self._seek(TopicPartition(t.docs, s), shard.offset("docs"), cd)
-        self._seek(TopicPartition(t.deltas, s), shard.offset("deltas"), ce)
-        return True
-
-    async def _take_over(self, shard: Shard, replayed: list[tuple[int, bytes]],
-                         committed: int) -> None:
-        """The last owner may have processed records after the group's commit, up to at
-        most what the partitions hold now, and published events for them: until this
-        owner is past those ends, events compare with what consumers were shown, read
-        from the shard's ShownMsg records (`replayed` from the start, then the rest of
-        the partition), and the events recorded past the commit go out again
-        (engine.shard_step.take_over)."""
-        t, s = self.topics, shard.index
-        docs, deltas = TopicPartition(t.docs, s), TopicPartition(t.deltas, s)
-        ends = await high_watermarks(self.broker, {docs: shard.offset("docs"),
-                                                   deltas: shard.offset("deltas")})
-        records = replayed + await self._deltas_records(s, shard.offset("deltas"), ends[deltas])
-        outbox = await self._cpu(take_over, shard, records, committed,
-                                 {"docs": ends[docs], "deltas": ends[deltas]})
-        if shard.catching_up() is not None:
-            log.info("doc shard %d: taken over; %d URLs shown, %d events recorded after the "
-                     "group's commit sent again; comparing with what was shown up to docs "
-                     "%d, deltas %d", s, len(shard.shown),
-                     len(outbox.records) if outbox else 0, ends[docs], ends[deltas])
-        else:
-            log.info("doc shard %d: taken over; nothing past the group's commit", s)
-        await self._send_now(shard, [outbox] if outbox is not None else [])
-
-    async def _resume_catch_up(self, shard: Shard) -> None:
-        """Restarted on this disk while catching up: what consumers were shown, read again
-        from the whole deltas partition (engine.shard_step.resume_catch_up)."""
-        s = shard.index
-        tp = TopicPartition(self.topics.deltas, s)
-        end = (await high_watermarks(self.broker, {tp: 0}))[tp]
-        records = await self._deltas_records(s, 0, end)
-        await self._cpu(resume_catch_up, shard, records)
-        log.info("doc shard %d: restarted while catching up; %d URLs shown, comparing with "
-                 "them up to %s", s, len(shard.shown), shard.catch_up)
-
-    async def _deltas_records(self, s: int, start: int, end: int) -> list[tuple[int, bytes]]:
-        """(offset, value) of doc shard s's deltas partition from `start` to `end`."""
-        out = []
-        async for recs in read_all(self.broker, self.topics.deltas, s, start, end,
-                                   max_records=REPLAY_CHUNK, gapless=True):
-            out.extend((r.offset, r.value) for r in recs if r.value is not None)
-        return out
 
     def _seek(self, tp: TopicPartition, offset: int, committed: int) -> None:
         """Read on from the shard state's `offset`. A state ahead of the group's commit

@@ -25,7 +25,8 @@ only do the sending, so the simulation checks the protocol the worker runs.
 A doc shard's new owner (`take_over`) compares its events with what consumers were shown
 until it has redone its last owner's rounds, and sends again the events that owner
 recorded but may not have sent; a restart on its own disk before that is done reads what
-was shown again (`resume_catch_up`): docs/kafka-protocol.md, "Taking over".
+was shown again (`resume_catch_up`): docs/kafka-protocol.md, "Taking over". The opening
+sequence that calls these (claim, send again, replay, take over) is engine.shard_opening.
 """
 
 from __future__ import annotations
