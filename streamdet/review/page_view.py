@@ -6,7 +6,8 @@ text that the page copied.
 A source's passages are the occurrences in the source's kept text of the patch grams it
 newly covered in the page (the greedy's step, engine.evidence.newly_covered), located
 as the page's spans are (engine.evidence.packed_spans: a donor's windows are cached, as
-a farm's donors are the sources of many of its quilts), each with its text.
+a farm's donors are the sources of many of its quilts), each shown in its sentence
+(review.passages).
 
 Two makers: `page_view` from a `streamdet run` state (embedded), `page_of_records` from
 the pipeline's records (Kafka: the doc shards' states are the workers')."""
@@ -22,8 +23,8 @@ from ..engine.evidence import newly_covered, packed_spans
 from ..engine.messages import PageMsg
 from ..engine.text import unpack_text
 from ..state.txn import Store
+from .passages import passages
 
-PASSAGE_CHARS = 2000  # of a passage's text shown; its span says where the rest is
 NO_EVENT = "not quilted: no verdict event names this page (the pipeline sends them for quilts)"
 
 
@@ -89,10 +90,9 @@ def page_of_records(event: dict, page: PageMsg, sources: Sequence[PageMsg | None
 
 
 def _passages(packed: bytes | None, k: int, grams: np.ndarray) -> list[dict] | None:
-    """Where `grams` occur in a packed text, each with its text (None: no text kept)."""
+    """Where `grams` occur in a packed text, as passages to read (review.passages; None:
+    no text kept)."""
     found = packed_spans(packed, k, [grams])
     if found is None:
         return None
-    text = unpack_text(packed) or ""
-    return [{"spans": [a, b], "text": text[a : min(b, a + PASSAGE_CHARS)]}
-            for a, b in found[0]]
+    return passages(unpack_text(packed) or "", found[0])
