@@ -5,7 +5,10 @@
 
 The sample is `--pages` small real pages (html of at most `--max-html` bytes and at least
 `--min-words` words of visible text) and `--quilts` planted quilts from
-`corpus.planted_corpus`, in a seeded shuffled order. The output is deterministic: the same
+`corpus.planted_corpus`, in a seeded shuffled order. So that the review desk's first
+screens all show something, `--farm` of the quilts are moved onto one host (a farm: its
+site has several pages, all quilted) and `--mirrors` real pages are copied onto a mirror
+host with a line of their own (near-duplicate clusters). The output is deterministic: the same
 arguments give the same bytes (gzip with mtime 0). The planted truth goes beside it in
 sample-truth.json ({quilt_url: [donor urls]}; not packaged, for tests and people).
 
@@ -18,8 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import re
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from loadtest.corpus import load_pages, planted_corpus, write_jsonl
 from streamdet.engine.analysis import page_text
@@ -40,6 +46,32 @@ def small_pages(max_html: int, min_words: int) -> list[dict]:
         if len(tokenize(page_text(Page(url=rec["url"], html=rec["html"])))) < min_words:
             continue
         out.append(rec)
+    return out
+
+
+def farmed(records: list[dict], truth: dict, n: int) -> tuple[list[dict], dict]:
+    """The first `n` quilts (by URL) moved onto the first one's host, their paths kept."""
+    quilts = sorted(truth)[:n]
+    if len(quilts) < 2:
+        return records, truth
+    host = urlsplit(quilts[0]).netloc
+    moved = {q: urlunsplit(urlsplit(q)._replace(netloc=host)) for q in quilts[1:]}
+    out = [dict(r, url=moved.get(r["url"], r["url"])) for r in records]
+    return out, {moved.get(q, q): donors for q, donors in truth.items()}
+
+
+def mirrored(records: list[dict], n: int, seed: int) -> list[dict]:
+    """`n` real pages copied onto a mirror host, each with a line of its own: the copies
+    are near-duplicates of their originals (SPEC §6), placed after them."""
+    rng = random.Random(f"mirrors:{seed}")
+    real = [r for r in records if "html" in r and "<body" in r["html"].lower()]
+    out = list(records)
+    for rec in rng.sample(real, min(n, len(real))):
+        path = urlsplit(rec["url"]).path or "/"
+        html = re.sub(r"(<body[^>]*>)", r"\1<p>Mirrored for offline reading.</p>", rec["html"],
+                      count=1, flags=re.IGNORECASE)
+        copy = {"url": f"https://mirror.readinglist.example{path}", "html": html}
+        out.insert(out.index(rec) + 1 + rng.randrange(0, 5), copy)
     return out
 
 
@@ -78,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pages", type=int, default=150, help="real pages (default 150)")
     ap.add_argument("--quilts", type=int, default=8, help="planted quilts (default 8)")
     ap.add_argument("--donors", type=int, nargs=2, default=(4, 10), metavar=("LO", "HI"))
+    ap.add_argument("--farm", type=int, default=3, help="quilts on one host (default 3)")
+    ap.add_argument("--mirrors", type=int, default=4, help="mirrored pages (default 4)")
     ap.add_argument("--max-html", type=int, default=45_000, help="largest html in bytes")
     ap.add_argument("--min-words", type=int, default=150, help="fewest visible tokens")
     ap.add_argument("--out", default=str(SAMPLE), help=f"output (default {SAMPLE})")
@@ -88,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     pool = small_pages(args.max_html, args.min_words)
     records, truth = planted_corpus(args.seed, args.pages, args.quilts, tuple(args.donors),
                                     pool=pool)
+    records, truth = farmed(records, truth, args.farm)
+    records = mirrored(records, args.mirrors, args.seed)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     n = write_jsonl(records, out)

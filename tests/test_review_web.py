@@ -29,7 +29,7 @@ from streamdet.state.rocks import RocksKV
 from streamdet.state.schema import decode_url_entry
 from streamdet.state.txn import Store
 
-from .cli_helpers import build_crawl, streamdet, write_jsonl
+from .cli_helpers import SAMPLE, build_crawl, streamdet, write_jsonl
 from .review_helpers import QUILT, TOKEN, planted_state
 
 BASE = "http://desk.test"
@@ -518,6 +518,28 @@ def test_without_an_events_file_the_quilts_come_from_the_state(planted, tmp_path
         assert (row["url"], row["params"]) == (QUILT, quilt["params"])
         assert [s["url"] for s in row["sources"]] == [s["url"] for s in quilt["sources"]]
         assert d.client.get("/api/status", headers=bearer).json()["events"] is None
+    finally:
+        d.close()
+
+
+def test_the_demo_of_the_readme_fills_the_desks_lists(tmp_path):
+    """The README's main job (the bundled sample, with its events): the desk a new user
+    opens on it lists the planted quilts, three of them on one farm host, and the
+    mirrors' near-duplicate clusters."""
+    state, events = tmp_path / "demo", tmp_path / "demo-events.jsonl"
+    streamdet("run", "--state", state, "--events", events)
+    d = Desked((state, events, None), tmp_path / "labels.sqlite")
+    try:
+        d.login()
+        quilts = d.client.get("/api/quilts").json()
+        truth = json.loads((SAMPLE.with_name("sample-truth.json")).read_text())
+        assert {r["url"] for r in quilts["rows"]} == set(truth)
+        farm = {u.split("/")[2] for u in truth}
+        assert max(sum(u.split("/")[2] == h for u in truth) for h in farm) == 3
+        clusters = d.client.get("/api/clusters").json()
+        assert len(clusters) >= 4 and any("mirror.readinglist.example" in json.dumps(c)
+                                          for c in clusters)
+        assert "No quilt matches" not in d.client.get("/quilts").text
     finally:
         d.close()
 
