@@ -44,7 +44,7 @@ def _batch(store: Store, site: SiteShard, shares=(), parts=(), cause: str = "") 
 
 def _fraction(store: Store, docno: int) -> int | None:
     """The patch fraction (units of 2^-32) the site totals hold for a document."""
-    raw = store.begin().site_many([contribution_key(docno)])[0]
+    raw = store.begin().sites.get(contribution_key(docno))
     return None if raw is None else int.from_bytes(raw[8:16], "little")
 
 

@@ -29,8 +29,10 @@ import struct
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from dataclasses import dataclass
 from itertools import islice
+from typing import Protocol
 
 from ..state.schema import prefix_end
+from .keyed import KeyedRecords
 from .labelled import FIXED_ONE
 from .neighbourhoods import neighbourhoods
 from .params import Params
@@ -128,14 +130,11 @@ class Place:
         return cls(_VALUE.unpack_from(raw)[0], raw[_VALUE.size :].decode("utf-8"))
 
 
-class HoodView:
-    """What the role needs from the state (implemented by state.txn.Txn)."""
+class HoodView(Protocol):
+    """What the role needs from the state (implemented by state.txn.Txn): the sites
+    table, where neighbourhoods are kept beside the sites."""
 
-    def site_many(self, keys: list[bytes]) -> list[bytes | None]: ...
-    def put_site(self, key: bytes, raw: bytes | None) -> None: ...
-    def site_scan(self, start: bytes, end: bytes) -> list[tuple[bytes, bytes]]: ...
-    def site_walk(self, start: bytes, end: bytes, back: bool = False
-                  ) -> Iterator[tuple[bytes, bytes]]: ...
+    sites: KeyedRecords
 
 
 def place_key(docno: int) -> bytes:
@@ -163,7 +162,7 @@ class BadnessRole:
         with the URL that caused its change; return the `site` events (without `at`),
         compared with `shown` where given (engine.sites.show)."""
         docnos = list(now)
-        old = dict(zip(docnos, txn.site_many([place_key(d) for d in docnos]), strict=True))
+        old = dict(zip(docnos, txn.sites.get_many([place_key(d) for d in docnos]), strict=True))
         moves: list[tuple[Place, int]] = []
         cause = ""
         causes: dict[bytes, str] = {}
@@ -176,7 +175,7 @@ class BadnessRole:
                 if q is not None:
                     moves.append((q, sign))
                     causes.update(dict.fromkeys((n.encode("utf-8") for n in q.names()), why))
-            txn.put_site(place_key(d), None if p is None else p.encode())
+            txn.sites.put(place_key(d), None if p is None else p.encode())
         if not moves:
             return []
         return self._apply(txn, moves, causes, cause, next_seq, shown)
@@ -186,14 +185,14 @@ class BadnessRole:
                shown: MutableMapping[str, str] | None) -> list[dict]:
         names = sorted(causes)
         hoods = {n: Hood.decode(r)
-                 for n, r in zip(names, txn.site_many([b"n" + n for n in names]), strict=True)}
-        spread = Spread.decode(txn.site_many([GLOBAL])[0])
+                 for n, r in zip(names, txn.sites.get_many([b"n" + n for n in names]), strict=True)}
+        spread = Spread.decode(txn.sites.get_many([GLOBAL])[0])
         before = spread.threshold()
         for name in names:  # out of the spread and the index as they were
             h = hoods[name]
             if h.docs >= 2:
                 spread.count(h.badness, -1)
-                txn.put_site(_index_key(h.badness, name), None)
+                txn.sites.put(_index_key(h.badness, name), None)
         for place, sign in moves:
             for n in place.names():
                 h = hoods[n.encode("utf-8")]
@@ -203,25 +202,25 @@ class BadnessRole:
             h = hoods[name]
             if h.docs >= 2:
                 spread.count(h.badness, 1)
-                txn.put_site(_index_key(h.badness, name), _DOCS.pack(h.docs))
+                txn.sites.put(_index_key(h.badness, name), _DOCS.pack(h.docs))
         events = []
         for name in names:
             events += self._show(spread, name, hoods[name], causes[name], next_seq, shown)
             h = hoods[name]
-            txn.put_site(b"n" + name, h.encode() if h.docs or h.seq else None)
+            txn.sites.put(b"n" + name, h.encode() if h.docs or h.seq else None)
         lo, hi = sorted((before, spread.threshold()))
         if lo < hi:  # the threshold passed these untouched neighbourhoods' badness
-            for key, _ in txn.site_scan(_index_key(lo, b""), _index_key(min(hi, TOP - 1) + 1,
+            for key, _ in txn.sites.scan(_index_key(lo, b""), _index_key(min(hi, TOP - 1) + 1,
                                                                         b"")):
                 name = key[9:]
                 if name in hoods:
                     continue
-                h = Hood.decode(txn.site_many([b"n" + name])[0])
+                h = Hood.decode(txn.sites.get_many([b"n" + name])[0])
                 was = h.shown
                 events += self._show(spread, name, h, cause, next_seq, shown)
                 if h.shown != was:
-                    txn.put_site(b"n" + name, h.encode())
-        txn.put_site(GLOBAL, spread.encode() if spread.k or spread.bad else None)
+                    txn.sites.put(b"n" + name, h.encode())
+        txn.sites.put(GLOBAL, spread.encode() if spread.k or spread.bad else None)
         return events
 
     def _show(self, spread: Spread, name: bytes, h: Hood, cause: str,
@@ -254,17 +253,17 @@ class BadnessRole:
         between, and told consumers; no scan of this owner meets it."""
         names = {name.encode("utf-8") for level, name in filter(None, map(slot_subject, shown))
                  if level == "neighbourhood"}
-        threshold = Spread.decode(txn.site_many([GLOBAL])[0]).threshold()
+        threshold = Spread.decode(txn.sites.get_many([GLOBAL])[0]).threshold()
         if threshold < TOP:  # the bad ones now are above it, in the index
-            names |= {key[9:] for key, _ in txn.site_scan(_index_key(threshold + 1, b""),
+            names |= {key[9:] for key, _ in txn.sites.scan(_index_key(threshold + 1, b""),
                                                           prefix_end(b"B"))}
         ordered = sorted(names)
         events = []
-        for name, raw in zip(ordered, txn.site_many([b"n" + n for n in ordered]), strict=True):
+        for name, raw in zip(ordered, txn.sites.get_many([b"n" + n for n in ordered]), strict=True):
             h = Hood.decode(raw)  # h.shown: its status now (the role keeps it so)
             if show(h.shown, False, site_slot("neighbourhood", name.decode("utf-8")), shown):
                 events.append(self._event(name, h, cause, next_seq))
-                txn.put_site(b"n" + name, h.encode())
+                txn.sites.put(b"n" + name, h.encode())
         return events
 
 
@@ -291,7 +290,7 @@ def ranked_neighbourhoods(txn: HoodView, min_docs: int = 2, bad: bool = False
     many share (a crawl's neighbourhoods without labelled chunks all have badness 0),
     whose entries are then read forwards, names in order. The bad ones come first and
     end above the threshold (μ + σ): none at or below it is bad."""
-    spread = Spread.decode(txn.site_many([GLOBAL])[0])
+    spread = Spread.decode(txn.sites.get_many([GLOBAL])[0])
     if bad:
         yield from (r for r in _ranked(txn, spread, max(min_docs, 2), spread.threshold())
                     if r["bad"])
@@ -302,13 +301,13 @@ def ranked_neighbourhoods(txn: HoodView, min_docs: int = 2, bad: bool = False
 def _ranked(txn: HoodView, spread: Spread, min_docs: int, floor: int) -> Iterator[dict]:
     """The rows by badness, down to badness `floor` (exclusive)."""
     if min_docs < 2:
-        hoods = [(k[1:], Hood.decode(r)) for k, r in txn.site_scan(b"n", b"o")]
+        hoods = [(k[1:], Hood.decode(r)) for k, r in txn.sites.scan(b"n", b"o")]
         rows = [_row(name, h.docs, h.badness, spread) for name, h in hoods
                 if h.docs >= min_docs and h.badness > floor]
         rows.sort(key=lambda r: (-r["badness"], r["neighbourhood"].encode("utf-8")))
         yield from rows
         return
-    back = txn.site_walk(b"B", b"C", back=True)
+    back = txn.sites.walk(b"B", b"C", back=True)
     pending = next(back, None)
     while pending is not None:
         badness = pending[0][1:9]
@@ -322,9 +321,9 @@ def _ranked(txn: HoodView, spread: Spread, min_docs: int, floor: int) -> Iterato
             pending = next(back, None)
         if pending is not None and pending[0][1:9] == badness:  # crowded: read it forwards
             first = b"B" + badness
-            yield from _entry_rows(txn, txn.site_walk(first, prefix_end(first)), value,
+            yield from _entry_rows(txn, txn.sites.walk(first, prefix_end(first)), value,
                                    spread, min_docs)
-            back = txn.site_walk(b"B", first, back=True)
+            back = txn.sites.walk(b"B", first, back=True)
             pending = next(back, None)
         else:
             yield from _entry_rows(txn, reversed(group), value, spread, min_docs)
@@ -347,7 +346,7 @@ def _index_docs(txn: HoodView, entries: list[tuple[bytes, bytes]]) -> list[int]:
     docs = [_DOCS.unpack(v)[0] if len(v) == _DOCS.size else -1 for _, v in entries]
     older = [i for i, n in enumerate(docs) if n < 0]
     if older:
-        raws = txn.site_many([b"n" + entries[i][0][9:] for i in older])
+        raws = txn.sites.get_many([b"n" + entries[i][0][9:] for i in older])
         for i, raw in zip(older, raws, strict=True):
             docs[i] = Hood.decode(raw).docs
     return docs
@@ -360,13 +359,13 @@ def _row(name: bytes, docs: int, badness: int, spread: Spread) -> dict:
 
 def page_neighbourhoods(txn: HoodView, url: str) -> list[dict]:
     """The figures of a page's neighbourhoods, for `explain`."""
-    spread = Spread.decode(txn.site_many([GLOBAL])[0])
+    spread = Spread.decode(txn.sites.get_many([GLOBAL])[0])
     names = [n.encode("utf-8") for n in neighbourhoods(url)]
     return [{"neighbourhood": n.decode("utf-8"), **figures(h.docs, h.badness, spread.is_bad(h))}
-            for n, h in zip(names, map(Hood.decode, txn.site_many([b"n" + n for n in names])),
+            for n, h in zip(names, map(Hood.decode, txn.sites.get_many([b"n" + n for n in names])),
                             strict=True)]
 
 
 def bad_count(txn: HoodView) -> int:
     """How many neighbourhoods are bad (for the metrics)."""
-    return Spread.decode(txn.site_many([GLOBAL])[0]).bad
+    return Spread.decode(txn.sites.get_many([GLOBAL])[0]).bad

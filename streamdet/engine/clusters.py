@@ -127,7 +127,7 @@ class ClusterRole:
     def cluster(self, txn, number: int) -> Cluster | None:
         b = self._b
         if number not in b.clusters:
-            raw = txn.near(cluster_key(number))
+            raw = txn.near.get(cluster_key(number))
             b.clusters[number] = None if raw is None else Cluster.decode(raw)
             c = b.clusters[number]
             b.start[number] = None if c is None else (c.id, c.together)
@@ -135,7 +135,7 @@ class ClusterRole:
 
     @staticmethod
     def number_of(txn, docno: int) -> int | None:
-        raw = txn.near(group_key(docno))
+        raw = txn.near.get(group_key(docno))
         return None if raw is None else _u64(raw)
 
     @staticmethod
@@ -149,23 +149,23 @@ class ClusterRole:
         if number is None:
             return url, 1, 0
         if number not in seen:
-            raw = txn.near(cluster_key(number))
+            raw = txn.near.get(cluster_key(number))
             c = Cluster.decode(raw) if raw is not None else Cluster(url, {docno})
             seen[number] = (c.id, len(c.members))
-        kept = txn.near(doc_key(docno))  # its sketch's record opens with its exact key
-        twins = _u64(txn.near(exact_key_of(_u64(kept)))) if kept else 1
+        kept = txn.near.get(doc_key(docno))  # its sketch's record opens with its exact key
+        twins = _u64(txn.near.get(exact_key_of(_u64(kept)))) if kept else 1
         return *seen[number], twins - 1
 
     @staticmethod
     def members(txn, docno: int) -> set[int]:
         """The live versions in the cluster of `docno` (itself only, without a sketch)."""
         number = ClusterRole.number_of(txn, docno)
-        raw = None if number is None else txn.near(cluster_key(number))
+        raw = None if number is None else txn.near.get(cluster_key(number))
         return {docno} if raw is None else Cluster.decode(raw).members
 
     @staticmethod
     def sketch_of(txn, docno: int) -> Sketch | None:
-        raw = txn.near(doc_key(docno))
+        raw = txn.near.get(doc_key(docno))
         return None if raw is None else Sketch.decode(raw)
 
     @staticmethod
@@ -175,12 +175,12 @@ class ClusterRole:
         clusters its band keys name that share one. Reads nothing but those clusters, and
         adds nothing (Broder's on-the-fly query; `explain` and `similar`)."""
         bands = sk.bands
-        numbers = {_u64(raw, 1) for raw in txn.near_many([band_key(k) for k in bands.tolist()])
+        numbers = {_u64(raw, 1) for raw in txn.near.get_many([band_key(k) for k in bands.tolist()])
                    if raw is not None}
-        members = sorted({d for n in numbers if (raw := txn.near(cluster_key(n)))
+        members = sorted({d for n in numbers if (raw := txn.near.get(cluster_key(n)))
                           for d in Cluster.decode(raw).members} - {exclude})
         out = []
-        for d, raw in zip(members, txn.near_many([doc_key(d) for d in members]), strict=True):
+        for d, raw in zip(members, txn.near.get_many([doc_key(d) for d in members]), strict=True):
             other = Sketch.decode(raw) if raw is not None else None
             if other is not None and np.intersect1d(bands, other.bands).size:
                 out.append((d, resemblance(sk.mins, other.mins)))
@@ -193,18 +193,18 @@ class ClusterRole:
         keys = [band_key(k) for s in sketches for k in s.bands.tolist()]
         keys += [exact_key_of(s.exact) for s in sketches]
         if keys:
-            txn.near_many(keys)
+            txn.near.get_many(keys)
 
     # -- arrivals and withdrawals ----------------------------------------------------------
     def add(self, txn, docno: int, url: str, sketch: Sketch) -> None:
         """A version arrives: it joins (and merges) the clusters of its band keys."""
         bands = sketch.bands.tolist()
-        txn.put_near(doc_key(docno), sketch.encode())
+        txn.near.put(doc_key(docno), sketch.encode())
         self._count(txn, exact_key_of(sketch.exact), +1)
         held = []  # live holders of each key before this version
         found = {}
         for k in bands:
-            raw = txn.near(band_key(k))
+            raw = txn.near.get(band_key(k))
             held.append(_u64(raw))
             if raw is not None:
                 number = _u64(raw, 1)
@@ -222,27 +222,27 @@ class ClusterRole:
             self._b.flipped.add(number)
         target.members.add(docno)
         target.id = min(target.id, url)
-        txn.put_near(group_key(docno), u64key_le(number))
+        txn.near.put(group_key(docno), u64key_le(number))
         for k, n in zip(bands, held, strict=True):  # merges relabel, never recount
-            txn.put_near(band_key(k), u64key_le(n + 1) + u64key_le(number))
+            txn.near.put(band_key(k), u64key_le(n + 1) + u64key_le(number))
         self._b.moved.add(docno)
         self._b.cause[number] = url
 
     def withdraw(self, txn, docno: int, url: str, cause: str) -> None:
         """A version leaves: out of its band keys and its cluster, which becomes suspect
         unless an exact duplicate of the version stays."""
-        raw = txn.near(doc_key(docno))
+        raw = txn.near.get(doc_key(docno))
         if raw is None:  # a version from before sketches were kept
             return
         kept = Sketch.decode(raw)
-        txn.put_near(doc_key(docno), None)
+        txn.near.put(doc_key(docno), None)
         twins = self._count(txn, exact_key_of(kept.exact), -1)
         for k in kept.bands.tolist():
-            braw = txn.near(band_key(k))
+            braw = txn.near.get(band_key(k))
             left = _u64(braw) - 1
-            txn.put_near(band_key(k), u64key_le(left) + braw[8:16] if left else None)
+            txn.near.put(band_key(k), u64key_le(left) + braw[8:16] if left else None)
         number = self.number_of(txn, docno)
-        txn.put_near(group_key(docno), None)
+        txn.near.put(group_key(docno), None)
         if number is None:
             return
         c = self.cluster(txn, number)
@@ -278,7 +278,7 @@ class ClusterRole:
                 c.id = min(txn.url_of(d) for d in c.members)
         out: dict[int, str] = {}
         for number, c in b.clusters.items():
-            txn.put_near(cluster_key(number), c.encode() if c and c.members else None)
+            txn.near.put(cluster_key(number), c.encode() if c and c.members else None)
             now = (c.id, c.together) if c and c.members else None
             touched = number in b.stale_id or number in b.flipped
             if c and c.members and (touched or now != b.start.get(number)):
@@ -296,7 +296,7 @@ class ClusterRole:
         """The cluster rows of the documents `settle` returned, as of `stamp` (a Kafka
         cluster shard's input offset after the batch; 0 in the embedded engine)."""
         docnos = sorted(changed)
-        txn.near_many([group_key(d) for d in docnos] + [doc_key(d) for d in docnos])
+        txn.near.get_many([group_key(d) for d in docnos] + [doc_key(d) for d in docnos])
         seen: dict[int, tuple[str, int]] = {}
         out = []
         for d in docnos:
@@ -308,13 +308,13 @@ class ClusterRole:
     @staticmethod
     def _count(txn, key: bytes, step: int) -> int:
         """Add `step` to a count record; return the new count."""
-        n = _u64(txn.near(key)) + step
-        txn.put_near(key, u64key_le(n) if n > 0 else None)
+        n = _u64(txn.near.get(key)) + step
+        txn.near.put(key, u64key_le(n) if n > 0 else None)
         return n
 
     def _new_number(self, txn) -> int:
-        number = _u64(txn.near(NEXT_KEY)) + 1
-        txn.put_near(NEXT_KEY, u64key_le(number))
+        number = _u64(txn.near.get(NEXT_KEY)) + 1
+        txn.near.put(NEXT_KEY, u64key_le(number))
         return number
 
     def _new(self, number: int, url: str) -> Cluster:
@@ -325,13 +325,13 @@ class ClusterRole:
 
     def _relabel(self, txn, members: list[int], number: int) -> None:
         """Documents (and their band keys) now in cluster `number`."""
-        raws = txn.near_many([doc_key(d) for d in members])
+        raws = txn.near.get_many([doc_key(d) for d in members])
         for d, raw in zip(members, raws, strict=True):
-            txn.put_near(group_key(d), u64key_le(number))
+            txn.near.put(group_key(d), u64key_le(number))
             for k in Sketch.decode(raw).bands.tolist() if raw else ():
-                braw = txn.near(band_key(k))
+                braw = txn.near.get(band_key(k))
                 if braw is not None:
-                    txn.put_near(band_key(k), braw[:8] + u64key_le(number))
+                    txn.near.put(band_key(k), braw[:8] + u64key_le(number))
         self._b.moved.update(members)
 
     def _merge(self, txn, number: int, target: Cluster, other: int, c: Cluster) -> None:
@@ -352,7 +352,7 @@ class ClusterRole:
         number, each other one gets a new one."""
         members = sorted(c.members)
         self.searched += len(members)
-        raws = txn.near_many([doc_key(d) for d in members])
+        raws = txn.near.get_many([doc_key(d) for d in members])
         parent = list(range(len(members)))
 
         def find(i: int) -> int:
@@ -440,7 +440,7 @@ def cluster_events(txn, rows: list[ClusterRow], next_seq: Callable[[int], int],
         entry = txn.url_entry(name[1]) if name is not None else None
         if entry is not None and entry[0] == r.target:
             live.append((name[1], r))
-    records = txn.near_many([shown_key(url) for url, _ in live])
+    records = txn.near.get_many([shown_key(url) for url, _ in live])
     events = []
     for (url, r), raw in zip(live, records, strict=True):
         stamp, text = _record(raw, url)
@@ -451,7 +451,7 @@ def cluster_events(txn, rows: list[ClusterRow], next_seq: Callable[[int], int],
         now = shown_text(r.cluster, r.size > 1)
         if (r.stamp, now) != (stamp, text):
             default = r.stamp == 0 and now == shown_text(url, False)
-            txn.put_near(shown_key(url), None if default else _encode_record(r.stamp, now))
+            txn.near.put(shown_key(url), None if default else _encode_record(r.stamp, now))
         if now == last:
             continue
         if shown is not None:
@@ -478,7 +478,7 @@ def reconcile_shown(txn, shown: Mapping[str, str]) -> None:
         stamp, text = _record(held.get(url), url)
         want = shown.get(cluster_slot(url), shown_text(url, False))
         if want != text:
-            txn.put_near(shown_key(url), _encode_record(stamp, want))
+            txn.near.put(shown_key(url), _encode_record(stamp, want))
 
 
 def cluster_event(url: str, seq: int, cluster: str, size: int, exact_dups: int,

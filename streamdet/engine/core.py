@@ -165,7 +165,7 @@ class Engine:
         boilerplate sentence's holders are asked for theirs by every page of the batch
         that holds it)."""
         missing = [d for d in docnos if d not in self._rows]
-        raws = txn.partial_many([sentences_key(d) for d in missing])
+        raws = txn.partials.get_many([sentences_key(d) for d in missing])
         for d, raw in zip(missing, raws, strict=True):
             self._rows[d] = rows_of(Sentences.decode(raw))
         return {d: self._rows[d] for d in docnos}

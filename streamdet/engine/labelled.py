@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
 from ..state.schema import u64key, u64keys
 from ..state.sorting import sorted_unique
 from .chunks import Chunks
+from .keyed import KeyedRecords
 
 FIXED_ONE = 1 << 32  # contains(L, f) kept as floor(contains * 2^32), for neighbourhoods
 
@@ -40,14 +42,10 @@ _FIRST = struct.Struct("<QBBQI")  # the record of a chunk's first holder
 _OCC = struct.Struct("<I")  # a holder key's value: its occurrences of the chunk
 
 
-class ChunkView:
+class ChunkView(Protocol):
     """What the labelled set needs from the state (implemented by state.txn.Txn)."""
 
-    def chunk_many(self, keys: list[bytes]) -> list[bytes | None]: ...
-    def put_chunk(self, key: bytes, raw: bytes | None) -> None: ...
-    def put_chunks(self, keys: list[bytes], raws: list[bytes]) -> None: ...
-    def chunk_scan(self, prefix: bytes) -> list[tuple[bytes, bytes]]: ...
-    def chunks_absent(self, keys: list[bytes]) -> None: ...
+    chunks: KeyedRecords
 
 
 def doc_key(docno: int) -> bytes:
@@ -107,23 +105,23 @@ class LabelledSet:
         arrays = [chunks.keys for chunks in batch if len(chunks.keys)]
         if arrays:
             keys = sorted_unique(np.concatenate(arrays))  # sorted: RocksDB reads them in order
-            txn.chunk_many([b"n" + k for k in u64keys(keys)])
+            txn.chunks.get_many([b"n" + k for k in u64keys(keys)])
 
     def add(self, txn: ChunkView, docno: int, chunks: Chunks, cause: str) -> None:
         """Version `docno` holds `chunks` (it arrived as URL `cause`)."""
-        txn.put_chunk(doc_key(docno), chunks.encode())
+        txn.chunks.put(doc_key(docno), chunks.encode())
         # a new version was in no chunk's holders, so it has no count of occurrences in
         # L yet: `_apply` need not read one (a read a page, most of a batch's reads)
-        txn.chunks_absent([inside_key(docno)])
+        txn.chunks.absent([inside_key(docno)])
         moves: dict[int, int] = {}
         keys = u64keys(chunks.keys)
         names = [b"n" + k for k in keys]
-        raws = txn.chunk_many(names)
+        raws = txn.chunks.get_many(names)
         occs = chunks.counts.tolist()
         # most paragraphs are on one page: their first records are written together (one
         # page never makes L: T is not 1)
         first = [i for i, raw in enumerate(raws) if raw is None]
-        txn.put_chunks([names[i] for i in first],
+        txn.chunks.put_each([names[i] for i in first],
                        [_FIRST.pack(1, 0, 0, docno, occs[i]) for i in first])
         for key, occ, raw in zip(keys, occs, raws, strict=True):
             if raw is None:
@@ -136,28 +134,28 @@ class LabelledSet:
             c.count += 1
             if not c.spilled and c.count > INLINE:  # its holders move to keys of their own
                 for d, n in c.inline.items():
-                    txn.put_chunk(b"p" + key + u64key(d), _OCC.pack(n))
+                    txn.chunks.put(b"p" + key + u64key(d), _OCC.pack(n))
                 c.spilled, c.inline = True, {}
             if c.spilled:
-                txn.put_chunk(b"p" + key + u64key(docno), _OCC.pack(occ))
+                txn.chunks.put(b"p" + key + u64key(docno), _OCC.pack(occ))
             else:
                 c.inline[docno] = occ
-            txn.put_chunk(b"n" + key, c.encode())
+            txn.chunks.put(b"n" + key, c.encode())
         self._apply(txn, moves, cause)
 
     def withdraw(self, txn: ChunkView, docno: int, cause: str) -> None:
         """Version `docno` is replaced (by URL `cause`): it leaves its chunks (none kept:
         nothing to do)."""
-        raw = txn.chunk_many([doc_key(docno)])[0]
+        raw = txn.chunks.get_many([doc_key(docno)])[0]
         if raw is None:
             return
         chunks = Chunks.decode(raw)
         moves: dict[int, int] = {}
         keys = u64keys(chunks.keys)
-        for key, raw_n in zip(keys, txn.chunk_many([b"n" + k for k in keys]), strict=True):
+        for key, raw_n in zip(keys, txn.chunks.get_many([b"n" + k for k in keys]), strict=True):
             c = Count.decode(raw_n)
             if c.spilled:
-                txn.put_chunk(b"p" + key + u64key(docno), None)
+                txn.chunks.put(b"p" + key + u64key(docno), None)
             else:
                 c.inline.pop(docno, None)
             if self._in(c.count, c.labelled) and not self._in(c.count - 1, c.labelled):
@@ -165,9 +163,9 @@ class LabelledSet:
             c.count -= 1
             if not c.count:
                 c.spilled = False  # no holder key is left
-            txn.put_chunk(b"n" + key, c.encode())
-        txn.put_chunk(doc_key(docno), None)
-        txn.put_chunk(inside_key(docno), None)
+            txn.chunks.put(b"n" + key, c.encode())
+        txn.chunks.put(doc_key(docno), None)
+        txn.chunks.put(inside_key(docno), None)
         self._apply(txn, moves, cause)
 
     def label(self, txn: ChunkView, keys: np.ndarray, cause: str) -> int:
@@ -176,7 +174,7 @@ class LabelledSet:
         fresh = 0
         moves: dict[int, int] = {}
         names = u64keys(sorted_unique(keys))
-        for key, raw in zip(names, txn.chunk_many([b"n" + k for k in names]), strict=True):
+        for key, raw in zip(names, txn.chunks.get_many([b"n" + k for k in names]), strict=True):
             c = Count.decode(raw)
             if c.labelled:
                 continue
@@ -184,7 +182,7 @@ class LabelledSet:
             if not self._in(c.count, False):
                 self._move_holders(txn, key, c, moves, 1)
             c.labelled = True
-            txn.put_chunk(b"n" + key, c.encode())
+            txn.chunks.put(b"n" + key, c.encode())
         self._apply(txn, moves, cause)
         return fresh
 
@@ -195,7 +193,7 @@ class LabelledSet:
         those its record names, or those of its holder keys."""
         holders = c.inline.items() if not c.spilled else (
             (int.from_bytes(k[9:17], "big"), _OCC.unpack(raw)[0])
-            for k, raw in txn.chunk_scan(b"p" + key))
+            for k, raw in txn.chunks.under(b"p" + key))
         for d, n in holders:
             moves[d] = moves.get(d, 0) + sign * n
 
@@ -204,10 +202,10 @@ class LabelledSet:
         if not targets:
             return
         self.moved.update(dict.fromkeys(targets, cause))
-        raws = txn.chunk_many([inside_key(d) for d in targets])
+        raws = txn.chunks.get_many([inside_key(d) for d in targets])
         for d, raw in zip(targets, raws, strict=True):
             now = (int.from_bytes(raw, "little") if raw else 0) + moves[d]
-            txn.put_chunk(inside_key(d), now.to_bytes(8, "little") if now else None)
+            txn.chunks.put(inside_key(d), now.to_bytes(8, "little") if now else None)
 
 
 def share(txn: ChunkView, docno: int) -> tuple[int, int] | None:
@@ -218,7 +216,7 @@ def share(txn: ChunkView, docno: int) -> tuple[int, int] | None:
 
 def shares(txn: ChunkView, docnos: list[int]) -> list[tuple[int, int] | None]:
     """`share` of many documents in one batched read (a batch asks for every page's)."""
-    raws = txn.chunk_many([k for d in docnos for k in (doc_key(d), inside_key(d))])
+    raws = txn.chunks.get_many([k for d in docnos for k in (doc_key(d), inside_key(d))])
     return [None if doc is None else
             ((int.from_bytes(inside, "little") if inside else 0), Chunks.decode(doc).total())
             for doc, inside in zip(raws[::2], raws[1::2], strict=True)]
@@ -226,7 +224,7 @@ def shares(txn: ChunkView, docnos: list[int]) -> list[tuple[int, int] | None]:
 
 def doc_chunks(txn: ChunkView, docno: int) -> Chunks:
     """A document's chunks as counted here (none: not counted, or no chunks)."""
-    return Chunks.decode(txn.chunk_many([doc_key(docno)])[0])
+    return Chunks.decode(txn.chunks.get_many([doc_key(docno)])[0])
 
 
 def contains_fixed(inside: int, total: int) -> int:

@@ -101,7 +101,7 @@ class Partners:
     def load(self, docnos: Iterable[int]) -> None:
         """Decode the records of these documents not cached yet, in one batched read."""
         missing = sorted({d for d in docnos if d not in self.cache})
-        raws = self.txn.partial_many([partners_key(d) for d in missing])
+        raws = self.txn.partials.get_many([partners_key(d) for d in missing])
         for d, raw in zip(missing, raws, strict=True):
             self.cache[d] = decode_partners(raw)
             if raw:
@@ -119,7 +119,7 @@ class Partners:
     def flush(self) -> None:
         for docno, partners in self.cache.items():
             if partners or docno in self.stored:
-                self.txn.put_partial(partners_key(docno), encode_partners(partners))
+                self.txn.partials.put(partners_key(docno), encode_partners(partners))
         self.cache, self.stored = {}, set()
 
 
@@ -172,7 +172,7 @@ class PartialRole:
     def replaced(txn, partners: Partners, dirty: PairDirty, old: int) -> None:
         """A version replaced by a re-fetch: its sentences and partners go (its keys
         leave their postings in the sentence-key role)."""
-        txn.put_partial(sentences_key(old), None)
+        txn.partials.put(sentences_key(old), None)
         partners.drop(old)
         dirty.pop(old, None)
 
@@ -182,7 +182,7 @@ class PartialRole:
         """A new version: its sentences are kept, and all its pairs are reported."""
         partners.new(docno)
         if len(sentences):
-            txn.put_partial(sentences_key(docno), sentences.encode())
+            txn.partials.put(sentences_key(docno), sentences.encode())
         dirty[docno] = PairTouch(url, None)
 
     def apply(self, txn, partners: Partners, links: Iterable[Link], dirty: PairDirty) -> None:
@@ -229,7 +229,7 @@ class PartialRole:
         """The document's pairs as other URL -> diagonals (only pairs with any)."""
         if not partners:
             return {}
-        own = Sentences.decode(txn.partial(sentences_key(docno)))
+        own = Sentences.decode(txn.partials.get(sentences_key(docno)))
         out = {}
         for p, rows in partners.items():
             diags = diagonals(own, rows, self.params.gamma)
@@ -247,12 +247,12 @@ class PartialRole:
         index = self._index(shown) if shown is not None else {}
         live = [d for d in dirty if txn.doc(d) is not None]
         partners.load(live)
-        txn.partial_many([shown_key(txn.url_of(d)) for d in live]
+        txn.partials.get_many([shown_key(txn.url_of(d)) for d in live]
                          + [sentences_key(d) for d in live if partners.of(d)])
         for docno in live:
             touch = dirty[docno]
             url, cause = txn.url_of(docno), touch.cause
-            raw = txn.partial(shown_key(url))
+            raw = txn.partials.get(shown_key(url))
             record: dict[str, str] = json.loads(raw) if raw else {}
             now = self._now(txn, docno, partners.of(docno), record,
                             None if shown is not None else touch.changed)
@@ -273,7 +273,7 @@ class PartialRole:
                     index.setdefault(url, set()).add(other)
             fresh = {o: mark for o, (_, mark) in sorted(now.items())}
             if fresh != record:
-                txn.put_partial(shown_key(url), json.dumps(fresh).encode() if fresh else None)
+                txn.partials.put(shown_key(url), json.dumps(fresh).encode() if fresh else None)
         return events
 
     def _now(self, txn, docno: int, mine: dict[int, np.ndarray], record: dict[str, str],

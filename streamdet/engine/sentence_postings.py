@@ -65,7 +65,7 @@ def prefetch(txn, rows: list[np.ndarray]) -> np.ndarray:
     if not keys:
         return np.zeros(0, dtype=np.uint64)
     keys, counts = np.unique(np.concatenate(keys), return_counts=True)
-    raws = txn.partial_many(posting_keys(keys))
+    raws = txn.partials.get_many(posting_keys(keys))
     absent = np.fromiter((raw is None for raw in raws), dtype=bool, count=len(raws))
     return keys[absent & (counts == 1)]
 
@@ -144,10 +144,10 @@ def add_keys(txn, docno: int, rows: np.ndarray, m: int,
     pairs `docno` keeps. `fresh`: the batch's fresh keys (prefetch)."""
     keys = sorted_unique(rows[:, 0])
     first = member(keys, fresh)
-    txn.put_partials(posting_keys(keys[first]), _encode_posting((docno,)))
+    txn.partials.put_many(posting_keys(keys[first]), _encode_posting((docno,)))
     keys = keys[~first]
     names = posting_keys(keys)
-    raws = txn.partial_many(names)
+    raws = txn.partials.get_many(names)
     pairs: dict[int, list[int]] = {}  # holder -> keys it shares with docno
     common: dict[int, list[int]] = {}  # holder -> keys that went common
     fresh = []  # most keys: docno is their first holder
@@ -159,14 +159,14 @@ def add_keys(txn, docno: int, rows: np.ndarray, m: int,
         if not holders:
             continue
         elif len(holders) < m:
-            txn.put_partial(name, _encode_posting((*holders, docno)))
+            txn.partials.put(name, _encode_posting((*holders, docno)))
             for y in holders:
                 pairs.setdefault(y, []).append(key)
         else:
-            txn.put_partial(name, COMMON_MARK)
+            txn.partials.put(name, COMMON_MARK)
             for y in holders:
                 common.setdefault(y, []).append(key)
-    txn.put_partials(fresh, _encode_posting((docno,)))
+    txn.partials.put_many(fresh, _encode_posting((docno,)))
     mine = rows_of_holders([y for y in pairs if owns(docno, y)])
     out = []
     for y, ks in pairs.items():
@@ -184,12 +184,12 @@ def withdraw_keys(txn, docno: int, rows: np.ndarray, cause: str) -> list[Link]:
     keys = sorted_unique(rows[:, 0])
     names = posting_keys(keys)
     left: dict[int, list[int]] = {}
-    for key, name, raw in zip(keys.tolist(), names, txn.partial_many(names), strict=True):
+    for key, name, raw in zip(keys.tolist(), names, txn.partials.get_many(names), strict=True):
         holders = _decode_posting(raw)
         if not holders or docno not in holders:
             continue
         rest = tuple(y for y in holders if y != docno)
-        txn.put_partial(name, _encode_posting(rest))
+        txn.partials.put(name, _encode_posting(rest))
         for y in rest:
             left.setdefault(y, []).append(key)
     return [Link(y, UNLINK, docno, keys_rows(ks), cause) for y, ks in left.items()]

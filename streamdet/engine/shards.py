@@ -307,7 +307,7 @@ def page_adds(page: PageMsg, docno: int, shards: int) -> list[tuple[int, bytes]]
 
 def _rows_of(txn, docnos: list[int]) -> dict[int, np.ndarray]:
     """A gram shard's rows of these documents' keys, in one batched read."""
-    raws = txn.partial_many([rows_key(d) for d in docnos])
+    raws = txn.partials.get_many([rows_key(d) for d in docnos])
     return {d: decode_rows(raw) for d, raw in zip(docnos, raws, strict=True)}
 
 
@@ -391,16 +391,16 @@ class GramShard:
         rows are kept, for the links of later holders and the withdrawal."""
         if not len(m.rows):
             return []
-        txn.put_partial(rows_key(m.docno), encode_rows(m.rows))
+        txn.partials.put(rows_key(m.docno), encode_rows(m.rows))
         return add_keys(txn, m.docno, m.rows, self.params.m, lambda ys: _rows_of(txn, ys),
                         pair_owner(txn, self.params), fresh, m.url)
 
     @staticmethod
     def _withdraw_keys(txn, m: GramsMsg) -> list[Link]:
-        rows = decode_rows(txn.partial(rows_key(m.docno)))
+        rows = decode_rows(txn.partials.get(rows_key(m.docno)))
         if not len(rows):
             return []
-        txn.put_partial(rows_key(m.docno), None)
+        txn.partials.put(rows_key(m.docno), None)
         return withdraw_keys(txn, m.docno, rows, m.url)
 
     def _count(self, docno: int, deltas: list[Delta]) -> None:

@@ -33,11 +33,13 @@ import struct
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Protocol
 
 import numpy as np
 
 from ..state.schema import u64key
 from .badness import BadnessRole, Place
+from .keyed import KeyedRecords
 from .labelled import contains_fixed
 from .neighbourhoods import neighbourhoods
 from .params import Params
@@ -74,12 +76,10 @@ def share_rows(rows: list[tuple[int, int, int, bool, int, int, int]]) -> np.ndar
     return out.reshape(-1, SHARE_COLUMNS)
 
 
-class SiteView:
+class SiteView(Protocol):
     """What the site shard needs from the state (implemented by state.txn.Txn)."""
 
-    def site_many(self, keys: list[bytes]) -> list[bytes | None]: ...
-    def put_site(self, key: bytes, raw: bytes | None) -> None: ...
-    def site_scan(self, start: bytes, end: bytes) -> list[tuple[bytes, bytes]]: ...
+    sites: KeyedRecords
 
 
 @lru_cache(maxsize=WHERE_CACHE)
@@ -150,7 +150,7 @@ class SiteShard:
         if not rows:
             return
         keys = [_share_key(r[0], r[1]) for r, _ in rows]
-        kept = dict(zip(keys, txn.site_many(keys), strict=True))
+        kept = dict(zip(keys, txn.sites.get_many(keys), strict=True))
         stamps = {k: _SHARE.unpack(v)[0] for k, v in kept.items() if v is not None}
         for key, (row, cause) in zip(keys, rows, strict=True):
             d, _g, stamp, live, pop, inside, total = row
@@ -158,7 +158,7 @@ class SiteShard:
                 continue  # overtaken by a newer share
             pop = pop - (1 << 64) if pop >= 1 << 63 else pop
             raw = _SHARE.pack(stamp, pop, inside, total) if live else None
-            txn.put_site(key, raw)
+            txn.sites.put(key, raw)
             stamps[key] = stamp
             old, kept[key] = kept[key], raw
             if old is None or raw is None or old[_STAMP:] != raw[_STAMP:]:
@@ -174,13 +174,13 @@ class SiteShard:
         if not parts:
             return
         keys = [_part_key(p.docno) for p in parts]
-        kept = dict(zip(keys, txn.site_many(keys), strict=True))
+        kept = dict(zip(keys, txn.sites.get_many(keys), strict=True))
         for key, p in zip(keys, parts, strict=True):
             old = kept[key]
             if old is not None and _PART.unpack_from(old)[0] > p.stamp:
                 continue
             raw = _part_record(p)
-            txn.put_site(key, raw)
+            txn.sites.put(key, raw)
             kept[key] = raw
             self.cause = p.cause or self.cause
             if old is None or old[_STAMP:] != raw[_STAMP:] or p.docno in changed:
@@ -195,7 +195,7 @@ class SiteShard:
         g = self.shards
         keys = [_part_key(d) for d in docnos]
         keys += [_share_key(d, i) for d in docnos for i in range(g)]
-        raws = txn.site_many(keys)
+        raws = txn.sites.get_many(keys)
         n = len(docnos)
         contributions: dict[int, tuple[Contribution | None, str]] = {}
         places: dict[int, tuple[Place | None, str]] = {}

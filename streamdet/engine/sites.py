@@ -24,10 +24,12 @@ import struct
 from collections.abc import Callable, Collection, Iterable, MutableMapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Protocol
 
 import numpy as np
 
 from ..state.schema import prefix_end
+from .keyed import KeyedRecords
 from .params import Params
 from .servers import host_of, registered_domain
 
@@ -140,11 +142,10 @@ def site_name(key: bytes) -> tuple[str, str]:
     return key[1:].decode("utf-8"), LEVELS[key[:1]]
 
 
-class SiteView:
+class SiteView(Protocol):
     """What the site role needs from the state (implemented by state.txn.Txn)."""
 
-    def site_many(self, keys: list[bytes]) -> list[bytes | None]: ...
-    def put_site(self, key: bytes, raw: bytes | None) -> None: ...
+    sites: KeyedRecords
 
 
 def contribution_key(docno: int) -> bytes:
@@ -188,7 +189,7 @@ class SiteRole:
         each with the URL that caused its change; return the `site` events (without
         `at`, stamped by the adapter), compared with `shown` where given (show)."""
         docnos = list(now)
-        old = dict(zip(docnos, txn.site_many([contribution_key(d) for d in docnos]),
+        old = dict(zip(docnos, txn.sites.get_many([contribution_key(d) for d in docnos]),
                        strict=True))
         moves: list[tuple[Contribution, int, str]] = []
         for d, (c, cause) in now.items():
@@ -199,7 +200,7 @@ class SiteRole:
                 moves.append((before, -1, cause))
             if c is not None:
                 moves.append((c, 1, cause))
-            txn.put_site(contribution_key(d), None if c is None else c.encode())
+            txn.sites.put(contribution_key(d), None if c is None else c.encode())
         return self._apply(txn, moves, next_seq, shown)
 
     def _apply(self, txn: SiteView, moves: list[tuple[Contribution, int, str]],
@@ -224,9 +225,9 @@ class SiteRole:
                 events.append(site_event(k, t, causes[k], self.params))
             raw = t.encode() if t.pages or t.seq else None
             shared = t.pages >= 2
-            txn.put_site(_shared_key(k) if shared else k, raw)
+            txn.sites.put(_shared_key(k) if shared else k, raw)
             if shared != (k in was_shared):  # it moved: the other record goes
-                txn.put_site(k if shared else _shared_key(k), None)
+                txn.sites.put(k if shared else _shared_key(k), None)
         return events
 
     def reconcile(self, txn: SiteView, shown: MutableMapping[str, str],
@@ -238,7 +239,7 @@ class SiteRole:
         that this owner's batching never touched, would otherwise stay wrong for them."""
         totals = {k[:1].lower() + k[1:]: Totals.decode(raw)  # by one-page key
                   for prefix in (b"h", b"d", b"H", b"D")
-                  for k, raw in txn.site_scan(prefix, prefix_end(prefix))}
+                  for k, raw in txn.sites.scan(prefix, prefix_end(prefix))}
         held = {_ONE_PAGE[level] + name.encode("utf-8") for level, name in
                 filter(None, map(slot_subject, shown)) if level in _ONE_PAGE}
         events = []
@@ -247,7 +248,7 @@ class SiteRole:
             if show(t.shown, False, site_slot(*reversed(site_name(k))), shown):
                 t.seq = next_seq(t.seq)
                 events.append(site_event(k, t, cause, self.params))
-                txn.put_site(_shared_key(k) if t.pages >= 2 else k, t.encode())
+                txn.sites.put(_shared_key(k) if t.pages >= 2 else k, t.encode())
         return events
 
 
@@ -261,7 +262,7 @@ def _shared_key(key: bytes) -> bytes:
 
 def _read(txn: SiteView, keys: list[bytes]) -> dict[bytes, Totals]:
     """Sites' totals by their one-page keys, wherever they are kept."""
-    raws = txn.site_many([*keys, *map(_shared_key, keys)])
+    raws = txn.sites.get_many([*keys, *map(_shared_key, keys)])
     n = len(keys)
     return {k: Totals.decode(raws[i] if raws[i] is not None else raws[n + i])
             for i, k in enumerate(keys)}

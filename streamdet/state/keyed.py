@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from .kv import KV, Op
+from .schema import prefix_end
 
 _MISSING = object()
 
 
 class KeyedTable:
-    """`group`: the length of the key prefixes `prefix_scan` asks for; this transaction's
+    """`group`: the length of the key prefixes `under` asks for; this transaction's
     writes of keys starting with a byte of `grouped` are indexed by it, so that a scan
     looks at the writes under its prefix only."""
 
@@ -101,11 +102,11 @@ class KeyedTable:
         else:
             yield from self.kv.items_between(self.table, start, end)
 
-    def prefix_scan(self, prefix: bytes, end: bytes) -> list[tuple[bytes, bytes]]:
-        """`scan(prefix, end)` for a prefix of the `group` length (`end`: the least key
-        past it), looking at this transaction's writes under it alone."""
-        assert len(prefix) == self.group, "prefix_scan needs the table's group length"
-        return self._merged(prefix, end, self.groups.get(prefix, ()))
+    def under(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
+        """Every record whose key starts with `prefix`, of the `group` length (a chunk's
+        holders), looking at this transaction's writes under it alone."""
+        assert len(prefix) == self.group, "under() needs the table's group length"
+        return self._merged(prefix, prefix_end(prefix), self.groups.get(prefix, ()))
 
     def _merged(self, start: bytes, end: bytes, written) -> list[tuple[bytes, bytes]]:
         found = dict(self._committed(start, end))

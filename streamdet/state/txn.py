@@ -39,7 +39,6 @@ from .schema import (
     encode_slots,
     encode_url_entry,
     key_u64,
-    prefix_end,
     u64key,
     u64keys,
 )
@@ -173,8 +172,12 @@ class Txn:
         self.new_withdrawn: set[int] = set()
         self.doc_gram_sets: dict[int, np.ndarray | None] = {}
         self.texts: dict[int, bytes | None] = {}  # packed visible texts written, per docno
-        self.partials = KeyedTable(self.kv, "partials")  # SPEC §7 (engine.partials)
-        self.near_records = KeyedTable(self.kv, "near")  # SPEC §6 (engine.clusters)
+        # The detectors' tables, read and written through the transaction as KeyedTables
+        # (get, get_many, put, scan, ...): their kinds of record told apart by a prefix byte.
+        # partials: sentence-key postings, a document's sentences, its partners' matching
+        # sentences, what a URL's pair events last showed (SPEC §7, engine.partials)
+        self.partials = KeyedTable(self.kv, "partials")
+        self.near = KeyedTable(self.kv, "near")  # SPEC §6 (engine.clusters)
         self.tallies = KeyedTable(self.kv, "popular")  # SPEC §8 (engine.popular)
         self.sites = KeyedTable(self.kv, "sites")  # SPEC §8 (engine.sites, engine.badness)
         # SPEC §8 (engine.labelled): a chunk's holders are scanned by their 9-byte prefix
@@ -379,35 +382,6 @@ class Txn:
     def put_text(self, docno: int, packed: bytes | None) -> None:
         self.texts[docno] = packed or None
 
-    # -- partial duplicates (SPEC §7) ---------------------------------------------------
-    # One table for the few records §7 keeps, told apart by a prefix byte
-    # (engine.partials): sentence-key postings, a document's sentences, its partners'
-    # matching sentences, and what a URL's pair events last showed.
-
-    def partial(self, key: bytes) -> bytes | None:
-        return self.partials.get(key)
-
-    def partial_many(self, keys: list[bytes]) -> list[bytes | None]:
-        return self.partials.get_many(keys)
-
-    def put_partial(self, key: bytes, value: bytes | None) -> None:
-        self.partials.put(key, value)
-
-    def put_partials(self, keys: list[bytes], value: bytes) -> None:
-        """The same value for many records (a version's fresh sentence-key postings)."""
-        self.partials.put_many(keys, value)
-
-    # -- near-duplicate clusters (SPEC §6): engine.clusters' records ----------------------
-
-    def near(self, key: bytes) -> bytes | None:
-        return self.near_records.get(key)
-
-    def near_many(self, keys: list[bytes]) -> list[bytes | None]:
-        return self.near_records.get_many(keys)
-
-    def put_near(self, key: bytes, value: bytes | None) -> None:
-        self.near_records.put(key, value)
-
     # -- popular phrases (SPEC §8): common grams' tallies (engine.popular) ----------------
 
     # Two kinds of record, told apart by a prefix byte: a common gram's tally (b"t"),
@@ -434,43 +408,6 @@ class Txn:
     def pop_changed(self) -> list[int]:
         """The documents whose pop(d) this transaction changed."""
         return [key_u64(k[1:]) for k in self.tallies.dirty if k.startswith(b"d")]
-
-    # -- site statistics (SPEC §8): engine.sites' records ----------------------------------
-
-    def site_many(self, keys: list[bytes]) -> list[bytes | None]:
-        return self.sites.get_many(keys)
-
-    def put_site(self, key: bytes, raw: bytes | None) -> None:
-        self.sites.put(key, raw)
-
-    def site_scan(self, start: bytes, end: bytes) -> list[tuple[bytes, bytes]]:
-        """Records with start <= key < end (neighbourhoods by badness, engine.badness)."""
-        return self.sites.scan(start, end)
-
-    def site_walk(self, start: bytes, end: bytes, back: bool = False
-                  ) -> Iterator[tuple[bytes, bytes]]:
-        """`site_scan` read lazily, greatest key first if `back` (`sites --top N` reads the
-        top N neighbourhoods of the badness index, not all of them)."""
-        return self.sites.walk(start, end, back)
-
-    # -- paragraph chunks and the labelled set (SPEC §8): engine.labelled's records --------
-
-    def chunk_many(self, keys: list[bytes]) -> list[bytes | None]:
-        return self.chunks.get_many(keys)
-
-    def put_chunk(self, key: bytes, raw: bytes | None) -> None:
-        self.chunks.put(key, raw)
-
-    def put_chunks(self, keys: list[bytes], raws: list[bytes]) -> None:
-        self.chunks.put_each(keys, raws)
-
-    def chunks_absent(self, keys: list[bytes]) -> None:
-        """Records known not to exist (a new version's): not read from the KV."""
-        self.chunks.absent(keys)
-
-    def chunk_scan(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
-        """Every record whose key starts with `prefix` (a chunk's holders)."""
-        return self.chunks.prefix_scan(prefix, prefix_end(prefix))
 
     def newest_version(self) -> int:
         """The greatest docno whose grams are kept (0: none). In a doc shard that is the
@@ -622,7 +559,7 @@ class Txn:
                    None if grams is None else np.asarray(grams, dtype="<u8").tobytes())
         for docno, packed in self.texts.items():
             yield ("texts", u64key(docno), packed)
-        for table in (self.partials, self.near_records, self.tallies, self.sites, self.chunks):
+        for table in (self.partials, self.near, self.tallies, self.sites, self.chunks):
             yield from table.ops()
         for docno, (server, url) in self.new_names.items():
             yield ("names", u64key(docno), encode_name(server, url))
