@@ -540,6 +540,14 @@ def test_the_demo_of_the_readme_fills_the_desks_lists(tmp_path):
         assert len(clusters) >= 4 and any("mirror.readinglist.example" in json.dumps(c)
                                           for c in clusters)
         assert "No quilt matches" not in d.client.get("/quilts").text
+        # the farm shows among the state's sites before it is a monster candidate
+        sites = d.client.get("/api/sites").json()
+        host = max(farm, key=lambda h: sum(u.split("/")[2] == h for u in truth))
+        [row] = [r for r in sites["state"] if (r["site"], r["level"]) == (host, "host")]
+        assert (row["pages"], row["quilted"]) == (3, 3) and sites["sites"] == []
+        assert all(r["pages"] >= 2 for r in sites["state"])
+        page = d.client.get("/sites").text
+        assert 'id="state-sites"' in page and host in page
     finally:
         d.close()
 
@@ -595,7 +603,7 @@ def test_events_of_the_wrong_shape_change_nothing(planted, tmp_path):
         listed = d.client.get("/api/quilts?state=all", headers=bearer).json()
         assert [r["url"] for r in listed["rows"]] == [QUILT]
         assert d.client.get("/api/sites", headers=bearer).json() == {
-            "sites": [], "neighbourhoods": []}
+            "sites": [], "neighbourhoods": [], "state": []}  # (the planted state's sites)
         assert d.client.get("/api/clusters", headers=bearer).json() == []
         d.login()
         for path in ("/quilts", "/sites", "/clusters", "/page?url=" + quote(QUILT, safe="")):

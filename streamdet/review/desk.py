@@ -34,6 +34,7 @@ class Source(Protocol):
     def refresh(self) -> None: ...
     def page(self, url: str) -> dict | None: ...
     def holds(self, url: str) -> bool: ...
+    def sites_now(self) -> list[dict] | None: ...
     def status(self) -> dict: ...
     @property
     def params(self) -> dict: ...
@@ -83,8 +84,12 @@ class Desk:
 
     @_locked
     def sites(self) -> dict:
+        """The sites and neighbourhoods `site` events told of (monster candidates, bad
+        neighbourhoods), and, where the desk reads a state, its sites of two pages or
+        more as they stand (`state`; None on Kafka), so that a farm shows before it is a
+        monster candidate."""
         self.source.refresh()
-        return site_rows(self.source.view.sites)
+        return site_rows(self.source.view.sites) | {"state": self.source.sites_now()}
 
     @_locked
     def clusters(self, limit: int = 50) -> list[dict]:

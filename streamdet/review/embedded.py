@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 
 from ..adapters.explain import holds
+from ..adapters.views import sites_of
 from ..state.schema import decode_url_entry
 from ..state.txn import Store
 from .event_feed import EventFeed
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 
 REOPEN = 2.0  # seconds between reopenings of the state at most
 POLL = 0.5  # seconds between polls of the events file at most
+SITES_SHOWN = 50  # the state's sites the Sites page lists
 
 
 class EmbeddedSource:
@@ -65,6 +67,14 @@ class EmbeddedSource:
     def holds(self, url: str) -> bool:
         with self._lock:
             return holds(self._state(), url)
+
+    def sites_now(self) -> list[dict]:
+        """The state's hosts and domains of two pages or more, most pages first (SITES_SHOWN
+        of them), as `streamdet sites` gives them."""
+        with self._lock:
+            rows = sites_of(self._state(), min_pages=2)
+        rows.sort(key=lambda r: (-r["pages"], -r["quilted"], r["site"], r["level"]))
+        return rows[:SITES_SHOWN]
 
     @functools.cached_property
     def params(self) -> dict:

@@ -207,6 +207,10 @@ class KafkaDesk:
             headers=None)
         return meta.offset
 
+    def sites_now(self) -> None:
+        """Not known here: the site totals are in the workers' site shard."""
+        return None
+
     def holds(self, url: str) -> bool:
         """Whether the docs topic has a record of `url` (its newest version's place)."""
         with self.lock:
