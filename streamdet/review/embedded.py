@@ -14,7 +14,6 @@ from collections.abc import Callable
 
 from ..adapters.explain import holds
 from ..adapters.views import sites_of
-from ..state.schema import decode_url_entry
 from ..state.txn import Store
 from .event_feed import EventFeed
 from .page_view import page_view
@@ -69,12 +68,11 @@ class EmbeddedSource:
             return holds(self._state(), url)
 
     def sites_now(self) -> list[dict]:
-        """The state's hosts and domains of two pages or more, most pages first (SITES_SHOWN
-        of them), as `streamdet sites` gives them."""
+        """The state's hosts and domains of two pages or more, the first SITES_SHOWN as
+        `streamdet sites` ranks them (monster candidates, then by mean pop): only those
+        are decoded, however many sites the state holds."""
         with self._lock:
-            rows = sites_of(self._state(), min_pages=2)
-        rows.sort(key=lambda r: (-r["pages"], -r["quilted"], r["site"], r["level"]))
-        return rows[:SITES_SHOWN]
+            return sites_of(self._state(), min_pages=2, top=SITES_SHOWN)
 
     @functools.cached_property
     def params(self) -> dict:
@@ -121,13 +119,13 @@ def view_of_state(store: Store) -> View:
 
     view = View()
     params = store_params(store)
-    entries = {key.decode("utf-8"): decode_url_entry(raw) for key, raw in store.kv.items("urls")}
+    txn = store.begin()
     for c in cluster_rows(store):
         for url in c["members"]:
             view.clusters[url] = {"seq": 0, "cluster": c["cluster"], "cluster_size": c["size"]}
     for row in dump_rows(store, clustered=False, pops=None, contains=None):
         if row.get("quilted"):
-            docno, seq = entries[row["url"]]
+            docno, seq = txn.url_entry(row["url"])  # type: ignore[misc] - a live URL
             apply(view, {"event": STATE_EVENT, "url": row["url"], "seq": seq,
                          "arrival": docno, "quilted": True,
                          "patch_fraction": row.get("patch_fraction"),
