@@ -146,6 +146,11 @@ def test_a_session_ends_when_idle_and_after_a_working_day(planted, tmp_path):
         now[0] = began + LONGEST_S + 1
         assert d.client.get("/api/status").status_code == 401
         assert d.sessions.sweep() == 1  # the one left open is removed too, not kept
+        # and a login sweeps them itself: one left idle is gone when the next begins
+        d.browser().post("/login", data={"name": "cy", "secret": TOKEN, "next": "/quilts"})
+        now[0] += IDLE_S + 1
+        d.login()
+        assert d.sessions.db.execute("SELECT who FROM sessions").fetchall() == [("ann",)]
     finally:
         d.close()
         d.sessions.close()

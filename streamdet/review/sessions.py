@@ -55,7 +55,10 @@ class SessionStore:
                         "began REAL NOT NULL, seen REAL NOT NULL)")
 
     def begin(self, who: str, credential: str) -> Session:
-        """A new session (a login): a fresh id and CSRF token."""
+        """A new session (a login): a fresh id and CSRF token. The sessions that ended by
+        time go first: one never used again would otherwise stay (`get` removes an
+        ended session only when its cookie comes back)."""
+        self.sweep()
         now = self.clock()
         session = Session(secrets.token_urlsafe(32), who, secrets.token_urlsafe(24),
                           credential, now, now)
