@@ -22,11 +22,9 @@ _COLUMNS = "id, url, verdict, note, who, at, params, kind, sample"
 
 def private_dir(path: str) -> None:
     """A directory only its owner may enter (0700), made so or made private: a desk's
-    files name reviewers and what they judged. One another user owns is left as it is."""
+    files name reviewers and what they judged."""
     os.makedirs(path, mode=0o700, exist_ok=True)
-    st = os.stat(path)
-    if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
-        os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)
+    _owner_only(path, 0o700)
 
 
 def private_file(path: str) -> None:
@@ -35,12 +33,19 @@ def private_file(path: str) -> None:
     mode. A file an older version left readable to all is made private, with those."""
     os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     for name in (path, path + "-wal", path + "-shm"):
-        try:
-            st = os.stat(name)
-        except FileNotFoundError:
-            continue
-        if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
-            os.chmod(name, stat.S_IMODE(st.st_mode) & 0o600)
+        _owner_only(name, 0o600)
+
+
+def _owner_only(path: str, most: int) -> None:
+    """Take the group's and others' bits off `path` (keeping those of `most`), if it is
+    there and ours: one another user owns is left as it is."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid == os.getuid() and mode & 0o077:
+        os.chmod(path, mode & most)
 
 
 class LabelStoreError(RuntimeError):
