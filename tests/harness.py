@@ -21,13 +21,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from loadtest.sharded import subject
+from loadtest.sharded import analysed, subject
 from streamdet.adapters.phrases import phrase_rows
 from streamdet.adapters.views import dump_rows, live_docnos, neighbourhoods_of, sites_of
-from streamdet.engine.analysis import analyze
 from streamdet.engine.core import Engine
 from streamdet.engine.params import Params
-from streamdet.engine.records import BadRecord, page_from_object
 from streamdet.state import recent
 from streamdet.state.budget import MemoryBudget
 from streamdet.state.kv import MemoryKV
@@ -72,12 +70,7 @@ def _run_on_store(open_store: Callable[[], Store], records: list[dict], params: 
     store = open_store()
     try:
         for batch in cut(records, batches):
-            pages = []
-            for rec in batch:
-                try:
-                    pages.append(analyze(page_from_object(rec), params))
-                except BadRecord:
-                    pass  # dead letter: not a document (the reference skips it too)
+            pages = analysed(batch, params)  # bad records skipped, as the reference does
             txn = store.begin()
             evs, _stats = engine.process(txn, pages)
             txn.commit({})

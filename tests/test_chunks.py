@@ -15,15 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from loadtest.sharded import analysed
 from streamdet.adapters import views
 from streamdet.adapters.views import neighbourhoods_of
-from streamdet.engine.analysis import analyze
 from streamdet.engine.chunks import Chunks, page_chunks, text_keys
 from streamdet.engine.core import Engine
 from streamdet.engine.grams import token_hashes
 from streamdet.engine.labelled import INLINE
 from streamdet.engine.params import Params
-from streamdet.engine.records import BadRecord, page_from_object
 from streamdet.engine.tokens import token_spans
 from streamdet.state.kv import MemoryKV
 from streamdet.state.rocks import RocksKV
@@ -51,13 +50,7 @@ def run(records: list[dict], params: Params, batches: list[int], *, kv=None,
         if labels and i in labels:
             evs, _ = engine.label(txn, text_keys(labels[i]), "label")
             events += evs
-        pages = []
-        for rec in batch:
-            try:
-                pages.append(analyze(page_from_object(rec), params))
-            except BadRecord:
-                pass
-        evs, _ = engine.process(txn, pages)
+        evs, _ = engine.process(txn, analysed(batch, params))
         events += evs
         txn.commit({})
         if reopen:
