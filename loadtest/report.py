@@ -189,6 +189,7 @@ def headline(name: str, r: dict) -> list[str]:
                    f"{_kafka_drain(lat)}"]
                   if lat else []),
                 *_kafka_minutes(lat.get("by_minute", [])),
+                *_kafka_stages(lat.get("stages"), r),
                 *_kafka_traffic(r["one_worker"].get("topics")),
                 *(_kafka_memory(r) if "memory" in r else [])]
     if name == "bench_lsh":
@@ -268,11 +269,27 @@ def _kafka_minutes(rows: list[dict]) -> list[str]:
     first, last = full[0], full[-2]  # the very last minute holds a part of one
 
     def minute(r: dict) -> str:
+        own = f" (own p99 {r['own_p99_s'] * 1000:.0f} ms)" if "own_p99_s" in r else ""
         return (f"minute {r['minute']}: p50 {r['p50_s'] * 1000:.0f} / p99 "
-                f"{r['p99_s'] * 1000:.0f} ms, broker {r['broker_cores']:.2f} cores, "
+                f"{r['p99_s'] * 1000:.0f} ms{own}, broker {r['broker_cores']:.2f} cores, "
                 f"workers {r['workers_cores']:.2f}")
 
     return [f"latency by the minute its pages were sent: {minute(first)}; {minute(last)}"]
+
+
+def _kafka_stages(cut: dict | None, r: dict) -> list[str]:
+    """The latency's parts (bench_kafka.stages) and the verdict of its minutes; nothing
+    for a result from before bench_kafka cut them."""
+    if not cut or not cut.get("events"):
+        return []
+    parts = ", ".join(f"{name} p50 {cut[name]['p50_s'] * 1000:.0f} / p99 "
+                      f"{cut[name]['p99_s'] * 1000:.0f} ms" for name in
+                      ("intake", "own", "delivery") if name in cut)
+    t = r["targets"]
+    return [f"the latency's parts (the workers' record timestamps): {parts}; minutes: p99 < "
+            f"{t['minute_p99_s']:.0f} s every minute, or own p99 < {t['own_minute_p99_s']:.0f}"
+            f" s every minute and p99 < {t['minute_p99_s']:.0f} s in the first "
+            f"{t['early_minutes']}{_pass(r['pass']['minutes'])}"]
 
 
 def _kafka_memory(r: dict) -> list[str]:

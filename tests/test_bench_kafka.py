@@ -45,6 +45,45 @@ def test_latency_by_minute_buckets_events_by_send_time_with_the_cores_of_that_mi
     assert abs(rows[1]["workers_cores"] - 0.25) < 1e-9
     assert "broker 1.00 cores" in format_minute(rows[0])
     assert by_minute([], t0, samples) == []
+    own = [(1.0, 0.05), (30.0, 0.1), (61.0, 0.9)]
+    rows = by_minute(series, t0, samples, own=own)
+    assert abs(rows[0]["own_p50_s"] - 0.075) < 1e-9 and rows[1]["own_p99_s"] == 0.9
+    assert "own p99    900 ms" in format_minute(rows[1])
+
+
+def test_stages_cut_each_latency_at_the_pipelines_own_records():
+    """intake: send -> the analysed page's record; own: -> the event's record; delivery:
+    -> receipt. Events of pages not sent here, or never seen analysed, are left out."""
+    from loadtest.bench_kafka import format_stages, stages
+
+    sent = {"http://a/": 100.0, "http://b/": 110.0, "http://c/": 120.0}
+    analysed = {"http://a/": 100.5, "http://b/": 110.25, "http://warm/": 50.0}
+    stamped = [("http://a/", 101.0, 101.125), ("http://b/", 112.25, 112.5),
+               ("http://c/", 121.0, 121.5), ("http://warm/", 51.0, 51.5)]
+    cut = stages(sent, analysed, stamped)
+    assert cut["events"] == 2
+    assert cut["own_series"] == [(0.0, 0.5), (10.0, 2.0)]
+    assert cut["intake"]["max_s"] == 0.5 and cut["own"]["max_s"] == 2.0
+    assert cut["delivery"]["p50_s"] == (0.125 + 0.25) / 2
+    assert "own p50 1250 / p99 1985 ms" in format_stages(cut)
+    assert stages(sent, {}, stamped)["events"] == 0
+    assert "none" in format_stages(stages(sent, {}, stamped))
+
+
+def test_minutes_pass_every_minute_or_own_with_the_early_minutes():
+    from loadtest.bench_kafka import minute_verdict
+
+    def rows(e2e, own):
+        return [{"minute": m, "events": 1, "p99_s": a, "own_p99_s": b}
+                for m, (a, b) in enumerate(zip(e2e, own, strict=True))]
+
+    assert minute_verdict(rows([1.0] * 12, [1.5] * 12))["pass"]
+    late = rows([1.0] * 10 + [5.0, 9.0], [0.5] * 12)  # the broker's growth, late
+    assert minute_verdict(late) == {"every_minute": False, "own_every_minute": True,
+                                    "early_minutes": True, "pass": True}
+    assert not minute_verdict(rows([1.0] * 10 + [5.0], [0.5] * 10 + [1.2]))["pass"]
+    assert not minute_verdict(rows([3.0] + [1.0] * 11, [0.5] * 12))["pass"]
+    assert not minute_verdict([])["pass"]
 
 
 def test_latency_by_kind_keeps_each_kind_apart_with_its_slowest_cause():
@@ -77,7 +116,7 @@ class _Pipe:
 def _late_event_run(kafka_broker: KafkaBroker, monkeypatch, prefix: str, wait: bool) -> dict:
     """A latency run of one page whose event leaves 1 s after the page is sent (a shard
     behind), with a `wait_done` that returns once it is out (the pipeline idle)."""
-    kafka_broker.create_topics({f"{prefix}-events": 1})
+    kafka_broker.create_topics({f"{prefix}-events": 1, f"{prefix}-docs": 1})
     sent_at = time.time()
 
     async def send(bootstrap, topic, records, rate=None):
@@ -87,9 +126,14 @@ def _late_event_run(kafka_broker: KafkaBroker, monkeypatch, prefix: str, wait: b
         await asyncio.sleep(1.0)
         producer = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap)
         await producer.start()
+        # the page analysed 250 ms after its send, its event's record 500 ms after that
+        analysed_ms = int(sent_at * 1000) + 250
+        await producer.send_and_wait(f"{prefix}-docs", b"page", key=b"http://a.example/1",
+                                     timestamp_ms=analysed_ms)
         ev = {"event": "quilt", "url": "http://a.example/1", "seq": 1,
               "cause": "http://a.example/1"}
-        await producer.send_and_wait(f"{prefix}-events", json.dumps(ev).encode())
+        await producer.send_and_wait(f"{prefix}-events", json.dumps(ev).encode(),
+                                     timestamp_ms=analysed_ms + 500)
         await producer.stop()
 
     async def done(pipe, n_pages, on_look=None):
@@ -117,6 +161,11 @@ def test_a_latency_run_counts_the_events_a_shard_behind_sends_after_the_stream(
     res = _late_event_run(kafka_broker, monkeypatch, "drain-wait", wait=True)
     assert res["events"] == 1 and res["p99_s"] >= 1.0
     assert res["drain_s"] >= 1.0
+    cut = res["stages"]  # the records' own timestamps, as the broker keeps them
+    assert cut["events"] == 1
+    assert abs(cut["own"]["p50_s"] - 0.5) < 1e-6
+    assert abs(cut["intake"]["p50_s"] - 0.25) < 0.002  # the send time's sub-millisecond part
+    assert cut["delivery"]["p50_s"] > 0
 
 
 def test_without_waiting_for_the_pipeline_a_late_event_is_left_out(

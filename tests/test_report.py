@@ -108,6 +108,20 @@ def test_the_kafka_headline_sets_the_first_full_minute_beside_the_last():
                 if x.startswith("latency by the minute")]  # a result without them
 
 
+def test_the_kafka_headline_gives_the_latencys_parts_and_the_minutes_verdict():
+    cut = {"events": 3, "intake": {"p50_s": 0.1, "p99_s": 0.3},
+           "own": {"p50_s": 0.4, "p99_s": 0.9}, "delivery": {"p50_s": 0.01, "p99_s": 0.02}}
+    targets = dict(KAFKA["targets"], minute_p99_s=2.0, own_minute_p99_s=1.0, early_minutes=10)
+    result = dict(KAFKA, latency=dict(KAFKA["latency"], stages=cut), targets=targets,
+                  **{"pass": dict(KAFKA["pass"], minutes=True)})
+    [got] = [x for x in report.headline("bench_kafka", result) if "the latency's parts" in x]
+    assert got.startswith("the latency's parts (the workers' record timestamps): intake p50 "
+                          "100 / p99 300 ms, own p50 400 / p99 900 ms, delivery p50 10 / p99 "
+                          "20 ms; minutes:")
+    assert got.endswith("in the first 10 ✅")
+    assert not [x for x in report.headline("bench_kafka", KAFKA) if "parts" in x]
+
+
 def test_the_kafka_latency_says_whether_late_events_were_waited_for():
     def line(lat: dict) -> str:
         lines = report.headline("bench_kafka", dict(KAFKA, latency=lat))
