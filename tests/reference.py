@@ -59,6 +59,7 @@ the supershingles of every pair of live documents, clusters by union-find over t
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 import struct
@@ -278,9 +279,7 @@ def ref_spans(text: str, k: int, covered: frozenset) -> list[list[int]]:
     """SPEC §5: the union, over every occurrence in `text` of a window in `covered`, of
     [start of its first token, end of its last token), merged where ranges overlap or
     touch, sorted."""
-    toks = ref_token_spans(text)
-    ranges = sorted((toks[i][1], toks[i + k - 1][2]) for i in range(len(toks) - k + 1)
-                    if tuple(t for t, _, _ in toks[i : i + k]) in covered)
+    ranges = sorted((a, b) for gram, a, b in ref_windows(text, k) if gram in covered)
     out: list[list[int]] = []
     for a, b in ranges:
         if out and a <= out[-1][1]:
@@ -288,6 +287,16 @@ def ref_spans(text: str, k: int, covered: frozenset) -> list[list[int]]:
         else:
             out.append([a, b])
     return out
+
+
+@functools.lru_cache(maxsize=8)
+def ref_windows(text: str, k: int) -> tuple[tuple[tuple[str, ...], int, int], ...]:
+    """Every window of k tokens of `text`, in order, with the start of its first token
+    and the end of its last: cut once per text, as every source of a page asks for its
+    spans (a page with many sources was tokenized once for each of them)."""
+    toks = ref_token_spans(text)
+    return tuple((tuple(t for t, _, _ in toks[i : i + k]), toks[i][1], toks[i + k - 1][2])
+                 for i in range(len(toks) - k + 1))
 
 
 # ----------------------------------------------------------------------------- reference
