@@ -13,8 +13,9 @@ from .features import Corpus
 
 
 def corpus_of(store: Store) -> Corpus:
-    """Every live page of the state, as the signals read it."""
-    return Corpus(dump_rows(store), partial_rows(store))
+    """Every live page of the state, as the signals read it (no spans: the signals use
+    none, and decoding every text would cost more than the rest together)."""
+    return Corpus(dump_rows(store, spans=False), partial_rows(store))
 
 
 def verdicts_of(labels: Iterable[Label]) -> dict[str, str]:
