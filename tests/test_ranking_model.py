@@ -7,12 +7,21 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamdet.ranking.features import FEATURES, Corpus, signals, texts_of
-from streamdet.ranking.model import BLIND, BLIND_BIAS, THRESHOLD, Model, blind, trained
+from streamdet.ranking.model import (
+    BLIND,
+    BLIND_BIAS,
+    PRIOR_SD,
+    THRESHOLD,
+    Model,
+    blind,
+    trained,
+)
 from streamdet.ranking.rank import model_of, ranking
 
 
@@ -130,6 +139,30 @@ def test_training_is_deterministic_and_order_free(examples, rnd):
         assert w == pytest.approx(v, abs=1e-6)
     for x, _ in examples:
         assert 0.0 <= a.score(x) <= 1.0
+
+
+def _gradient(model: Model, examples) -> np.ndarray:
+    """The log-posterior's gradient at `model` (zero at its maximum)."""
+    prior = blind()
+    w = np.array((model.bias, *model.weights))
+    mean = np.array((prior.bias, *prior.weights))
+    x = np.array([(1.0, *v) for v, _ in examples])
+    y = np.array([1.0 if spam else 0.0 for _, spam in examples])
+    p = 1.0 / (1.0 + np.exp(-(x @ w)))
+    return x.T @ (y - p) - (w - mean) / PRIOR_SD**2
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(20, 300))
+def test_training_reaches_the_posterior_maximum(seed, n):
+    """Labels that contradict the blind model on corner signals (0 or 1): an undamped
+    Newton step overshoots there and diverges; training must still end at the maximum."""
+    rng = random.Random(seed)
+    examples = [(tuple(float(rng.random() < 0.5) for _ in FEATURES), rng.random() < 0.2)
+                for _ in range(n)]
+    model = trained(examples)
+    assert all(math.isfinite(w) for w in (model.bias, *model.weights))
+    assert np.max(np.abs(_gradient(model, examples))) < 1e-6
 
 
 def test_ranking_does_not_depend_on_the_order_labels_come_in():

@@ -27,7 +27,8 @@ BLIND_BIAS = -6.0
 BLIND = {"spread": 6.0, "texts": 2.0, "replicated": -3.0, "kin": -3.0, "domains": 1.0,
          "patch": 2.0, "host_quilts": 1.5, "mirrored": -2.0, "boilerplate": -1.5}
 PRIOR_SD = 2.0  # how far labels may move a weight before the prior resists as hard
-NEWTON_STEPS = 25
+NEWTON_STEPS = 50
+HALVINGS = 30
 
 
 @dataclass(frozen=True)
@@ -57,22 +58,37 @@ def blind() -> Model:
 def trained(examples: Sequence[tuple[Sequence[float], bool]], prior: Model | None = None
             ) -> Model:
     """The prior (default: the blind model) moved by labelled examples (signals, is
-    spam): the maximum of the posterior, by Newton's method (the log-posterior is
-    strictly concave, so it has one maximum and the steps reach it)."""
+    spam): the maximum of the posterior, by Newton's method with step halving (the
+    log-posterior is strictly concave, so it has one maximum; a full Newton step can
+    overshoot it when the labels disagree with the prior, and is halved until it
+    gains)."""
     prior = prior or blind()
-    mean = np.array((prior.bias, *prior.weights))
     if not examples:
         return prior
+    mean = np.array((prior.bias, *prior.weights))
     x = np.array([(1.0, *v) for v, _ in examples])
     y = np.array([1.0 if spam else 0.0 for _, spam in examples])
     precision = 1.0 / PRIOR_SD**2
-    w = mean.copy()
+
+    def log_posterior(w: np.ndarray) -> float:
+        z = x @ w
+        return float(y @ z - np.logaddexp(0.0, z).sum()
+                     - 0.5 * precision * ((w - mean) ** 2).sum())
+
+    w, value = mean.copy(), log_posterior(mean)
     for _ in range(NEWTON_STEPS):
-        p = 1.0 / (1.0 + np.exp(-(x @ w)))
+        p = np.exp(-np.logaddexp(0.0, -(x @ w)))  # the logistic, without overflow
         grad = x.T @ (y - p) - precision * (w - mean)
         hess = (x.T * (p * (1.0 - p))) @ x + precision * np.eye(len(w))
         step = np.linalg.solve(hess, grad)
+        for _ in range(HALVINGS):
+            if log_posterior(w + step) >= value:
+                break
+            step = step / 2
+        else:
+            break  # no step gains: the maximum, to float precision
         w = w + step
+        value = log_posterior(w)
         if float(np.max(np.abs(step))) < 1e-10:
             break
     return Model(float(w[0]), tuple(float(v) for v in w[1:]))
