@@ -10,6 +10,8 @@ import pytest
 
 from streamdet.ranking.features import Corpus
 from streamdet.ranking.rank import ranking
+from streamdet.state.rocks import RocksKV
+from streamdet.state.txn import Store
 
 from .cli_helpers import build_crawl, dump_rows, streamdet, write_jsonl
 
@@ -92,3 +94,7 @@ def test_unknown_url_and_bad_arguments_exit_2_with_one_line(state, tmp_path):
     assert "--top" in _one_line_error("rank", "--state", state / "state", "--top", "0")
     proc = streamdet("label", "https://x.example/", "--state", state / "state", check=False)
     assert proc.returncode == 2  # --spam or --not-spam is required
+    (tmp_path / "workers").mkdir()
+    Store(RocksKV(str(tmp_path / "workers" / "doc-0"))).close()  # a worker's layout
+    for cmd in (("rank",), ("label", "https://x.example/", "--spam")):
+        assert "worker states" in _one_line_error(*cmd, "--state", tmp_path / "workers")

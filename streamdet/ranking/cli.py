@@ -40,15 +40,26 @@ def add_parsers(sub) -> None:
     rank.set_defaults(func=cmd_rank)
 
 
+def _run_state(path: str):
+    """The `streamdet run` state at `path`, opened read-only. Worker states are refused
+    in one line: ranking them (and their labels topic) is not built yet."""
+    from ..adapters.views import worker_shards
+    from ..reading.states import open_store
+
+    if worker_shards([path]) is not None:
+        raise UsageError(f"{path} holds worker states: label and rank read a `streamdet "
+                         "run` state (the Kafka pipeline's ranking is not built yet)")
+    return open_store(path, must_exist=True, read_only=True)
+
+
 def cmd_label(args: argparse.Namespace) -> int:
     from ..adapters.explain import Missing, look_up
     from ..adapters.outputs import utc_now
     from ..engine.params import Params
-    from ..reading.states import open_store
     from ..review.cli import DeskLabels, desk_directory
     from ..review.labels import Label, LabelError, page_kind
 
-    store = open_store(args.state, must_exist=True, read_only=True)
+    store = _run_state(args.state)
     try:
         found = look_up(store, args.url)
         if isinstance(found, Missing):
@@ -70,13 +81,12 @@ def cmd_label(args: argparse.Namespace) -> int:
 
 def cmd_rank(args: argparse.Namespace) -> int:
     from ..adapters.outputs import json_line
-    from ..reading.states import open_store
     from .rank import ranking
     from .reading import corpus_of
 
     if args.top is not None and args.top < 1:
         raise UsageError(f"--top must be >= 1, got {args.top}")
-    store = open_store(args.state, must_exist=True, read_only=True)
+    store = _run_state(args.state)
     try:
         corpus = corpus_of(store)
     finally:
