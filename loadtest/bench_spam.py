@@ -103,12 +103,12 @@ def plot(result: dict, png: Path) -> None:
     for policy in ("uniform", "top"):
         for figure, style in (("precision", "-"), ("recall", "--")):
             ys = [result["blind"][figure]] + [
-                result["labels"][policy][str(n)]["unlabelled"][figure] for n in LABELS]
+                result["labels"][policy][str(n)]["all"][figure] for n in LABELS]
             ax.plot(ns, ys, style, marker="o", label=f"{figure}, {policy} labels")
     ax.set_xscale("symlog", linthresh=10)
     ax.set_xlabel("labels")
     ax.set_ylim(0, 1.02)
-    ax.set_title("spam: precision and recall on unlabelled pages")
+    ax.set_title("spam: precision and recall of every farm page, by labels")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(png, dpi=100)
