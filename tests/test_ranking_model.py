@@ -182,3 +182,54 @@ def test_threshold_and_extreme_logits():
     huge = Model(1e4, tuple(0.0 for _ in FEATURES))
     assert huge.score([0.0] * len(FEATURES)) == 1.0
     assert Model(-1e4, huge.weights).score([0.0] * len(FEATURES)) == 0.0
+
+
+def test_why_names_at_most_three_signals_each_once():
+    c = farm_and_reuse()
+    got = {r.url: r.why for r in ranking(c)}
+    farm = got["http://farm.net/1"]
+    assert 1 <= len(farm) <= 3
+    assert any("copied from beyond its largest source text" in w for w in farm)
+    assert sum("distinct" in w for w in farm) <= 1  # texts and kin are one figure
+    sermon = got["http://church.org/sermon"]
+    assert sermon and all(w not in farm for w in sermon)
+
+
+@st.composite
+def corpus_st(draw) -> tuple[Corpus, list[str]]:
+    """Random rows and pairs: pages on a few hosts, sources among them, clusters, pairs."""
+    rng = random.Random(draw(st.integers(0, 2**32 - 1)))
+    urls = [f"http://h{rng.randrange(4)}.d{rng.randrange(3)}.com/{i}" for i in range(12)]
+    rows = []
+    for u in urls:
+        sources = [(s, rng.randint(1, 50)) for s in rng.sample(urls, rng.randint(0, 6))
+                   if s != u]
+        rows.append(row(u, sources, quilted=rng.random() < 0.5, patch=rng.random(),
+                        cluster=rng.choice([None, urls[0], urls[1]]),
+                        cluster_size=rng.randint(1, 3), contains=rng.random()))
+    pairs = [{"url": a, "other": b} for a, b in (rng.sample(urls, 2) for _ in range(4))]
+    return Corpus(rows, pairs), urls
+
+
+@settings(max_examples=60, deadline=None)
+@given(corpus_st(), st.data())
+def test_labels_on_random_corpora(case, data):
+    """A page's label decides it; every other page scores as the trained model scores its
+    signals; labels of URLs not live change nothing; the ranking does not depend on the
+    order the state's rows or pairs are read in."""
+    corpus, urls = case
+    labelled = data.draw(st.lists(st.sampled_from(urls), unique=True, max_size=6))
+    verdicts = {u: data.draw(st.sampled_from(["spam", "not_spam", "unsure"])) for u in labelled}
+    rows = ranking(corpus, verdicts)
+    model = model_of(corpus, verdicts)
+    for r in rows:
+        if verdicts.get(r.url) in ("spam", "not_spam"):
+            assert r.score == (1.0 if verdicts[r.url] == "spam" else 0.0)
+        else:
+            assert r.score == round(model.score(signals(corpus, r.url).values), 6)
+        assert r.spam == (r.score >= THRESHOLD) and len(r.why) <= 3
+    assert ranking(corpus, {**verdicts, "http://gone.example/": "spam"}) == rows
+    backwards = Corpus(list(corpus.rows.values())[::-1],
+                       [{"url": b, "other": a} for a in corpus.partners
+                        for b in corpus.partners[a]])
+    assert ranking(backwards, verdicts) == rows

@@ -20,11 +20,10 @@ WHY_MIN = 0.25  # log-odds below which a signal did not decide anything
 _WORDS: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "spread": lambda f: f"{f['patch_fraction'] * (1 - f['top_share']):.0%} of its text is "
                         "copied from beyond its largest source text",
-    "replicated": lambda f: f"{f['replicated']:.0%} of the copied text comes from pages "
-                            "with near-duplicates",
+    "replicated": lambda f: f"{f['replicated']:.0%} of the copied text comes from texts "
+                            "found on other pages too",
     "texts": lambda f: f"{f['texts']} distinct source text(s)",
-    "kin": lambda f: f"its {f['sources']} sources are {f['texts']} distinct text(s) (near-"
-                     "duplicate sources are editions of one text)",
+    "kin": lambda f: f"its {f['sources']} sources hold {f['texts']} distinct text(s)",
     "domains": lambda f: f"sources on {f['domains']} registered domains",
     "patch": lambda f: f"{f['patch_fraction']:.0%} of its text is copied",
     "host_quilts": lambda f: f"{f['host_quilts']} of the {f['host_pages']} pages of "
@@ -34,10 +33,16 @@ _WORDS: dict[str, Callable[[Mapping[str, Any]], str]] = {
 }
 
 
+_SAME = {"kin": "texts"}  # signals that speak of one figure: the stronger one is named
+
+
 def why(model: Model, sig: Signals, spam: bool) -> list[str]:
     """The signals that moved the score towards its verdict, strongest first."""
     parts = model.contributions([x - NEUTRAL for x in sig.values])
     sign = 1.0 if spam else -1.0
     decided = sorted((name for name in FEATURES if sign * parts[name] >= WHY_MIN),
                      key=lambda name: (-sign * parts[name], name))
-    return [_WORDS[name](sig.figures) for name in decided[:WHY_MAX]]
+    said: dict[str, str] = {}
+    for name in decided:
+        said.setdefault(_SAME.get(name, name), _WORDS[name](sig.figures))
+    return list(said.values())[:WHY_MAX]
