@@ -150,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         "config": {"seed": args.seed, "records": len(c.records), "farm_pages": len(c.farm),
                    "draws": args.draws},
         "ranked": len(ranked),
+        "farm_ranked": len(c.farm & set(ranked)),
         "ranked_by_kind": {k: sum(c.kinds[u] == k for u in ranked) for k in kinds},
         "flagged_by_kind": {k: sum(c.kinds[r.url] == k and r.spam for r in blind_rows)
                             for k in kinds},
@@ -183,7 +184,8 @@ def _fmt(x: float | None) -> str:
 def _print(r: dict) -> None:
     b = r["blind"]
     print(f"corpus: {r['config']['records']} records, {r['config']['farm_pages']} farm "
-          f"pages; {r['ranked']} ranked (quilted or partial duplicates)")
+          f"pages; {r['ranked']} ranked (quilted or partial duplicates), {r['farm_ranked']} "
+          "of them farm pages (the most recall can be)")
     print(f"blind: precision {_fmt(b['precision'])} recall {_fmt(b['recall'])} "
           f"(flagged {b['flagged']}); precision@100 {_fmt(b['precision_at_100'])}")
     for policy, by_n in r["labels"].items():
