@@ -11,8 +11,7 @@ import os
 import sys
 
 from ..console import UsageError
-
-DEFAULT_STATE = "streamdet-state"
+from ..reading.states import DEFAULT_STATE
 
 
 def add_parsers(sub) -> None:
