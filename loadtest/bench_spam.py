@@ -12,11 +12,12 @@ natural reuse, blind and with reviewers' labels.
    `spam` against every farm page of the corpus (a farm page the definition does not
    rank counts as missed); precision at 100 is the farm share of the 100 first pages.
 4. Labels: a reviewer judges n ranked pages (n = 10, 20, 50, 200), truthfully, drawn
-   two ways: `uniform` (a seeded uniform draw of the ranked pages, repeated --draws times
-   with other seeds; the figures are the means) and `top` (the n highest blind scores,
-   what a desk ordered by score shows first). Each is reported over all pages (what the
-   spam team gets: a labelled page is decided by its label) and over the unlabelled
-   pages only (what the labels taught the model).
+   three ways: `uniform` (a seeded uniform draw of the ranked pages, repeated --draws
+   times with other seeds; the figures are the means), `top` (the n highest blind
+   scores, what a desk ordered by score shows first) and `uncertain` (the n blind scores
+   nearest the threshold, what a desk would show to learn fastest). Each is reported
+   over all pages (what the spam team gets: a labelled page is decided by its label) and
+   over the unlabelled pages only (what the labels taught the model).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from loadtest.bench_embedded import git_revision
 from loadtest.corpus import write_jsonl
 from loadtest.host import machine, write_result
 from loadtest.spam_corpus import spam_corpus
+from streamdet.ranking.model import THRESHOLD
 from streamdet.ranking.rank import Ranked, ranking
 from streamdet.ranking.reading import corpus_of
 from streamdet.reading.states import open_store
@@ -100,7 +102,7 @@ def plot(result: dict, png: Path) -> None:
 
     ns = [0, *LABELS]
     fig, ax = plt.subplots(figsize=(6, 4))
-    for policy in ("uniform", "top"):
+    for policy in ("uniform", "top", "uncertain"):
         for figure, style in (("precision", "-"), ("recall", "--")):
             ys = [result["blind"][figure]] + [
                 result["labels"][policy][str(n)]["all"][figure] for n in LABELS]
@@ -135,12 +137,15 @@ def main(argv: list[str] | None = None) -> int:
     blind_rows = ranking(corpus)
     score_s = time.perf_counter() - t0
     ranked = [r.url for r in blind_rows]
-    labels: dict = {"uniform": {}, "top": {}}
+    labels: dict = {"uniform": {}, "top": {}, "uncertain": {}}
+    doubt = [r.url for r in sorted(blind_rows, key=lambda r: (abs(r.score - THRESHOLD),
+                                                               r.url))]
     for n in LABELS:
         draws = [informed(corpus, c.farm, random.Random(args.seed * 1000 + d).sample(
             ranked, min(n, len(ranked)))) for d in range(args.draws)]
         labels["uniform"][str(n)] = mean_of(draws)
         labels["top"][str(n)] = informed(corpus, c.farm, ranked[:n])
+        labels["uncertain"][str(n)] = informed(corpus, c.farm, doubt[:n])
     kinds = sorted(set(c.kinds.values()))
     result = {
         "benchmark": "bench_spam",
@@ -191,7 +196,7 @@ def _print(r: dict) -> None:
     for policy, by_n in r["labels"].items():
         for n, f in by_n.items():
             a, u = f["all"], f["unlabelled"]
-            print(f"{policy:7} {n:>3} labels: all pages P {_fmt(a['precision'])} "
+            print(f"{policy:9} {n:>3} labels: all pages P {_fmt(a['precision'])} "
                   f"R {_fmt(a['recall'])}; unlabelled P {_fmt(u['precision'])} "
                   f"R {_fmt(u['recall'])}; precision@100 {_fmt(f['precision_at_100'])}")
     s = r["seconds"]
