@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 OUT_DIR = REPO / "loadtest" / "out"
 BENCHES = ("bench_embedded", "bench_lsh", "bench_growth", "bench_kafka", "bench_quality",
            "bench_hostile", "bench_bounds", "bench_evidence", "bench_partials", "bench_near",
-           "bench_replication", "bench_review")
+           "bench_replication", "bench_review", "bench_spam")
 COMMANDS = {
     "bench_embedded": "python -m loadtest.bench_embedded --pages 20000 --floor-runs 2",
     "bench_lsh": "python -m loadtest.bench_lsh --pages 5000",
@@ -47,6 +47,7 @@ COMMANDS = {
     "bench_near": "python -m loadtest.bench_near --pages 5000 --giant 10000",
     "bench_replication": "python -m loadtest.bench_replication --pages 20000",
     "bench_review": "python -m loadtest.bench_review --pages 100000",
+    "bench_spam": "python -m loadtest.bench_spam",
 }
 KAFKA_RUNS = 3  # bench_kafka's default --throughput-runs and --latency-runs
 
@@ -229,6 +230,8 @@ def headline(name: str, r: dict) -> list[str]:
         return _replication_headline(r)
     if name == "bench_review":
         return _review_headline(r)
+    if name == "bench_spam":
+        return _spam_headline(r)
     if name == "bench_growth" and r.get("figures", {}).get("stationary"):
         return _growth_headline(r)
     summary = r.get("summary") or r.get("figures")
@@ -300,6 +303,18 @@ def _kafka_memory(r: dict) -> list[str]:
             f"alone, {peaks['two_workers'] / mb:,.0f} MiB of two, under --memory "
             f"{m['budget_bytes'] / mb:,.0f} MiB (target <= "
             f"{(m['budget_bytes'] + m['slack_bytes']) / mb:,.0f}){_pass(r['pass']['memory'])}"]
+
+
+def _spam_headline(r: dict) -> list[str]:
+    """The spam ranking: precision and recall of `spam` blind and with 20 labels."""
+    b, u = r["blind"], r["labels"]["uniform"]["20"]["unlabelled"]
+    return [f"{r['config']['records']:,} records, {r['config']['farm_pages']} farm pages, "
+            f"{r['ranked']} ranked: blind precision **{b['precision']:.3f}** recall "
+            f"**{b['recall']:.3f}**{_pass(r['pass']['blind'])}, precision at 100 "
+            f"{b['precision_at_100']:.3f}",
+            f"with 20 labels (uniform, unlabelled pages) precision **{u['precision']:.3f}** "
+            f"recall **{u['recall']:.3f}**{_pass(r['pass']['labels_20'])}; ranking "
+            f"{r['seconds']['rank_share_of_engine']:.1%} of the engine's run"]
 
 
 def _review_headline(r: dict) -> list[str]:

@@ -729,6 +729,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .review.cli import add_parser as add_review_parser
 
     add_review_parser(sub)
+    from .ranking.cli import add_parsers as add_ranking_parsers
+
+    add_ranking_parsers(sub)
     for sp in (wk, pr, evs):
         sp.add_argument("--prefix", default=env("PREFIX", "streamdet"),
                         help="topic name prefix: PREFIX-pages, PREFIX-events, ... (default "

@@ -23,7 +23,13 @@ from typing import Any
 
 from loadtest.sharded import analysed, subject
 from streamdet.adapters.phrases import phrase_rows
-from streamdet.adapters.views import dump_rows, live_docnos, neighbourhoods_of, sites_of
+from streamdet.adapters.views import (
+    dump_rows,
+    live_docnos,
+    neighbourhoods_of,
+    partial_rows,
+    sites_of,
+)
 from streamdet.engine.core import Engine
 from streamdet.engine.params import Params
 from streamdet.state import recent
@@ -65,7 +71,7 @@ def _run_on_store(open_store: Callable[[], Store], records: list[dict], params: 
                   batches: Sequence[int], reopen: bool, compact: bool,
                   events: list[dict] | None, phrases: list[dict] | None = None,
                   top: int = 1 << 30, sites: list[dict] | None = None,
-                 hoods: list[dict] | None = None) -> Rows:
+                 hoods: list[dict] | None = None, partials: list[dict] | None = None) -> Rows:
     engine = Engine(params)
     store = open_store()
     try:
@@ -90,6 +96,8 @@ def _run_on_store(open_store: Callable[[], Store], records: list[dict], params: 
             sites.extend(sites_of(store, params))
         if hoods is not None:  # SPEC §8
             hoods.extend(neighbourhoods_of(store))
+        if partials is not None:  # SPEC §7
+            partials.extend(partial_rows(store, params))
         return {row["url"]: row for row in dump_rows(store, params)}
     finally:
         store.close()
@@ -99,7 +107,8 @@ def run_embedded(records: list[dict], params: Params, batches: Sequence[int], *,
                  backend: str = "memory", reopen: bool = False, compact: bool = True,
                  events: list[dict] | None = None, phrases: list[dict] | None = None,
                  top: int = 1 << 30, sites: list[dict] | None = None,
-                 hoods: list[dict] | None = None, budget: MemoryBudget | None = None) -> Rows:
+                 hoods: list[dict] | None = None, budget: MemoryBudget | None = None,
+                 partials: list[dict] | None = None) -> Rows:
     """The engine in-process: each batch is one transaction `begin / process / commit`,
     then `store.compact()` (segment merges) as the embedded runner does.
 
@@ -110,16 +119,17 @@ def run_embedded(records: list[dict], params: Params, batches: Sequence[int], *,
     phrases: when a list is given, `phrases --top top` rows (SPEC §8; default: all).
     sites: when a list is given, `sites` rows (SPEC §8).
     hoods: when a list is given, the neighbourhood rows of `sites --min-pages 1`.
+    partials: when a list is given, the partial-duplicate pairs (SPEC §7, `dump --partials`).
     budget: the store's memory budget (a tiny one keeps nearly nothing decoded or cached:
     documents are folded as soon as handed out, postings and names read again)."""
     if backend == "memory":
         kv = MemoryKV()
         return _run_on_store(lambda: Store(kv, budget), records, params, batches, reopen,
-                              compact, events, phrases, top, sites, hoods)
+                              compact, events, phrases, top, sites, hoods, partials)
     if backend == "rocks":
         with tempfile.TemporaryDirectory(prefix="streamdet-test-") as tmp:
             return _run_on_store(lambda: Store(RocksKV(tmp), budget), records, params, batches,
-                                 reopen, compact, events, phrases, top, sites, hoods)
+                                 reopen, compact, events, phrases, top, sites, hoods, partials)
     raise ValueError(f"unknown backend {backend!r}")
 
 

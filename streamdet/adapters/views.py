@@ -140,15 +140,16 @@ def live_docnos(stores: Iterable[Store]) -> Iterator[int]:
 
 def dump_rows(store: Store, params: Params | None = None, near: Store | None = None,
               clustered: bool = True, pops: Mapping[int, int] | None | bool = True,
-              contains: Mapping[int, tuple[int, int]] | None | bool = True
-              ) -> Iterator[dict]:
+              contains: Mapping[int, tuple[int, int]] | None | bool = True,
+              spans: bool = True) -> Iterator[dict]:
     """One row per live document, sorted by URL (code-point order = UTF-8 byte order);
     `params` default to those the state records. The clusters (SPEC §6) are read from
     `near`, a Kafka pipeline's cluster shard, if given (a doc shard has none); without
     `clustered` they are not known (null). pop(d) (SPEC §8) comes from `pops`
     (pop_counts of a pipeline's gram shards; None: not known), by default from the
     state itself; so does contains(L, f) from `contains` (contains_counts of the gram
-    shards; None: not known)."""
+    shards; None: not known). Without `spans` the sources' spans are None: a reader of
+    the figures alone (the spam ranking) skips decoding every text."""
     params = _params(store, params)
     if pops is True:
         pops = pop_counts([store])
@@ -169,7 +170,7 @@ def dump_rows(store: Store, params: Params | None = None, near: Store | None = N
             "n_grams": doc.n_grams,
             "n_patch_grams": doc.n_patch,
             "patch_fraction": doc.patch_fraction,
-            "sources": evidence(r, doc, txn.text(docno), params.k),
+            "sources": evidence(r, doc, txn.text(docno) if spans else None, params.k),
             "quilted": r.quilted,
             "pop": None if pops is None else pops.get(docno, 0),
             "contains": None if contains is None else contains_figure(contains.get(docno)),

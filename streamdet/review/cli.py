@@ -85,13 +85,13 @@ def cmd_review(args: argparse.Namespace) -> int:
         return _passwd(args)
     if args.broker:
         return _on_kafka(args)
-    desk_dir = _desk_dir(args)
+    desk_dir = desk_directory(args)
     if args.action == "export":
-        with _labels(desk_dir) as labels:
+        with DeskLabels(desk_dir) as labels:
             _print_export(labels.all())
         return 0
     if args.action == "precision":
-        with _labels(desk_dir) as labels:
+        with DeskLabels(desk_dir) as labels:
             return _print_precision(precision_of(labels.current(), args), args.json)
     if args.state is None:
         raise UsageError("give --state DIR (a `streamdet run` state) or --broker HOST:PORT "
@@ -116,7 +116,7 @@ def _on_kafka(args: argparse.Namespace) -> int:
     from .kafka_reads import read_labels, sample
 
     if args.action == "serve":
-        return _serve_kafka(args, _desk_dir(args))
+        return _serve_kafka(args, desk_directory(args))
     labels_topic = f"{args.prefix}-review-labels"
     try:
         if args.action == "export":
@@ -134,17 +134,22 @@ def _on_kafka(args: argparse.Namespace) -> int:
     return _print_draw(drawn, args.seed)
 
 
-def _desk_dir(args: argparse.Namespace) -> str:
+def desk_path(args: argparse.Namespace) -> str:
+    """Where the desk's directory is: --desk, else DIR-review beside --state, else (on
+    Kafka) ./streamdet-review."""
+    if args.desk:
+        return args.desk
+    if args.state:
+        return args.state.rstrip("/") + "-review"
+    if getattr(args, "broker", None):
+        return "streamdet-review"
+    raise UsageError("give --desk DIR (or --state DIR: its desk is DIR-review)")
+
+
+def desk_directory(args: argparse.Namespace) -> str:
     """The desk's directory, made private (0700): it holds the token, the session key and
     the labels, which name reviewers and what they judged."""
-    if args.desk:
-        path = args.desk
-    elif args.state:
-        path = args.state.rstrip("/") + "-review"
-    elif args.broker:
-        path = "streamdet-review"
-    else:
-        raise UsageError("give --desk DIR (or --state DIR: its desk is DIR-review)")
+    path = desk_path(args)
     try:
         private_dir(path)
     except OSError as exc:
@@ -152,7 +157,7 @@ def _desk_dir(args: argparse.Namespace) -> str:
     return path
 
 
-class _labels:
+class DeskLabels:
     """The desk's label store, closed on exit."""
 
     def __init__(self, desk_dir: str) -> None:
@@ -180,7 +185,7 @@ def _desk(args: argparse.Namespace, desk_dir: str) -> Desk:
     source = EmbeddedSource(lambda: open_store(args.state, must_exist=True, read_only=True),
                             args.events)
     source.open()
-    return Desk(source, _labels(desk_dir).store, utc_now)
+    return Desk(source, DeskLabels(desk_dir).store, utc_now)
 
 
 def _sample(desk: Desk, args: argparse.Namespace) -> int:

@@ -1,0 +1,120 @@
+"""`streamdet label URL (--spam | --not-spam)` and `streamdet rank` (SPEC §10) on a
+`streamdet run` state. Labels are the review desk's: the same SQLite store
+(review.label_store) in the desk directory (default DIR-review beside --state), so a
+verdict given here shows on the desk and one given on the desk trains the ranking."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+
+from ..console import UsageError
+from ..reading.states import DEFAULT_STATE
+
+
+def add_parsers(sub) -> None:
+    """Register `label` and `rank` on the top-level subparsers."""
+    lab = sub.add_parser("label", help="record a reviewer's verdict on a page (the review "
+                         "desk's labels): it decides that page and trains the ranking")
+    lab.add_argument("url")
+    verdict = lab.add_mutually_exclusive_group(required=True)
+    verdict.add_argument("--spam", dest="verdict", action="store_const", const="spam")
+    verdict.add_argument("--not-spam", dest="verdict", action="store_const", const="not_spam")
+    lab.add_argument("--note", default="", help="a sentence for the other reviewers")
+    lab.add_argument("--who", default=None, help="who judged (default: the login name)")
+    rank = sub.add_parser("rank", help="the quilted and partially duplicated pages by spam "
+                          "score, highest first, with the signals that decided each")
+    rank.add_argument("--json", action="store_true",
+                      help='one {"url", "score", "spam", "why"} object per line')
+    rank.add_argument("--top", type=int, metavar="N", help="the first N pages only")
+    for p in (lab, rank):
+        p.add_argument("--state", default=DEFAULT_STATE, metavar="DIR",
+                       help=f"a `streamdet run` state (default {DEFAULT_STATE})")
+        p.add_argument("--desk", default=None, metavar="DIR",
+                       help="the review desk directory that keeps the labels (default "
+                       "DIR-review beside --state)")
+    lab.set_defaults(func=cmd_label)
+    rank.set_defaults(func=cmd_rank)
+
+
+def _run_state(path: str):
+    """The `streamdet run` state at `path`, opened read-only. Worker states are refused
+    in one line: ranking them (and their labels topic) is not built yet."""
+    from ..adapters.views import worker_shards
+    from ..reading.states import open_store
+
+    if worker_shards([path]) is not None:
+        raise UsageError(f"{path} holds worker states: label and rank read a `streamdet "
+                         "run` state (the Kafka pipeline's ranking is not built yet)")
+    return open_store(path, must_exist=True, read_only=True)
+
+
+def cmd_label(args: argparse.Namespace) -> int:
+    from ..adapters.explain import Missing, look_up
+    from ..adapters.outputs import utc_now
+    from ..engine.params import Params
+    from ..review.cli import DeskLabels, desk_directory
+    from ..review.labels import Label, LabelError, page_kind
+
+    store = _run_state(args.state)
+    try:
+        found = look_up(store, args.url)
+        if isinstance(found, Missing):
+            raise UsageError(found.message)
+        params = Params.from_fingerprint(store.meta("params")).to_dict()
+    finally:
+        store.close()
+    try:
+        label = Label(found.url, args.verdict, args.who or _login(), utc_now(), args.note,
+                      params, page_kind(found.url))
+    except LabelError as exc:
+        raise UsageError(str(exc)) from None
+    with DeskLabels(desk_directory(args)) as labels:
+        label = labels.add(label)
+    print(f"streamdet: {found.url} labelled {label.verdict} (label {label.id})",
+          file=sys.stderr)
+    return 0
+
+
+def cmd_rank(args: argparse.Namespace) -> int:
+    from ..adapters.outputs import json_line
+    from .rank import ranking
+    from .reading import corpus_of
+
+    if args.top is not None and args.top < 1:
+        raise UsageError(f"--top must be >= 1, got {args.top}")
+    store = _run_state(args.state)
+    try:
+        corpus = corpus_of(store)
+    finally:
+        store.close()
+    rows = ranking(corpus, _verdicts(args))[: args.top]
+    out = sys.stdout.buffer
+    for r in rows:
+        out.write(json_line(r.to_dict()) if args.json else
+                  (f"{r.score:.3f}\t{'spam' if r.spam else '-'}\t{r.url}\t"
+                   f"{'; '.join(r.why)}\n").encode())
+    out.flush()
+    return 0
+
+
+def _verdicts(args: argparse.Namespace) -> dict[str, str]:
+    """The newest verdict of each labelled URL, from the desk's labels file if there is
+    one (ranking creates no desk)."""
+    from ..review.cli import DeskLabels, desk_path
+    from .reading import verdicts_of
+
+    desk = desk_path(args)
+    if not os.path.exists(os.path.join(desk, "labels.sqlite")):
+        return {}
+    with DeskLabels(desk) as labels:
+        return verdicts_of(labels.current())
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "cli"
