@@ -275,7 +275,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
-    from .adapters.views import dump_rows, partial_rows
+    from .reading.views import dump_rows, partial_rows
 
     dirs, near = state_dirs(args.state, args.partial and not args.clusters)
     if args.clusters:
@@ -307,7 +307,7 @@ def cmd_dump(args: argparse.Namespace) -> int:
 
 def _dump_clusters(path: str) -> int:
     """`dump --clusters`: the clusters of a `run` state or of worker states' cluster shard."""
-    from .adapters.views import cluster_rows
+    from .reading.views import cluster_rows
 
     store = open_store(path, must_exist=True, read_only=True)
     try:
@@ -324,9 +324,9 @@ def _dump_clusters(path: str) -> int:
 def _query_page(args: argparse.Namespace, *stores):
     """The page `similar` asks about: a URL's kept text (from whichever of `stores`, one
     state or doc shards, holds it), or the given file's."""
-    from .adapters.explain import Missing, look_up
-    from .adapters.similar import QUERY_URL
     from .engine.records import Page
+    from .reading.explain import Missing, look_up
+    from .reading.similar import QUERY_URL
 
     if args.url is not None:
         spellings: list[str] = []
@@ -356,8 +356,8 @@ def _query_page(args: argparse.Namespace, *stores):
 def cmd_similar(args: argparse.Namespace) -> int:
     from contextlib import ExitStack
 
-    from .adapters.similar import similar, similar_sharded, similar_text
     from .engine.params import Params
+    from .reading.similar import similar, similar_sharded, similar_text
 
     with ExitStack() as stack:
         found = opened_states(args.state, stack)
@@ -382,9 +382,9 @@ def cmd_phrases(args: argparse.Namespace) -> int:
     worker state (gram shards count them, doc shards keep the texts)."""
     from contextlib import ExitStack
 
-    from .adapters.phrases import phrase_rows
-    from .adapters.views import live_docnos, text_reader
     from .engine.params import Params
+    from .reading.phrases import phrase_rows
+    from .reading.views import live_docnos, text_reader
 
     if args.top < 1:
         raise UsageError(f"--top must be >= 1, got {args.top}")
@@ -414,8 +414,8 @@ def cmd_sites(args: argparse.Namespace) -> int:
     URL-prefix neighbourhoods by badness."""
     from contextlib import ExitStack
 
-    from .adapters.views import neighbourhoods_of, sites_of
     from .engine.site_shard import SITE_SHARD
+    from .reading.views import neighbourhoods_of, sites_of
 
     levels = set(args.level or ("host", "domain", "neighbourhood"))
     with ExitStack() as stack:
@@ -457,9 +457,9 @@ def cmd_label_chunks(args: argparse.Namespace) -> int:
 def _label_state(args: argparse.Namespace, keys, what: str) -> int:
     """label-chunks on a `streamdet run` state (keys None: those of page `what`)."""
     from .adapters.outputs import JsonlSink, utc_now
-    from .adapters.views import all_shard_dirs
     from .engine.core import Engine
     from .engine.labelled import doc_chunks
+    from .reading.views import all_shard_dirs
 
     states = args.state or [DEFAULT_STATE]
     if len(states) > 1 or all_shard_dirs(states) is not None:
@@ -613,7 +613,7 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from .adapters.explain import Missing, explain_json, explain_text
+    from .reading.explain import Missing, explain_json, explain_text
 
     page = find_page(args.state, args.url, with_pairs=True)
     if isinstance(page, Missing):
@@ -634,7 +634,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_text(args: argparse.Namespace) -> int:
-    from .adapters.explain import Missing
+    from .reading.explain import Missing
 
     page = find_page(args.state, args.url)
     if isinstance(page, Missing):

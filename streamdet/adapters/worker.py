@@ -52,6 +52,7 @@ from ..engine.shard_step import (
 )
 from ..engine.shards import DocShard, GramShard, page_adds
 from ..engine.site_shard import SITE_SHARD
+from ..reading.views import monster_counts
 from ..state.budget import DOC_ROLE, GRAM_ROLE, MemoryBudget
 from ..state.rocks import RocksKV, RocksMemory, dir_bytes
 from ..state.txn import StateError, Store
@@ -76,7 +77,6 @@ from .payloads import analyze_payloads, warm_up
 from .round_pacer import RoundPacer
 from .sensor import Sensor
 from .state_format import SHARD, check_state
-from .views import monster_counts
 from .watchdog import DEFAULT_PAGE_TIMEOUT, Aborted, AnalysisPool
 
 log = logging.getLogger("streamdet.worker")

@@ -12,10 +12,10 @@ from .states import DEFAULT_STATE, cluster_store, open_store, state_dirs
 def pipeline_sites(states: list[str] | None, url: str) -> tuple[list[dict], list[dict]]:
     """A page's host, domain and neighbourhoods with their figures, from the site shard
     of worker states (doc shard 0, engine.site_shard; none when it is not among them)."""
-    from ..adapters.views import worker_shards
     from ..engine.badness import page_neighbourhoods
     from ..engine.site_shard import SITE_SHARD
     from ..engine.sites import page_sites
+    from .views import worker_shards
 
     found = worker_shards(states or [DEFAULT_STATE])
     if found is None or SITE_SHARD not in found[0]:
@@ -33,7 +33,7 @@ def pipeline_counts(states: list[str] | None, docno: int | None = None):
     """SPEC §8's per-page counts of worker states' documents (of `docno` alone, if given),
     summed over every gram shard: (pop(d), contains' counts), each None when some gram
     shard is not among the states."""
-    from ..adapters.views import contains_counts, contains_of, pop_counts, pop_of, worker_shards
+    from .views import contains_counts, contains_of, pop_counts, pop_of, worker_shards
 
     found = worker_shards(states or [DEFAULT_STATE])
     if found is None:
@@ -56,8 +56,8 @@ def find_page(states: list[str] | None, url: str, with_pairs: bool = False):
     shard holds it), or its absence with every spelling of it that one of them holds;
     `with_pairs`: with its partial duplicates, gathered from every doc shard, and its
     cluster, from the cluster shard."""
-    from ..adapters.explain import Missing, cluster_of, look_up
-    from ..adapters.views import pairs_of
+    from .explain import Missing, cluster_of, look_up
+    from .views import pairs_of
 
     spellings: list[str] = []
     dirs, near = state_dirs(states)
@@ -97,10 +97,10 @@ def pipeline_chunks(states: list[str] | None, url: str):
     """The chunk keys of a page of worker states, from every gram shard's share of it."""
     import numpy as np
 
-    from ..adapters.views import worker_shards
     from ..engine.labelled import doc_chunks
     from ..engine.routing import url_shard
     from ..state.sorting import sorted_unique
+    from .views import worker_shards
 
     found = worker_shards(states or [DEFAULT_STATE]) if states else None
     if found is None:

@@ -52,7 +52,7 @@ def state_dirs(states: list[str] | None, partial: bool = True
     states (the newest copy of each), and the directory of the clusters (SPEC §6): the
     state itself, or the worker states' cluster shard (None: none of them holds it).
     Unless `partial`, every doc shard of the pipeline and its cluster shard."""
-    from ..adapters.views import shard_dirs
+    from .views import shard_dirs
 
     states = states or [DEFAULT_STATE]
     found = shard_dirs(states)  # worker states: their doc shards, newest copy of each
@@ -82,7 +82,7 @@ def opened_states(states: list[str] | None, stack, tables: tuple[str, ...] | Non
     """A `run` state opened read-only, or every shard of worker states: (doc shards,
     gram shards, shard count), the stores by shard number; `stack` closes them. With
     `tables`, only those tables are opened (a command that reads no other)."""
-    from ..adapters.views import all_shard_dirs
+    from .views import all_shard_dirs
 
     states = states or [DEFAULT_STATE]
     try:

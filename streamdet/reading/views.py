@@ -1,5 +1,5 @@
 """Read-only views of a state for scripts: `dump` rows (documents, and partial-duplicate
-pairs), and the doc shards of worker states (`explain` and `text` are adapters/explain.py)."""
+pairs), and the doc shards of worker states (`explain` and `text` are reading/explain.py)."""
 
 from __future__ import annotations
 
