@@ -9,15 +9,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamdet.engine.documents import COMMON, DocResult, DocState
 from streamdet.state.budget import DOC_SLOT_BYTES, MemoryBudget
 from streamdet.state.doc_cache import DocCache
 from streamdet.state.kv import MemoryKV
 from streamdet.state.maskcodec import decode_mask_pairs
 from streamdet.state.paircodec import count_pairs, decode_pairs, decode_some, encode_pairs
 from streamdet.state.schema import (
-    COMMON,
-    DocResult,
-    DocState,
     decode_doc,
     decode_posting,
     encode_doc,

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamdet.engine.documents import DocState
 from streamdet.state import slot_index
-from streamdet.state.schema import DocState
 from streamdet.state.slot_index import SlotIndex
 
 # grams from both ends of the uint64 range, few enough to repeat

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..state.schema import DocResult, DocState
 from ..state.txn import Txn
 from .analysis import Analyzed
 from .badness import BadnessRole, Place
 from .clusters import ClusterRole, cluster_events
 from .deltas import arrival_stats
 from .doc_role import Dirty, DocRole, Touch
+from .documents import DocResult, DocState
 from .events import trap_event
 from .grams import gram_set
 from .labelled import LabelledSet, contains_fixed, shares

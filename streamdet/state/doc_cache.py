@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from .schema import DocState
+from ..engine.documents import DocState
 
 
 class DocCache:

@@ -33,7 +33,7 @@ import itertools
 
 import numpy as np
 
-from .schema import COMMON, Posting
+from ..engine.documents import COMMON, Posting
 from .sorted_search import locate
 from .sorting import sorted_unique
 

@@ -17,6 +17,7 @@ from functools import cached_property
 
 import numpy as np
 
+from ..engine.documents import DocState, Posting
 from .bloom import Probe
 from .budget import MemoryBudget
 from .cache import Generations
@@ -26,8 +27,6 @@ from .kv import KV, Op
 from .posting_cache import PostingCache
 from .recent import RecentPairs
 from .schema import (
-    DocState,
-    Posting,
     decode_doc,
     decode_name,
     decode_posting,
