@@ -14,8 +14,8 @@ from itertools import chain
 import numpy as np
 
 from ..state.budget import DOC_OVERHEAD_BYTES, DOC_SLOT_BYTES, SLOT_INDEX_BYTES
-from ..state.slot_index import SlotIndex
-from ..state.source_pairs import SourcePairs
+from .slot_index import SlotIndex
+from .source_pairs import SourcePairs
 
 COMMON = "common"  # posting marker: the gram had more than m documents
 Posting = tuple[int, ...] | str
@@ -59,7 +59,7 @@ class DocState:
     """One live document version as the doc role keeps it.
 
     Its patch grams (2 <= |docs(g)| <= m) sit in numbered slots, and its (source, slot)
-    pairs (state.source_pairs) say which *foreign* holder holds which of them: everything
+    pairs (engine.source_pairs) say which *foreign* holder holds which of them: everything
     a greedy cover needs (engine.cover), kept current by deltas from the gram role, so
     re-scoring never reads the gram index. Freed slots (a gram that went common) are
     reused. `slots_changed` says whether the slots differ from the stored ones (see table
@@ -112,7 +112,7 @@ class DocState:
 
     @property
     def index(self) -> SlotIndex:
-        """gram -> slot of the patch grams (state.slot_index), built when first needed:
+        """gram -> slot of the patch grams (engine.slot_index), built when first needed:
         `fold` drops it again (Txn keeps the documents a batch holds within the memory
         budget that way)."""
         index = self._index

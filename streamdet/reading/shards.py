@@ -17,7 +17,7 @@ from ..engine.params import Params
 from ..engine.routing import url_shard
 from ..engine.site_shard import SITE_SHARD
 from ..engine.sites import page_sites
-from ..state.sorting import sorted_unique
+from ..engine.sorting import sorted_unique
 from .explain import Missing, cluster_of, look_up
 from .phrases import phrase_rows
 from .states import (

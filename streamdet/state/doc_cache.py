@@ -2,7 +2,7 @@
 
 A batch reaches thousands of earlier documents, most of them again and again as pages
 sharing their text arrive; reading one back costs three RocksDB lookups and a decode, and
-the first use of a decoded one builds its gram -> slot index (state.slot_index, 12 bytes a
+the first use of a decoded one builds its gram -> slot index (engine.slot_index, 12 bytes a
 slot, two fifths of a document's memory). So the cache has two tiers, least recently used
 first in each: documents come back from a commit whole (hot), and when the share is full
 the oldest hot one is folded (its index dropped, rebuilt in microseconds when next used)

@@ -32,9 +32,9 @@ from array import array
 import numpy as np
 
 from ..engine.documents import COMMON, DocResult, DocState, Posting
+from ..engine.paircodec import decode_pairs, encode_pairs, lists_end
+from ..engine.source_pairs import SourcePairs
 from .maskcodec import decode_mask_pairs
-from .paircodec import decode_pairs, encode_pairs, lists_end
-from .source_pairs import SourcePairs
 
 _COMMON_BYTES = b"\x00"
 _DOC_HEADER = struct.Struct("<QIIIIB")  # ..., result flag: 0, 1 (quilted) or _STALE
@@ -106,7 +106,7 @@ def encode_doc(d: DocState) -> bytes:
 
 def encode_doc_packing(d: DocState) -> bytes:
     """`encode_doc`, the document's pairs then kept packed as these bytes hold them
-    (state.source_pairs): a stored snapshot's pairs wait for their next reader packed,
+    (engine.source_pairs): a stored snapshot's pairs wait for their next reader packed,
     encoded once."""
     order = d.sources().tolist()
     lists = encode_pairs(*d.pairs.settled(), order, len(d.slots))
@@ -176,7 +176,7 @@ def _decode(b: bytes, packed: bool = False
                        tuple[tuple[str, int], ...], bytes]:
     """n_grams, n_slots, the pairs, the sources listed, result flag (0, 1 quilted,
     _STALE), cover docnos, cover and its bytes, of a snapshot or a delta. `packed`: a
-    snapshot's pairs are kept as stored (state.source_pairs), not decoded."""
+    snapshot's pairs are kept as stored (engine.source_pairs), not decoded."""
     n_grams, n_slots, n_src, n_docnos, n_cover, flag = _DOC_HEADER.unpack_from(b)
     off = _DOC_HEADER.size
     source_array = np.frombuffer(b, dtype="<u8", count=n_src, offset=off).astype(np.uint64)
