@@ -13,6 +13,7 @@ from streamdet.adapters.embedded import EmbeddedRunner
 from streamdet.adapters.inputs import open_source
 from streamdet.adapters.outputs import JsonlSink
 from streamdet.engine.documents import DocResult
+from streamdet.engine.keyed import key_u64
 from streamdet.engine.params import Params
 from streamdet.state.budget import (
     ANALYSIS_PROCESS_BYTES,
@@ -22,7 +23,6 @@ from streamdet.state.budget import (
 )
 from streamdet.state.posting_cache import YOUNG_ENTRY_BYTES
 from streamdet.state.rocks import RocksKV
-from streamdet.state.schema import key_u64
 from streamdet.state.txn import Store
 
 from .cli_helpers import build_crawl, dump, streamdet, write_jsonl

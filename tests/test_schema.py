@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamdet.engine.documents import COMMON, DocResult, DocState
+from streamdet.engine.keyed import u64key, u64keys
 from streamdet.engine.paircodec import count_pairs, decode_pairs, decode_some, encode_pairs
 from streamdet.state.budget import DOC_SLOT_BYTES, MemoryBudget
 from streamdet.state.doc_cache import DocCache
@@ -23,8 +24,6 @@ from streamdet.state.schema import (
     encode_doc_packing,
     encode_posting,
     encode_slots,
-    u64key,
-    u64keys,
 )
 from streamdet.state.txn import Store
 

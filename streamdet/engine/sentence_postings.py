@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..state.schema import u64key, u64keys
+from .keyed import u64key, u64keys
 from .sentences import NO_KEY, Sentences
 from .sorting import sorted_unique
 

@@ -12,12 +12,13 @@ from ..engine.chunks import Chunks
 from ..engine.clusters import Cluster, ClusterRole
 from ..engine.doc_role import current
 from ..engine.evidence import evidence
+from ..engine.keyed import key_u64, prefix_end
 from ..engine.labelled import share
 from ..engine.params import Params
 from ..engine.partials import PartialRole, decode_partners
 from ..engine.routing import docno_shard
 from ..engine.sites import LEVELS, SHARED, Totals, site_rows
-from ..state.schema import decode_url_entry, key_u64, prefix_end
+from ..state.schema import decode_url_entry
 from ..state.txn import Store
 
 

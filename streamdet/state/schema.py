@@ -44,27 +44,6 @@ _URL_ENTRY = struct.Struct("<QQ")
 _BIG_ENDIAN = sys.byteorder == "big"
 
 
-def u64key(n: int) -> bytes:
-    return n.to_bytes(8, "big")
-
-
-def u64keys(values: np.ndarray) -> list[bytes]:
-    """The 8-byte big-endian keys of many uint64 values (gram keys of the overlay).
-    Items of an 8-byte void dtype come out as bytes, 7x faster than slicing one blob (an
-    "S8" view would strip trailing zero bytes)."""
-    return np.asarray(values, dtype=np.uint64).astype(">u8").view("V8").tolist()
-
-
-def prefix_end(prefix: bytes) -> bytes:
-    """The least key greater than every key that starts with `prefix` (not all 0xff)."""
-    head = prefix.rstrip(b"\xff")
-    return head[:-1] + bytes([head[-1] + 1])
-
-
-def key_u64(b: bytes) -> int:
-    return int.from_bytes(b, "big")
-
-
 def _posting_struct(n: int) -> struct.Struct:
     """The codec of an n-holder posting (compiled once per length, not once per call)."""
     codec = _POSTING_STRUCTS.get(n)

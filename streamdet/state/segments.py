@@ -30,10 +30,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engine.keyed import u64keys
 from ..engine.sorting import sorted_unique
 from .bloom import BlockedBloom, Filter, Probe, SplitBlockBloom
 from .kv import KV, DeleteRange, Op
-from .schema import u64keys
 from .segment_files import WINDOW_BYTES, FileWriter, MappedParts, SegmentFiles
 
 # Pairs per chunk value (1 KB). A lookup reads a whole chunk to find one pair, and most

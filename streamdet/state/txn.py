@@ -18,6 +18,7 @@ from functools import cached_property
 import numpy as np
 
 from ..engine.documents import DocState, Posting
+from ..engine.keyed import key_u64, u64key, u64keys
 from .bloom import Probe
 from .budget import MemoryBudget
 from .cache import Generations
@@ -37,9 +38,6 @@ from .schema import (
     encode_posting,
     encode_slots,
     encode_url_entry,
-    key_u64,
-    u64key,
-    u64keys,
 )
 from .segment_files import SegmentFiles
 from .segments import Admitted, SegmentIndex, ingested
