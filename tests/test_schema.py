@@ -9,10 +9,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamdet.engine.documents import COMMON, DocResult, DocState
+from streamdet.engine.documents import COMMON, DOC_SLOT_BYTES, DocResult, DocState
 from streamdet.engine.keyed import u64key, u64keys
 from streamdet.engine.paircodec import count_pairs, decode_pairs, decode_some, encode_pairs
-from streamdet.state.budget import DOC_SLOT_BYTES, MemoryBudget
+from streamdet.state.budget import MemoryBudget
 from streamdet.state.doc_cache import DocCache
 from streamdet.state.kv import MemoryKV
 from streamdet.state.maskcodec import decode_mask_pairs

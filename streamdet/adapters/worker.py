@@ -36,6 +36,7 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
 from ..engine.badness import bad_count
+from ..engine.documents import DOC_ROLE, GRAM_ROLE
 from ..engine.events import trap_event
 from ..engine.messages import GramsMsg, PageMsg, decode_doc_input
 from ..engine.params import Params
@@ -53,7 +54,7 @@ from ..engine.shard_step import (
 from ..engine.shards import DocShard, GramShard, page_adds
 from ..engine.site_shard import SITE_SHARD
 from ..reading.views import monster_counts
-from ..state.budget import DOC_ROLE, GRAM_ROLE, MemoryBudget
+from ..state.budget import MemoryBudget
 from ..state.rocks import RocksKV, RocksMemory, dir_bytes
 from ..state.txn import StateError, Store
 from . import failpoints

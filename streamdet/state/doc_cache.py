@@ -9,9 +9,9 @@ the oldest hot one is folded (its index dropped, rebuilt in microseconds when ne
 and waits cold; only when no hot one is left does the oldest cold one go. The share then
 holds every document it can folded, and keeps the index of the ones used most recently.
 
-Weights are in the budget's slot units (budget.DOC_SLOT_BYTES), as each document weighs
-when it comes in or is folded (DocState.resident_weight); a cached document is not changed
-until it is taken out, so what is charged is what is given back.
+Weights are in the budget's slot units (engine.documents.DOC_SLOT_BYTES), as each
+document weighs when it comes in or is folded (DocState.resident_weight); a cached
+document is not changed until it is taken out, so what is charged is what is given back.
 """
 
 from __future__ import annotations
