@@ -28,12 +28,10 @@ from .adapters.inputs import (
 )
 from .adapters.outputs import JsonlSink, SinkError, json_line, utc_now
 from .adapters.watchdog import DEFAULT_PAGE_TIMEOUT
-from .alerts.cli import add_parser as add_alerts_parser
 from .console import PlainStdout, UsageError, env, env_as, int_env, log_to_stderr
 from .engine.params import FOREIGN_MODES, Params, ParamsError
 from .engine.records import DEFAULT_MAX_BODY, Page
 from .reading.states import DEFAULT_STATE, all_shard_dirs, open_store
-from .review.cli import add_parser as add_review_parser
 from .state.budget import MemoryBudget
 from .state.rocks import StateDirError
 from .state.txn import StateError
@@ -623,7 +621,12 @@ def build_parser() -> argparse.ArgumentParser:
     evs.add_argument("--idle", type=float, default=5.0,
                      help="stop once no event arrived for this many seconds (default 5)")
     evs.set_defaults(func=cmd_events)
+    # a service's package registers its own commands: one import and one call each
+    from .alerts.cli import add_parser as add_alerts_parser
+
     add_alerts_parser(sub)
+    from .review.cli import add_parser as add_review_parser
+
     add_review_parser(sub)
     for sp in (wk, pr, evs):
         sp.add_argument("--prefix", default=env("PREFIX", "streamdet"),
