@@ -6,7 +6,7 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 KERNELS = ["streamdet.engine.greedy", "streamdet.engine.markup_scan", "streamdet.engine.minhash",
-           "streamdet.state.bloom_kernels", "streamdet.state.pair_kernels"]
+           "streamdet.engine.pair_kernels", "streamdet.state.bloom_kernels"]
 
 setup(ext_modules=cythonize(
     [Extension(name, [name.replace(".", "/") + ".pyx"], include_dirs=[numpy.get_include()],

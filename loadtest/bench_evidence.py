@@ -162,10 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from loadtest.corpus import planted_corpus
-    from streamdet.adapters.views import dump_rows
     from streamdet.engine.evidence import EVIDENCE_MAX_CHARS
     from streamdet.engine.params import Params
     from streamdet.engine.text import unpack_text
+    from streamdet.reading.views import dump_rows
     from streamdet.state.rocks import RocksKV, dir_bytes
     from streamdet.state.txn import Store
 

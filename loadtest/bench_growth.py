@@ -128,10 +128,10 @@ from streamdet.engine.grams import token_hashes, window_hashes
 from streamdet.engine.params import Params
 from streamdet.engine.records import Page
 from streamdet.engine.servers import server_of
+from streamdet.engine.sorting import sorted_unique
 from streamdet.engine.text import visible_text
 from streamdet.engine.tokens import tokenize
 from streamdet.state.budget import parse_bytes
-from streamdet.state.sorting import sorted_unique
 
 REPO = Path(__file__).resolve().parent.parent
 OUT_DIR = REPO / "loadtest" / "out"

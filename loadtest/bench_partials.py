@@ -144,9 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out")
     args = ap.parse_args(argv)
 
-    from streamdet.adapters.views import partial_rows
     from streamdet.engine.params import Params
     from streamdet.engine.text import unpack_text
+    from streamdet.reading.views import partial_rows
 
     n = 200 if args.smoke else args.pages
     params = Params()

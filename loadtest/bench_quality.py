@@ -175,7 +175,7 @@ def apply_stream(store, params: Params, pages: list[Analyzed], batch: int,
 
 def final_rows(store, params: Params) -> dict[str, dict]:
     """The final state per document, as `streamdet dump` prints it, by URL."""
-    from streamdet.adapters.views import dump_rows
+    from streamdet.reading.views import dump_rows
 
     return {row["url"]: row for row in dump_rows(store, params)}
 
@@ -184,7 +184,7 @@ def run_memory(pages: list[Analyzed], params: Params, batch: int
                ) -> tuple[dict, dict, list[dict]]:
     """Rows, counters and SPEC §7 partial-duplicate pairs (`dump --partials`: none unless
     the pages carry their sentences) of one in-process run on an in-memory KV."""
-    from streamdet.adapters.views import partial_rows
+    from streamdet.reading.views import partial_rows
     from streamdet.state.kv import MemoryKV
     from streamdet.state.txn import Store
 

@@ -166,7 +166,7 @@ def popular_bytes(store) -> dict:
 
 def sites_seconds(store, params) -> tuple[float, list[dict], list[dict]]:
     """`streamdet sites`' rows (sites and neighbourhoods of 2 pages or more) and seconds."""
-    from streamdet.adapters.views import neighbourhoods_of, sites_of
+    from streamdet.reading.views import neighbourhoods_of, sites_of
 
     t = time.perf_counter()
     rows = sites_of(store, params, min_pages=2)
@@ -175,8 +175,8 @@ def sites_seconds(store, params) -> tuple[float, list[dict], list[dict]]:
 
 
 def phrases_seconds(store, params) -> tuple[float, list[dict]]:
-    from streamdet.adapters.phrases import phrase_rows
-    from streamdet.adapters.views import live_docnos, text_reader
+    from streamdet.reading.phrases import phrase_rows
+    from streamdet.reading.views import live_docnos, text_reader
 
     t = time.perf_counter()
     rows = phrase_rows([store], text_reader([store]), lambda: live_docnos([store]), 20,
@@ -197,7 +197,7 @@ def review(store, params, farm_quilts: dict[str, dict], n: int, seed: int
            ) -> tuple[int, list[str]]:
     """A spam team's review: n pages drawn uniformly from the quilted ones (fewer when
     there are fewer), and among them those a farm made (judged spam), to label."""
-    from streamdet.adapters.views import dump_rows
+    from streamdet.reading.views import dump_rows
     from streamdet.review.sampling import draw
 
     drawn = draw([r["url"] for r in dump_rows(store, params) if r["quilted"]], n, seed)
@@ -231,7 +231,7 @@ def informed_state(pages: list, params, path: str):
 
 def judged(store, params, farm_hosts: set[str]) -> dict:
     """The quality figures of a state (every host; neighbourhoods of 2 pages or more)."""
-    from streamdet.adapters.views import neighbourhoods_of, sites_of
+    from streamdet.reading.views import neighbourhoods_of, sites_of
 
     return quality(sites_of(store, params), neighbourhoods_of(store, 2), farm_hosts)
 

@@ -80,8 +80,8 @@ def evaluate(path: str, truth: dict, params=None) -> dict:
     from streamdet.adapters.embedded import EmbeddedRunner
     from streamdet.adapters.inputs import open_source
     from streamdet.adapters.outputs import JsonlSink
-    from streamdet.adapters.views import dump_rows
     from streamdet.engine.params import Params
+    from streamdet.reading.views import dump_rows
     from streamdet.state.kv import MemoryKV
     from streamdet.state.txn import Store
 

@@ -46,15 +46,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streamdet.adapters.phrases import phrase_rows
-from streamdet.adapters.views import (
-    contains_counts,
-    dump_rows,
-    live_docnos,
-    partial_rows,
-    pop_counts,
-    text_reader,
-)
 from streamdet.engine.analysis import analyze
 from streamdet.engine.messages import GramsMsg, PageMsg, decode_doc_input
 from streamdet.engine.params import Params
@@ -76,6 +67,15 @@ from streamdet.engine.shard_step import (
     take_over,
 )
 from streamdet.engine.shards import DocShard, GramShard, page_adds
+from streamdet.reading.phrases import phrase_rows
+from streamdet.reading.views import (
+    contains_counts,
+    dump_rows,
+    live_docnos,
+    partial_rows,
+    pop_counts,
+    text_reader,
+)
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
 

@@ -1,13 +1,23 @@
-"""`streamdet` command line (SPEC §4). Errors a user can fix are one line, no traceback."""
+"""`streamdet` command line (SPEC §4). Errors a user can fix are one line, no traceback.
+
+This module holds each command's arguments and what the command runs: reading a state is
+the read side's (streamdet.reading), running the pipeline the adapters'.
+
+A command imports the engine's roles, the read side's views, the runners and the Kafka
+clients when it runs, not at the top: together they take a few hundred milliseconds to
+import (the engine's compiled kernels, selectolax, multiprocessing, aiokafka,
+prometheus_client), which `streamdet --help` and a usage error need not pay."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import signal
 import sys
 import time
 
+from .adapters.analyzers import default_processes
 from .adapters.collector import tune_collector
 from .adapters.inputs import (
     BATCH_WAIT_S,
@@ -16,18 +26,15 @@ from .adapters.inputs import (
     open_source,
     sample_source,
 )
-from .adapters.outputs import JsonlSink, SinkError, json_line
+from .adapters.outputs import JsonlSink, SinkError, json_line, utc_now
+from .adapters.watchdog import DEFAULT_PAGE_TIMEOUT
 from .console import PlainStdout, UsageError, env, env_as, int_env, log_to_stderr
 from .engine.params import FOREIGN_MODES, Params, ParamsError
-from .engine.records import DEFAULT_MAX_BODY
-from .reading.shards import find_page, pipeline_chunks, pipeline_counts
-from .reading.states import (
-    DEFAULT_STATE,
-    cluster_store,
-    open_store,
-    opened_states,
-    state_dirs,
-)
+from .engine.records import DEFAULT_MAX_BODY, Page
+from .reading.states import DEFAULT_STATE, all_shard_dirs, open_store
+from .state.budget import MemoryBudget
+from .state.rocks import StateDirError
+from .state.txn import StateError
 
 
 def add_params(p: argparse.ArgumentParser, env_prefix: bool = False) -> None:
@@ -158,16 +165,12 @@ def analysis_processes(args: argparse.Namespace) -> int:
     """--analyzers (STREAMDET_ANALYZERS), or the default count; below 0 is a usage error."""
     if args.analyzers is not None and args.analyzers < 0:
         raise UsageError(f"--analyzers must be 0 or more, got {args.analyzers}")
-    from .adapters.analyzers import default_processes
-
     return default_processes() if args.analyzers is None else args.analyzers
 
 
 def memory_budget(args: argparse.Namespace, analyzers: int):
     """--memory (STREAMDET_MEMORY) as the MemoryBudget the engine's process shares out,
     once `analyzers` analysis processes are charged; a bad figure is a usage error."""
-    from .state.budget import MemoryBudget
-
     try:
         return MemoryBudget.parse(args.memory).for_analysis(analyzers)
     except ValueError as exc:
@@ -182,8 +185,6 @@ def check_page_timeout(args: argparse.Namespace) -> None:
 
 def add_analysis_options(p: argparse.ArgumentParser) -> None:
     """--analyzers, --memory and --page-timeout (run and worker)."""
-    from .adapters.watchdog import DEFAULT_PAGE_TIMEOUT
-
     p.add_argument("--analyzers", type=int, default=int_env("ANALYZERS"), metavar="N",
                    help="processes that parse pages beside the engine, under a watchdog "
                    "(default 1; 0: parse in this process, with no watchdog)")
@@ -275,45 +276,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
-    from .adapters.views import dump_rows, partial_rows
+    from .reading.shards import state_rows
 
-    dirs, near = state_dirs(args.state, args.partial and not args.clusters)
-    if args.clusters:
-        return _dump_clusters(near or dirs[0])
-    rows: list[dict] = []
-    clusters = None if args.partials else cluster_store(dirs, near)
-    pops, contains = ((True, True) if args.partials or dirs == [near] else
-                      pipeline_counts(args.state))
-    try:
-        for path in dirs:
-            store = open_store(path, must_exist=True, read_only=True)
-            try:
-                rows.extend(partial_rows(store) if args.partials else
-                            dump_rows(store, near=clusters, clustered=near is not None,
-                                      pops=pops, contains=contains))
-            finally:
-                store.close()
-    finally:
-        if clusters is not None:
-            clusters.close()
-    out = sys.stdout.buffer
-    order = ((lambda r: (r["url"].encode("utf-8"), r["other"].encode("utf-8")))
-             if args.partials else (lambda r: r["url"].encode("utf-8")))
-    for row in sorted(rows, key=order) if len(dirs) > 1 else rows:
-        out.write(json_line(row))
-    out.flush()
-    return 0
-
-
-def _dump_clusters(path: str) -> int:
-    """`dump --clusters`: the clusters of a `run` state or of worker states' cluster shard."""
-    from .adapters.views import cluster_rows
-
-    store = open_store(path, must_exist=True, read_only=True)
-    try:
-        rows = cluster_rows(store)
-    finally:
-        store.close()
+    rows = state_rows(args.state, partial=args.partial, partials=args.partials,
+                      clusters=args.clusters)
     out = sys.stdout.buffer
     for row in rows:
         out.write(json_line(row))
@@ -321,54 +287,31 @@ def _dump_clusters(path: str) -> int:
     return 0
 
 
-def _query_page(args: argparse.Namespace, *stores):
-    """The page `similar` asks about: a URL's kept text (from whichever of `stores`, one
-    state or doc shards, holds it), or the given file's."""
-    from .adapters.explain import Missing, look_up
-    from .adapters.similar import QUERY_URL
-    from .engine.records import Page
-
-    if args.url is not None:
-        spellings: list[str] = []
-        for store in stores:
-            found = look_up(store, args.url)
-            if isinstance(found, Missing):
-                spellings += found.near
-                continue
-            if found.text is None:
-                raise UsageError(f"the text of {found.url} was not kept (stored before texts "
-                                 "were)")
-            return Page(found.url, text=found.text)
-        raise UsageError(Missing(args.url.strip(), spellings).message)
-    path = args.text if args.text is not None else args.html
-    try:
-        if path == "-":
-            body = sys.stdin.buffer.read().decode("utf-8", errors="replace")
-        else:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                body = f.read()
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    url = args.as_url or QUERY_URL
-    return Page(url, text=body) if args.text is not None else Page(url, html=body)
+def _warn(message: str) -> None:
+    print(f"streamdet: warning: {message}", file=sys.stderr)
 
 
 def cmd_similar(args: argparse.Namespace) -> int:
-    from contextlib import ExitStack
+    from .reading.similar import QUERY_URL, kept_page, similar_in, similar_text
 
-    from .adapters.similar import similar, similar_sharded, similar_text
-    from .engine.params import Params
+    def query(*stores) -> Page:
+        """The page asked about: a URL's kept text (from whichever of `stores`, one state
+        or doc shards, holds it), or the given file's."""
+        if args.url is not None:
+            return kept_page(args.url, stores)
+        path = args.text if args.text is not None else args.html
+        try:
+            if path == "-":
+                body = sys.stdin.buffer.read().decode("utf-8", errors="replace")
+            else:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    body = f.read()
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+        url = args.as_url or QUERY_URL
+        return Page(url, text=body) if args.text is not None else Page(url, html=body)
 
-    with ExitStack() as stack:
-        found = opened_states(args.state, stack)
-        if isinstance(found, tuple):
-            docs, grams, shards = found
-            params = Params.from_fingerprint(docs[0].meta("params"))
-            page = _query_page(args, *docs.values())
-            answer = similar_sharded(docs, grams, page, params, shards)
-        else:
-            params = Params.from_fingerprint(found.meta("params"))
-            answer = similar(found, _query_page(args, found), params)
+    answer, params = similar_in(args.state, query)
     if args.json:
         sys.stdout.buffer.write(json_line(answer))
     else:
@@ -378,30 +321,12 @@ def cmd_similar(args: argparse.Namespace) -> int:
 
 
 def cmd_phrases(args: argparse.Namespace) -> int:
-    """SPEC §8: the grams on the most live documents, from a `run` state or from every
-    worker state (gram shards count them, doc shards keep the texts)."""
-    from contextlib import ExitStack
-
-    from .adapters.phrases import phrase_rows
-    from .adapters.views import live_docnos, text_reader
-    from .engine.params import Params
+    """SPEC §8: the grams on the most live documents."""
+    from .reading.shards import state_phrases
 
     if args.top < 1:
         raise UsageError(f"--top must be >= 1, got {args.top}")
-    with ExitStack() as stack:
-        found = opened_states(args.state, stack)
-        if isinstance(found, tuple):
-            by_shard, grams, shards = found
-            docs = [by_shard[s] for s in range(shards)]
-            counting = [grams[g] for g in range(shards)]
-        else:
-            counting = docs = [found]
-        params = Params.from_fingerprint(docs[0].meta("params"))
-        if any(s.meta("popular") == "partial" for s in counting):
-            print("streamdet: warning: this state was upgraded from a version that did not "
-                  "count popular phrases: the counts are short", file=sys.stderr)
-        rows = phrase_rows(counting, text_reader(docs), lambda: live_docnos(docs), args.top,
-                           params)
+    rows = state_phrases(args.state, args.top, _warn)
     out = sys.stdout.buffer
     for row in rows:
         out.write(json_line(row) if args.json else f"{row['docs']}\t{row['phrase']}\n".encode())
@@ -412,29 +337,11 @@ def cmd_phrases(args: argparse.Namespace) -> int:
 def cmd_sites(args: argparse.Namespace) -> int:
     """SPEC §8: hosts and domains with their figures, monster candidates first; then the
     URL-prefix neighbourhoods by badness."""
-    from contextlib import ExitStack
-
-    from .adapters.views import neighbourhoods_of, sites_of
-    from .engine.site_shard import SITE_SHARD
+    from .reading.shards import state_sites
 
     levels = set(args.level or ("host", "domain", "neighbourhood"))
-    with ExitStack() as stack:
-        found = opened_states(args.state, stack, tables=("meta", "sites"))
-        if isinstance(found, tuple):  # worker states: the site shard keeps them
-            found = found[0][SITE_SHARD]
-        if found.meta("popular") == "partial":
-            print("streamdet: warning: this state was upgraded from a version that did not "
-                  "count popular phrases: the pop figures are short", file=sys.stderr)
-        if found.meta("chunks") == "partial":
-            print("streamdet: warning: this state was upgraded from a version that did not "
-                  "keep paragraph chunks: its older pages are not in the neighbourhoods",
-                  file=sys.stderr)
-        flagged = args.monsters or args.bad  # only what these flags ask for
-        sites = ([] if flagged and not args.monsters or not levels - {"neighbourhood"} else
-                 sites_of(found, min_pages=args.min_pages, levels=levels,
-                          monsters=args.monsters, top=args.top))
-        hoods = ([] if flagged and not args.bad or "neighbourhood" not in levels else
-                 neighbourhoods_of(found, args.min_pages, bad=args.bad, top=args.top))
+    sites, hoods = state_sites(args.state, levels, _warn, min_pages=args.min_pages,
+                               monsters=args.monsters, bad=args.bad, top=args.top)
     _print_sites(sites, hoods, args.json)
     return 0
 
@@ -445,7 +352,6 @@ def cmd_label_chunks(args: argparse.Namespace) -> int:
     of the neighbourhoods this makes (or unmakes) bad go to --events; with --broker the
     labels go to the pipeline's gram shards, and its events to its events topic."""
     from .engine.chunks import text_keys
-
     if args.broker:
         return _label_pipeline(args)
     if args.text is not None:
@@ -456,8 +362,6 @@ def cmd_label_chunks(args: argparse.Namespace) -> int:
 
 def _label_state(args: argparse.Namespace, keys, what: str) -> int:
     """label-chunks on a `streamdet run` state (keys None: those of page `what`)."""
-    from .adapters.outputs import JsonlSink, utc_now
-    from .adapters.views import all_shard_dirs
     from .engine.core import Engine
     from .engine.labelled import doc_chunks
 
@@ -498,11 +402,10 @@ def _label_state(args: argparse.Namespace, keys, what: str) -> int:
 def _label_pipeline(args: argparse.Namespace) -> int:
     """label-chunks --broker: the keys to the gram shards that own them (a page named by
     --url is read from the worker states given by --state)."""
-    import asyncio
-
     from .adapters.kafka import PipelineError, Topics
     from .adapters.publish import send_labels
     from .engine.chunks import text_keys
+    from .reading.shards import pipeline_chunks
 
     if args.text is not None:
         keys, what = text_keys(_read_text(args.text)), f"label-chunks --text {args.text}"
@@ -553,9 +456,8 @@ def _print_sites(sites: list[dict], hoods: list[dict], as_json: bool) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    import asyncio
-
     from .adapters.kafka import Topics
+    from .adapters.metrics import serve
     from .adapters.worker import Worker
 
     if not args.broker:
@@ -573,8 +475,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        from .adapters.metrics import serve
-
         port = serve(args.port, args.host) if args.port is not None else None
         if port is not None:
             print(f"streamdet: worker metrics on http://{args.host}:{port}/metrics",
@@ -590,8 +490,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
-    import asyncio
-
     from .adapters.kafka import Topics
     from .adapters.publish import produce
 
@@ -603,8 +501,6 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    import asyncio
-
     from .adapters.kafka import Topics
     from .adapters.publish import print_events
 
@@ -613,7 +509,8 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from .adapters.explain import Missing, explain_json, explain_text
+    from .reading.explain import Missing, explain_json, explain_text
+    from .reading.shards import find_page
 
     page = find_page(args.state, args.url, with_pairs=True)
     if isinstance(page, Missing):
@@ -634,7 +531,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_text(args: argparse.Namespace) -> int:
-    from .adapters.explain import Missing
+    from .reading.explain import Missing
+    from .reading.shards import find_page
 
     page = find_page(args.state, args.url)
     if isinstance(page, Missing):
@@ -723,6 +621,7 @@ def build_parser() -> argparse.ArgumentParser:
     evs.add_argument("--idle", type=float, default=5.0,
                      help="stop once no event arrived for this many seconds (default 5)")
     evs.set_defaults(func=cmd_events)
+    # a service's package registers its own commands: one import and one call each
     from .alerts.cli import add_parser as add_alerts_parser
 
     add_alerts_parser(sub)
@@ -844,9 +743,6 @@ def _total_text_streams() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .state.rocks import StateDirError
-    from .state.txn import StateError
-
     try:
         parser = build_parser()  # its defaults read the environment
     except UsageError as exc:

@@ -6,7 +6,7 @@ A pipeline is any callable `run(records, params, batches) -> {url: row}`:
 - params: a `streamdet.engine.params.Params`;
 - batches: batch sizes summing to len(records) (how the stream is cut; a pipeline that
   has no notion of batches may ignore it);
-- rows: shaped like `streamdet.adapters.views.dump_rows` (or `streamdet dump` lines),
+- rows: shaped like `streamdet.reading.views.dump_rows` (or `streamdet dump` lines),
   keyed by URL.
 
 `run_embedded` is the in-process engine on a memory or RocksDB state; a Kafka pipeline
@@ -22,16 +22,16 @@ from contextlib import contextmanager
 from typing import Any
 
 from loadtest.sharded import analysed, subject
-from streamdet.adapters.phrases import phrase_rows
-from streamdet.adapters.views import (
+from streamdet.engine.core import Engine
+from streamdet.engine.params import Params
+from streamdet.reading.phrases import phrase_rows
+from streamdet.reading.views import (
     dump_rows,
     live_docnos,
     neighbourhoods_of,
     partial_rows,
     sites_of,
 )
-from streamdet.engine.core import Engine
-from streamdet.engine.params import Params
 from streamdet.state import recent
 from streamdet.state.budget import MemoryBudget
 from streamdet.state.kv import MemoryKV

@@ -21,7 +21,7 @@ from the list of records, in arrival order:
   spaces is the engine's to choose, and offsets count them).
 
 `reference(records, params)` returns {url: row}, each row shaped like
-`streamdet.adapters.views.dump_rows`: {"url", "n_grams", "n_patch_grams",
+`streamdet.reading.views.dump_rows`: {"url", "n_grams", "n_patch_grams",
 "patch_fraction", "sources": [{"url", "grams"}, ...] in greedy order, "quilted", "pop"}:
 pop(d) (SPEC §8) is the number of d's gram tuples on at least P live documents, counted
 over the latest versions like docs(g), with no cap and no sticky exception.

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loadtest.sharded import Rows, Simulation, analysed
-from streamdet.adapters.views import neighbourhoods_of, sites_of
 from streamdet.engine.params import Params
 from streamdet.engine.site_shard import SITE_SHARD
+from streamdet.reading.views import neighbourhoods_of, sites_of
 
 
 def sharded_pipeline(records: list[dict], params: Params, batches: Sequence[int], *,

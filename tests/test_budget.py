@@ -12,16 +12,12 @@ from streamdet.adapters.batch_sizer import MIN_RECORDS, BatchSizer
 from streamdet.adapters.embedded import EmbeddedRunner
 from streamdet.adapters.inputs import open_source
 from streamdet.adapters.outputs import JsonlSink
+from streamdet.engine.documents import DOC_SLOT_BYTES, DocResult
+from streamdet.engine.keyed import key_u64
 from streamdet.engine.params import Params
-from streamdet.state.budget import (
-    ANALYSIS_PROCESS_BYTES,
-    DOC_SLOT_BYTES,
-    MemoryBudget,
-    parse_bytes,
-)
+from streamdet.state.budget import ANALYSIS_PROCESS_BYTES, MemoryBudget, parse_bytes
 from streamdet.state.posting_cache import YOUNG_ENTRY_BYTES
 from streamdet.state.rocks import RocksKV
-from streamdet.state.schema import DocResult, key_u64
 from streamdet.state.txn import Store
 
 from .cli_helpers import build_crawl, dump, streamdet, write_jsonl

@@ -16,14 +16,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loadtest.sharded import analysed
-from streamdet.adapters import views
-from streamdet.adapters.views import neighbourhoods_of
 from streamdet.engine.chunks import Chunks, page_chunks, text_keys
 from streamdet.engine.core import Engine
 from streamdet.engine.grams import token_hashes
 from streamdet.engine.labelled import INLINE
 from streamdet.engine.params import Params
 from streamdet.engine.tokens import token_spans
+from streamdet.reading import views
+from streamdet.reading.views import neighbourhoods_of
 from streamdet.state.kv import MemoryKV
 from streamdet.state.rocks import RocksKV
 from streamdet.state.txn import Store

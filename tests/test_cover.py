@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamdet.adapters.views import dump_rows
 from streamdet.engine.analysis import analyze
 from streamdet.engine.core import Engine
 from streamdet.engine.cover import first_change, greedy_cover
 from streamdet.engine.params import Params
 from streamdet.engine.records import page_from_object
+from streamdet.reading.views import dump_rows
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
 

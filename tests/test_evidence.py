@@ -13,14 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamdet.adapters.explain import explain_json, look_up, marked, owners
-from streamdet.adapters.views import dump_rows
 from streamdet.engine.analysis import analyze
 from streamdet.engine.core import Engine
 from streamdet.engine.evidence import merged
 from streamdet.engine.params import Params, ParamsError
 from streamdet.engine.records import page_from_object
 from streamdet.engine.text import pack_text, unpack_text
+from streamdet.reading.explain import explain_json, look_up, marked, owners
+from streamdet.reading.views import dump_rows
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
 

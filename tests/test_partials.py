@@ -15,7 +15,6 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamdet.adapters.views import partial_rows
 from streamdet.engine.analysis import analyze
 from streamdet.engine.core import Engine
 from streamdet.engine.grams import token_hashes
@@ -23,6 +22,7 @@ from streamdet.engine.params import FOREIGN_MODES, Params, ParamsError
 from streamdet.engine.records import page_from_object
 from streamdet.engine.sentences import NO_KEY, split_sentences
 from streamdet.engine.tokens import token_spans
+from streamdet.reading.views import partial_rows
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
 
@@ -320,8 +320,8 @@ def test_sentences_are_kept_as_rows_of_the_state():
 def test_explain_names_the_pairs_from_both_sides():
     """`explain` lists a page's partial duplicates whichever page keeps the pair (the
     smaller URL), with the spans in its own text first."""
-    from streamdet.adapters.explain import explain_json, explain_text, look_up
-    from streamdet.adapters.views import pairs_of
+    from streamdet.reading.explain import explain_json, explain_text, look_up
+    from streamdet.reading.views import pairs_of
 
     a = "Intro of our own words here. " + doc(0, 1, 2, 3)
     b = "Totally other opening of page b. " + doc(1, 2, 3, 4)

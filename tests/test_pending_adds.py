@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from streamdet.adapters.views import dump_rows
 from streamdet.engine.analysis import analyze
 from streamdet.engine.core import Engine
 from streamdet.engine.params import Params
 from streamdet.engine.records import page_from_object
+from streamdet.reading.views import dump_rows
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
 

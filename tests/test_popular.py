@@ -197,10 +197,10 @@ def test_a_state_from_before_tallies_goes_on_without_them():
     """A state upgraded from format 9 has common grams without tallies and no pop(d)
     records: pages joining and leaving those grams (and pop moving below what was never
     counted) must not stop the engine; §1's results stay exact, pop reads as not known."""
-    from streamdet.adapters.views import dump_rows
     from streamdet.engine.analysis import analyze
     from streamdet.engine.core import Engine
     from streamdet.engine.records import page_from_object
+    from streamdet.reading.views import dump_rows
     from streamdet.state.kv import MemoryKV
     from streamdet.state.txn import Store
 

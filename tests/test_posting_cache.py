@@ -7,9 +7,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamdet.engine.documents import COMMON
 from streamdet.state import posting_cache
 from streamdet.state.posting_cache import ENTRY_BYTES, PostingCache
-from streamdet.state.schema import COMMON
 
 postings = st.one_of(st.just(COMMON), st.tuples(), st.lists(
     st.integers(1, 2**64 - 1), min_size=1, max_size=7).map(tuple))

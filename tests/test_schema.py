@@ -9,15 +9,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamdet.state.budget import DOC_SLOT_BYTES, MemoryBudget
+from streamdet.engine.documents import COMMON, DOC_SLOT_BYTES, DocResult, DocState
+from streamdet.engine.keyed import u64key, u64keys
+from streamdet.engine.paircodec import count_pairs, decode_pairs, decode_some, encode_pairs
+from streamdet.state.budget import MemoryBudget
 from streamdet.state.doc_cache import DocCache
 from streamdet.state.kv import MemoryKV
 from streamdet.state.maskcodec import decode_mask_pairs
-from streamdet.state.paircodec import count_pairs, decode_pairs, decode_some, encode_pairs
 from streamdet.state.schema import (
-    COMMON,
-    DocResult,
-    DocState,
     decode_doc,
     decode_posting,
     encode_doc,
@@ -25,8 +24,6 @@ from streamdet.state.schema import (
     encode_doc_packing,
     encode_posting,
     encode_slots,
-    u64key,
-    u64keys,
 )
 from streamdet.state.txn import Store
 
@@ -353,7 +350,7 @@ PACKED_OPS = st.lists(st.tuples(st.sampled_from(["gain", "lose", "add", "drop", 
 @settings(max_examples=300, deadline=None)
 @given(PACKED_OPS)
 def test_packed_pairs_read_as_the_unpacked_ones(ops):
-    """Pairs kept packed between batches (state.source_pairs) take changes while packed
+    """Pairs kept packed between batches (engine.source_pairs) take changes while packed
     and answer every read as a document that was never packed."""
     d, ref = DocState(100), DocState(100)
     model: dict[int, set[int]] = {}

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from streamdet.engine.keyed import u64key
 from streamdet.state import recent as recent_mod
 from streamdet.state import segments as seg_mod
 from streamdet.state.bloom import BlockedBloom, Probe, SplitBlockBloom
@@ -14,7 +15,7 @@ from streamdet.state.budget import MemoryBudget
 from streamdet.state.cache import Generations
 from streamdet.state.kv import MemoryKV
 from streamdet.state.rocks import RocksKV
-from streamdet.state.schema import encode_posting, u64key
+from streamdet.state.schema import encode_posting
 from streamdet.state.segment_files import SegmentFiles
 from streamdet.state.segments import SegmentIndex
 

@@ -19,7 +19,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loadtest.sharded import Rows, Simulation, analysed
-from streamdet.adapters.views import dump_rows
 from streamdet.engine.deltas import ADD, DROP, GAIN, GAIN_FROM, LOSE, Delta
 from streamdet.engine.events import shown_by
 from streamdet.engine.messages import (
@@ -42,6 +41,7 @@ from streamdet.engine.shards import (
     unsent_events,
 )
 from streamdet.engine.site_shard import share_rows
+from streamdet.reading.views import dump_rows
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
 

@@ -13,12 +13,12 @@ import json
 import random
 
 from loadtest.sharded import Simulation, analysed
-from streamdet.adapters.similar import QUERY_URL, similar, similar_sharded
-from streamdet.adapters.views import dump_rows
 from streamdet.engine.analysis import analyze
 from streamdet.engine.core import Engine
 from streamdet.engine.params import Params
 from streamdet.engine.records import Page, page_from_object
+from streamdet.reading.similar import QUERY_URL, similar, similar_sharded
+from streamdet.reading.views import dump_rows
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamdet.state import slot_index
-from streamdet.state.schema import DocState
-from streamdet.state.slot_index import SlotIndex
+from streamdet.engine import slot_index
+from streamdet.engine.documents import DocState
+from streamdet.engine.slot_index import SlotIndex
 
 # grams from both ends of the uint64 range, few enough to repeat
 GRAMS = st.one_of(st.integers(0, 40), st.integers(2**64 - 40, 2**64 - 1))

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamdet.state.sorting import sorted_unique
+from streamdet.engine.sorting import sorted_unique
 
 # few distinct values from both ends of the uint64 range (many repeats), or many (few)
 FEW = st.one_of(st.integers(0, 6), st.integers(2**64 - 6, 2**64 - 1))

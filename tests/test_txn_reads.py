@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from streamdet.engine.keyed import key_u64
 from streamdet.state.rocks import RocksKV
-from streamdet.state.schema import encode_doc, key_u64
+from streamdet.state.schema import encode_doc
 from streamdet.state.txn import Store
 
 from .cli_helpers import build_crawl, streamdet, write_jsonl

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from ..engine.badness import bad_count
 from ..engine.params import Params
 from ..engine.records import DEFAULT_MAX_BODY, BadRecord
+from ..reading.views import monster_counts
 from ..state.budget import MemoryBudget
 from ..state.txn import Store
 from .allocator import map_large_blocks, release_free_memory
@@ -45,7 +46,6 @@ from .inputs import (
 from .outputs import JsonlSink, utc_now
 from .sensor import Sensor
 from .state_format import EMBEDDED, check_state
-from .views import monster_counts
 from .watchdog import DEFAULT_PAGE_TIMEOUT
 
 if TYPE_CHECKING:

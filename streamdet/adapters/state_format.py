@@ -37,7 +37,7 @@ class StateFormat:
 # has them moved there when it is first opened for writing), 13 cuts sentences with runs of
 # repeats as one and keys on more than m of a page's positions as NO_KEY (SPEC §9; an older
 # version would post NO_KEY; documents from before keep the sentences they were cut into),
-# 14 writes a document's sources as slot lists (state.paircodec), which an older version
+# 14 writes a document's sources as slot lists (engine.paircodec), which an older version
 # would read as bitmasks (documents from before are read as bitmasks until rewritten),
 # 15 keeps a stale document's new sources as pending additions (table docadds), which an
 # older version would not see

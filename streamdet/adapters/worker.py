@@ -36,6 +36,7 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
 from ..engine.badness import bad_count
+from ..engine.documents import DOC_ROLE, GRAM_ROLE
 from ..engine.events import trap_event
 from ..engine.messages import GramsMsg, PageMsg, decode_doc_input
 from ..engine.params import Params
@@ -52,7 +53,8 @@ from ..engine.shard_step import (
 )
 from ..engine.shards import DocShard, GramShard, page_adds
 from ..engine.site_shard import SITE_SHARD
-from ..state.budget import DOC_ROLE, GRAM_ROLE, MemoryBudget
+from ..reading.views import monster_counts
+from ..state.budget import MemoryBudget
 from ..state.rocks import RocksKV, RocksMemory, dir_bytes
 from ..state.txn import StateError, Store
 from . import failpoints
@@ -76,7 +78,6 @@ from .payloads import analyze_payloads, warm_up
 from .round_pacer import RoundPacer
 from .sensor import Sensor
 from .state_format import SHARD, check_state
-from .views import monster_counts
 from .watchdog import DEFAULT_PAGE_TIMEOUT, Aborted, AnalysisPool
 
 log = logging.getLogger("streamdet.worker")

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..state.sorting import sorted_unique
 from .chunks import NO_CHUNKS, Chunks, page_chunks
 from .grams import gram_set, token_hashes, window_hashes
 from .params import Params
@@ -18,6 +17,7 @@ from .records import Page
 from .sentences import NONE, Sentences, split_sentences
 from .servers import server_of
 from .sketches import Sketch, sketch
+from .sorting import sorted_unique
 from .text import pack_text, visible_text
 from .tokens import token_spans, tokenize
 

@@ -31,8 +31,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Protocol
 
-from ..state.schema import prefix_end
-from .keyed import KeyedRecords
+from .keyed import KeyedRecords, prefix_end
 from .labelled import FIXED_ONE
 from .neighbourhoods import neighbourhoods
 from .params import Params

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..state.sorting import sorted_unique
 from .grams import token_hashes
 from .sentences import LINE_BREAKS, cuts_before, run_keys, runs
+from .sorting import sorted_unique
 from .tokens import token_spans
 
 MIN_TOKENS = 3  # SPEC §8: a chunk of fewer tokens is a stop chunk

@@ -45,7 +45,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..state.schema import u64key
+from .keyed import u64key
 from .sketches import Sketch, resemblance
 
 _U64 = np.dtype("<u8")

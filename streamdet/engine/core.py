@@ -19,13 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..state.schema import DocResult, DocState
-from ..state.txn import Txn
 from .analysis import Analyzed
 from .badness import BadnessRole, Place
 from .clusters import ClusterRole, cluster_events
 from .deltas import arrival_stats
 from .doc_role import Dirty, DocRole, Touch
+from .documents import DocResult, DocState
 from .events import trap_event
 from .grams import gram_set
 from .labelled import LabelledSet, contains_fixed, shares
@@ -38,6 +37,7 @@ from .sentences import Sentences
 from .sites import Contribution, SiteRole
 from .text import unpack_text
 from .tokens import tokenize
+from .transaction import Transaction
 
 
 @dataclass
@@ -79,7 +79,7 @@ class Engine:
         self._rows: dict[int, np.ndarray] = {}
         self._fresh = np.zeros(0, dtype=np.uint64)  # the batch's fresh sentence keys
 
-    def process(self, txn: Txn, pages: Iterable[Analyzed]) -> tuple[list[dict], BatchStats]:
+    def process(self, txn: Transaction, pages: Iterable[Analyzed]) -> tuple[list[dict], BatchStats]:
         """Apply a batch of analysed pages; return the events and counters."""
         dirty: Dirty = {}
         applied, deferred = self.docs.applied, self.docs.deferred
@@ -121,7 +121,7 @@ class Engine:
         self._rows, self._fresh = {}, self._fresh[:0]  # the batch's: not held until the next
         return events, stats
 
-    def _contributions(self, txn: Txn, causes: dict[int, str], withdrawn: dict[int, str],
+    def _contributions(self, txn: Transaction, causes: dict[int, str], withdrawn: dict[int, str],
                        newest: str) -> dict[int, tuple[Contribution | None, str]]:
         """What each document the batch changed (re-scored, pop(d) moved, replaced) now
         adds to its sites' totals (None: nothing, it is gone), with its cause (SPEC §8):
@@ -138,7 +138,7 @@ class Engine:
                       causes.get(d, newest or url))
         return out
 
-    def label(self, txn: Txn, keys: np.ndarray, cause: str) -> tuple[list[dict], int]:
+    def label(self, txn: Transaction, keys: np.ndarray, cause: str) -> tuple[list[dict], int]:
         """Informed discovery (SPEC §8): chunks a user labels join L; return the `site`
         events of the neighbourhoods it makes (or unmakes) bad, and how many chunks were
         not labelled before. `cause` names what was labelled (a file, a URL)."""
@@ -146,7 +146,7 @@ class Engine:
         events = self.badness.settle(txn, self._places(txn, {}, {}), lambda last: last + 1)
         return events, fresh
 
-    def _places(self, txn: Txn, arrived: dict[int, str], withdrawn: dict[int, str]
+    def _places(self, txn: Transaction, arrived: dict[int, str], withdrawn: dict[int, str]
                 ) -> dict[int, tuple[Place | None, str]]:
         """What each document the batch changed (arrived, its occurrences in L moved,
         replaced) now adds to its neighbourhoods (None: nothing), with its cause."""
@@ -160,7 +160,7 @@ class Engine:
             out[d] = (Place.of(txn.url_of(d), value), cause)
         return out
 
-    def _sentence_rows(self, txn: Txn, docnos: list[int]) -> dict[int, np.ndarray]:
+    def _sentence_rows(self, txn: Transaction, docnos: list[int]) -> dict[int, np.ndarray]:
         """Documents' sentences as rows, read once a batch in one batched read (a
         boilerplate sentence's holders are asked for theirs by every page of the batch
         that holds it)."""
@@ -170,8 +170,8 @@ class Engine:
             self._rows[d] = rows_of(Sentences.decode(raw))
         return {d: self._rows[d] for d in docnos}
 
-    def _pair(self, txn: Txn, page: Analyzed, docno: int, old: int | None, partners: Partners,
-              paired: PairDirty) -> None:
+    def _pair(self, txn: Transaction, page: Analyzed, docno: int, old: int | None,
+              partners: Partners, paired: PairDirty) -> None:
         """SPEC §7 for one arrival as version `docno` (replacing `old`): the replaced
         version leaves its keys, the new one joins them, and the links change partners."""
         if old is not None:
@@ -187,7 +187,7 @@ class Engine:
                          pair_owner(txn, self.params), self._fresh, page.url)
         self.partials.apply(txn, partners, links, paired)
 
-    def _version_grams(self, txn: Txn, docno: int) -> list[int]:
+    def _version_grams(self, txn: Transaction, docno: int) -> list[int]:
         """All grams of a stored version, to withdraw: its kept text tokenized and hashed
         again as analysis did (re-fetches are few, and the state keeps no gram sets). A
         version from before texts were kept gives its patch grams (SPEC §1 needs no more)."""
@@ -196,7 +196,7 @@ class Engine:
             return txn.doc(docno).patch_grams()
         return gram_set(tokenize(unpack_text(packed)), self.params.k).tolist()
 
-    def _arrive(self, txn: Txn, page: Analyzed, plan: PagePlan, dirty: Dirty,
+    def _arrive(self, txn: Transaction, page: Analyzed, plan: PagePlan, dirty: Dirty,
                 before: dict[int, DocResult], stats: BatchStats) -> tuple[int, int | None, int]:
         """Apply one arrival; return its docno, the version it replaced (None: a new URL),
         and how many earlier documents it changed."""

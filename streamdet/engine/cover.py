@@ -3,7 +3,7 @@
 Repeatedly take the foreign source holding the most still-uncovered patch grams; break
 ties by the most patch grams held overall, then by the smallest URL in code-point order;
 stop when no source covers anything new. The document's (source, slot) pairs are the
-input (state.source_pairs); the greedy itself runs compiled (engine.greedy), in time
+input (engine.source_pairs); the greedy itself runs compiled (engine.greedy), in time
 linear in the pairs up to a log factor, whatever the number of sources (SPEC §9).
 """
 

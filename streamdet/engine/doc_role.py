@@ -19,9 +19,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..state.schema import DocResult, DocState
 from .cover import first_change, greedy_cover
 from .deltas import ADD, DROP, GAIN, GAIN_FROM, LOSE, Delta
+from .documents import DocResult, DocState
 from .params import Params
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ..state.schema import DocResult
+from .documents import DocResult
 from .neighbourhoods import trap_segment
 from .params import Params
 

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..state.schema import DocResult, DocState
 from .cover import replay
+from .documents import DocResult, DocState
 from .grams import token_hashes, window_hashes
 from .text import unpack_text
 from .tokens import token_spans

@@ -12,7 +12,7 @@ from __future__ import annotations
 import mmh3
 import numpy as np
 
-from ..state.sorting import sorted_unique
+from .sorting import sorted_unique
 
 _MULT = np.uint64(0x9E3779B97F4A7C15)  # odd constant: the polynomial base
 _C1 = np.uint64(0xBF58476D1CE4E5B9)

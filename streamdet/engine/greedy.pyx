@@ -2,7 +2,7 @@
 """The greedy source cover of one document (SPEC §1 "cover"), compiled: engine.cover is
 its Python face.
 
-The input is the document's (source, slot) pairs (state.source_pairs): source i holds
+The input is the document's (source, slot) pairs (engine.source_pairs): source i holds
 patch-gram slot x. Each source's gain (its slots still uncovered) is kept exact: when a
 step covers slot x, each of x's holders (at most m - 1) loses one. A max-heap ordered by
 the SPEC's key (most gain, then most slots held overall, then the smallest URL: the

@@ -4,13 +4,16 @@ KeyedTable implements it over RocksDB or memory, and a test may implement it ove
 
 A detector keeps its few kinds of record in one table, told apart by a prefix byte; its
 role's view names the table it needs (`sites: KeyedRecords`), never the transaction's
-other tables.
+other tables. Numbers in keys (docnos, grams, sentence and chunk keys) are 8 bytes
+big-endian, so that keys sort as their numbers do (u64key, u64keys, key_u64).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Protocol
+
+import numpy as np
 
 
 class KeyedRecords(Protocol):
@@ -24,3 +27,24 @@ class KeyedRecords(Protocol):
     def walk(self, start: bytes, end: bytes, back: bool = False
              ) -> Iterator[tuple[bytes, bytes]]: ...
     def under(self, prefix: bytes) -> list[tuple[bytes, bytes]]: ...
+
+
+def u64key(n: int) -> bytes:
+    return n.to_bytes(8, "big")
+
+
+def u64keys(values: np.ndarray) -> list[bytes]:
+    """The 8-byte big-endian keys of many uint64 values (gram keys of the overlay).
+    Items of an 8-byte void dtype come out as bytes, 7x faster than slicing one blob (an
+    "S8" view would strip trailing zero bytes)."""
+    return np.asarray(values, dtype=np.uint64).astype(">u8").view("V8").tolist()
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The least key greater than every key that starts with `prefix` (not all 0xff)."""
+    head = prefix.rstrip(b"\xff")
+    return head[:-1] + bytes([head[-1] + 1])
+
+
+def key_u64(b: bytes) -> int:
+    return int.from_bytes(b, "big")

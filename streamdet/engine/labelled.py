@@ -28,10 +28,9 @@ from typing import Protocol
 
 import numpy as np
 
-from ..state.schema import u64key, u64keys
-from ..state.sorting import sorted_unique
 from .chunks import Chunks
-from .keyed import KeyedRecords
+from .keyed import KeyedRecords, u64key, u64keys
+from .sorting import sorted_unique
 
 FIXED_ONE = 1 << 32  # contains(L, f) kept as floor(contains * 2^32), for neighbourhoods
 

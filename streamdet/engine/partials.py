@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterable, MutableMapping
 
 import numpy as np
 
-from ..state.schema import u64key
 from .diagonals import Diagonal, diagonals
+from .keyed import u64key
 from .params import Params
 from .sentence_postings import COMMON, LINK, Link, decode_rows, encode_rows, holding
 from .sentences import Sentences

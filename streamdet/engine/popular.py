@@ -11,7 +11,7 @@ pop(d) moves only when one of d's grams crosses P, and every holder of it then m
 together: the gram role counts those crossings per document (`PopChanges`) into the same
 table, in the same transaction as the postings, so each is counted exactly once however
 often its messages are sent again. A gram shard of a Kafka pipeline counts the grams it
-owns: pop(d) is the sum over the gram shards (adapters.views). A gram crossing P while it
+owns: pop(d) is the sum over the gram shards (reading.views). A gram crossing P while it
 has a posting lists all its holders; a common gram's crossing (only after withdrawals
 when P <= m; any time when P > m) is resolved from its tally's power sums.
 """

@@ -20,8 +20,8 @@ from itertools import chain, repeat
 
 import numpy as np
 
-from ..state.schema import COMMON, Posting
 from .deltas import ADD, DROP, GAIN, GAIN_FROM, LOSE, Delta
+from .documents import COMMON, Posting
 from .popular import PopChanges, Tally
 
 

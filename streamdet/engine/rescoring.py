@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, MutableMapping
 
-from ..state.schema import DocResult
 from .doc_role import Dirty, DocRole
+from .documents import DocResult
 from .events import change_kind, make_event, shown_change, shown_state
 from .evidence import evidence
 

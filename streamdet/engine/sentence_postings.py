@@ -27,9 +27,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..state.schema import u64key, u64keys
-from ..state.sorting import sorted_unique
+from .keyed import u64key, u64keys
 from .sentences import NO_KEY, Sentences
+from .sorting import sorted_unique
 
 COMMON_MARK = b"c"
 

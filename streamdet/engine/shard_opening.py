@@ -27,7 +27,7 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..state.budget import DOC_ROLE, GRAM_ROLE
+from .documents import DOC_ROLE, GRAM_ROLE
 from .messages import GramsMsg, PageMsg, ShownMsg, decode_doc_input
 from .params import Params
 from .shard_step import (

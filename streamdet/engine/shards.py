@@ -39,10 +39,10 @@ from enum import StrEnum
 
 import numpy as np
 
-from ..state.schema import DocResult, DocState
 from .clusters import ClusterRole, ClusterRow, cluster_events, cluster_slot, shown_by_cluster
 from .deltas import ADD, DROP, GAIN, GAIN_FROM, Delta, arrival_stats
 from .doc_role import Dirty, DocRole, Touch
+from .documents import DocResult, DocState
 from .events import shown_by
 from .labelled import LabelledSet, shares
 from .messages import DeltasMsg, GramsMsg, MessageError, PageMsg, ShownMsg, unpack

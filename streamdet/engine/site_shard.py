@@ -37,9 +37,8 @@ from typing import Protocol
 
 import numpy as np
 
-from ..state.schema import u64key
 from .badness import BadnessRole, Place
-from .keyed import KeyedRecords
+from .keyed import KeyedRecords, u64key
 from .labelled import contains_fixed
 from .neighbourhoods import neighbourhoods
 from .params import Params

@@ -28,8 +28,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ..state.schema import prefix_end
-from .keyed import KeyedRecords
+from .keyed import KeyedRecords, prefix_end
 from .params import Params
 from .servers import host_of, registered_domain
 

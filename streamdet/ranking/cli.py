@@ -42,7 +42,7 @@ def add_parsers(sub) -> None:
 def _run_state(path: str):
     """The `streamdet run` state at `path`, opened read-only. Worker states are refused
     in one line: ranking them (and their labels topic) is not built yet."""
-    from ..adapters.views import worker_shards
+    from ..reading.states import worker_shards
     from ..reading.states import open_store
 
     if worker_shards([path]) is not None:
@@ -52,7 +52,7 @@ def _run_state(path: str):
 
 
 def cmd_label(args: argparse.Namespace) -> int:
-    from ..adapters.explain import Missing, look_up
+    from ..reading.explain import Missing, look_up
     from ..adapters.outputs import utc_now
     from ..engine.params import Params
     from ..review.cli import DeskLabels, desk_directory

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..adapters.views import dump_rows, partial_rows
+from ..reading.views import dump_rows, partial_rows
 from ..review.labels import Label
 from ..state.txn import Store
 from .features import Corpus

@@ -12,8 +12,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..adapters.explain import holds
-from ..adapters.views import sites_of
+from ..reading.explain import holds
+from ..reading.views import sites_of
 from ..state.txn import Store
 from .event_feed import EventFeed
 from .page_view import page_view
@@ -115,7 +115,7 @@ def view_of_state(store: Store) -> View:
     event per quilted page, named STATE_EVENT (no time, no cause, no history before it),
     with its version's seq and its arrival (the version's docno: docnos are given in
     arrival order), which the list sorts by, newest first."""
-    from ..adapters.views import cluster_rows, dump_rows
+    from ..reading.views import cluster_rows, dump_rows
 
     view = View()
     params = store_params(store)

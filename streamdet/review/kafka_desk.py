@@ -36,7 +36,7 @@ from faust.contrib.asgi import AsgiService
 
 from ..adapters.kafka import Topics, ensure_topic, pipeline_params, topic_names
 from ..engine.messages import PageMsg
-from ..state.sorting import sorted_unique
+from ..engine.sorting import sorted_unique
 from .doc_reader import KEEP, DocReader
 from .faust_app import ReviewApp, credentials
 from .kafka_labels import KafkaLabels, parse_record

@@ -18,10 +18,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..adapters.explain import Missing, explain_json, look_up, verdict_sentence
 from ..engine.evidence import newly_covered, packed_spans
 from ..engine.messages import PageMsg
 from ..engine.text import unpack_text
+from ..reading.explain import Missing, explain_json, look_up, verdict_sentence
 from ..state.txn import Store
 from .passages import passages
 

@@ -35,6 +35,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..engine.documents import DOC_ROLE, DOC_SLOT_BYTES, GRAM_ROLE
+
 DEFAULT_MEMORY = 1 << 30
 MIN_MEMORY = 256 << 20  # below this the caches are too small to be worth having
 
@@ -43,15 +45,6 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 1 << 10, "m": 10**6, "m
           "tib": 1 << 40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
-# a decoded document per patch-gram slot (slots, masks, its gram -> slot index in numpy,
-# state.slot_index): 36.3 B traced by tracemalloc over 4,000 documents of a 20,000-page
-# state (24.2 without the index), plus malloc's own
-DOC_SLOT_BYTES = 40
-# a document cached folded (no gram -> slot index) beyond its slots and pairs: its
-# result (the cover's URLs and counts), free slots and the objects around them, ~3.1 KB
-# traced by tracemalloc over 2,000 documents of a 10,000-page state
-DOC_OVERHEAD_BYTES = 3 << 10
-SLOT_INDEX_BYTES = 12  # a slot's entry in a document's gram -> slot index (state.slot_index)
 NAME_BYTES = 250  # a cached (server, URL) pair
 # resident memory per slot of the documents a transaction holds (slots, pairs, the index
 # of the unfolded ones, and what the allocators keep of them once freed): ~70 B a slot
@@ -140,8 +133,6 @@ class MemoryBudget:
         """Bytes at which a batch closes, when `batches_in_flight` are held at once."""
         return max(1 << 20, self.records // max(1, batches_in_flight))
 
-
-DOC_ROLE, GRAM_ROLE = "doc", "gram"
 
 
 @dataclass(frozen=True)

@@ -2,23 +2,23 @@
 
 A batch reaches thousands of earlier documents, most of them again and again as pages
 sharing their text arrive; reading one back costs three RocksDB lookups and a decode, and
-the first use of a decoded one builds its gram -> slot index (state.slot_index, 12 bytes a
+the first use of a decoded one builds its gram -> slot index (engine.slot_index, 12 bytes a
 slot, two fifths of a document's memory). So the cache has two tiers, least recently used
 first in each: documents come back from a commit whole (hot), and when the share is full
 the oldest hot one is folded (its index dropped, rebuilt in microseconds when next used)
 and waits cold; only when no hot one is left does the oldest cold one go. The share then
 holds every document it can folded, and keeps the index of the ones used most recently.
 
-Weights are in the budget's slot units (budget.DOC_SLOT_BYTES), as each document weighs
-when it comes in or is folded (DocState.resident_weight); a cached document is not changed
-until it is taken out, so what is charged is what is given back.
+Weights are in the budget's slot units (engine.documents.DOC_SLOT_BYTES), as each
+document weighs when it comes in or is folded (DocState.resident_weight); a cached
+document is not changed until it is taken out, so what is charged is what is given back.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 
-from .schema import DocState
+from ..engine.documents import DocState
 
 
 class DocCache:

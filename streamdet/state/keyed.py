@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..engine.keyed import prefix_end
 from .kv import KV, Op
-from .schema import prefix_end
 
 _MISSING = object()
 

@@ -1,5 +1,5 @@
 """Documents written as per-source slot bitmasks (state formats up to 13 / shards-12), read
-as (source, slot) pairs: such a document is rewritten with slot lists (state.paircodec)
+as (source, slot) pairs: such a document is rewritten with slot lists (engine.paircodec)
 the next time it changes.
 
 Layout for n sources over S slots: u (u32), the u distinct masks in order of first use

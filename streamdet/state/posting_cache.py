@@ -33,9 +33,9 @@ import itertools
 
 import numpy as np
 
-from .schema import COMMON, Posting
-from .sorted_search import locate
-from .sorting import sorted_unique
+from ..engine.documents import COMMON, Posting
+from ..engine.sorted_search import locate
+from ..engine.sorting import sorted_unique
 
 YOUNG_ENTRY_BYTES = 240  # a dict entry: key, tuple of ~4 holders, their ints, dict slot
 ENTRY_BYTES = 21  # a packed entry but its holders: key 8, start 8, round 4, COMMON flag 1

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..engine.keyed import key_u64, u64key
 from .kv import KV, DeleteRange, Op
-from .schema import key_u64, u64key
 
 CAPACITY = 1 << 18  # pairs gathered before they become a segment (a power of two)
 LOAD = 4  # slots per pair at capacity: short probe sequences (the longest set the cost)

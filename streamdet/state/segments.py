@@ -30,11 +30,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engine.keyed import u64keys
+from ..engine.sorting import sorted_unique
 from .bloom import BlockedBloom, Filter, Probe, SplitBlockBloom
 from .kv import KV, DeleteRange, Op
-from .schema import u64keys
 from .segment_files import WINDOW_BYTES, FileWriter, MappedParts, SegmentFiles
-from .sorting import sorted_unique
 
 # Pairs per chunk value (1 KB). A lookup reads a whole chunk to find one pair, and most
 # lookups (grams seen once before) fall on distinct chunks, so the bytes read and decoded
@@ -497,7 +497,7 @@ class SegmentIndex:
                         ) -> tuple[list[Op], Op, Segment]:
         """A batch's segment: the ops writing its keys (ingested when `ingested(seg.n)`),
         the manifest op that makes it live, and its handle; apply with `installed` after."""
-        # grams are distinct, so the default sort serves (state.sorting): a batch's are
+        # grams are distinct, so the default sort serves (engine.sorting): a batch's are
         # ~130 sorted runs, too many for a timsort to gain by them
         order = np.argsort(grams)
         seg_id = self.next_id

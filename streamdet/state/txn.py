@@ -17,6 +17,8 @@ from functools import cached_property
 
 import numpy as np
 
+from ..engine.documents import DocState, Posting
+from ..engine.keyed import key_u64, u64key, u64keys
 from .bloom import Probe
 from .budget import MemoryBudget
 from .cache import Generations
@@ -26,8 +28,6 @@ from .kv import KV, Op
 from .posting_cache import PostingCache
 from .recent import RecentPairs
 from .schema import (
-    DocState,
-    Posting,
     decode_doc,
     decode_name,
     decode_posting,
@@ -38,9 +38,6 @@ from .schema import (
     encode_posting,
     encode_slots,
     encode_url_entry,
-    key_u64,
-    u64key,
-    u64keys,
 )
 from .segment_files import SegmentFiles
 from .segments import Admitted, SegmentIndex, ingested

@@ -8,7 +8,7 @@ sources times its slots instead: a page shared in small slices with thousands of
 pages made each of its re-scores quadratic.
 
 Between batches a document's settled pairs may be kept packed: as they are stored, each
-distinct slot list once (state.paircodec), ~12 bytes a pair down to ~1 (the copies of a
+distinct slot list once (engine.paircodec), ~12 bytes a pair down to ~1 (the copies of a
 page on other sites hold the same lists), and unpacked when they are first read. A batch
 that only adds pairs to a document, or asks whether a source held some before, never
 unpacks it; the memory budget then holds several times as many documents decoded. A
@@ -215,7 +215,7 @@ class SourcePairs:
     # -- settling -----------------------------------------------------------------------
     def _settle(self) -> None:
         """Every pair's last change decides it; a pair made before its slot's last loss is
-        gone (state.pair_kernels.settle: a merge of the sorted pairs with the changes)."""
+        gone (engine.pair_kernels.settle: a merge of the sorted pairs with the changes)."""
         changes, lost = self._changes, self._lost
         self._changes, self._lost = [], []
         self._src, self._slot = settle(self._src, self._slot, changes, lost)

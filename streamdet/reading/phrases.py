@@ -19,11 +19,12 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 
 from ..engine.grams import token_hashes, window_hashes
+from ..engine.keyed import key_u64
 from ..engine.params import Params
 from ..engine.popular import Tally
 from ..engine.text import unpack_text
 from ..engine.tokens import tokenize
-from ..state.schema import decode_posting, key_u64
+from ..state.schema import decode_posting
 from ..state.txn import Store
 
 TextOf = Callable[[int], bytes | None]  # a live version's packed text (None: not kept)

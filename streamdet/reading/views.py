@@ -1,5 +1,6 @@
-"""Read-only views of a state for scripts: `dump` rows (documents, and partial-duplicate
-pairs), and the doc shards of worker states (`explain` and `text` are adapters/explain.py)."""
+"""Read-only views of a state for scripts: `dump` rows (documents, partial-duplicate
+pairs and clusters), sites and neighbourhoods, pop(d) and contains' counts (`explain`
+and `text` are reading/explain.py; finding the shards of worker states, reading/states.py)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,16 @@ from itertools import islice
 
 from ..engine.badness import ranked_neighbourhoods
 from ..engine.chunks import Chunks
-from ..engine.clusters import ClusterRole
+from ..engine.clusters import Cluster, ClusterRole
 from ..engine.doc_role import current
 from ..engine.evidence import evidence
+from ..engine.keyed import key_u64, prefix_end
 from ..engine.labelled import share
 from ..engine.params import Params
 from ..engine.partials import PartialRole, decode_partners
 from ..engine.routing import docno_shard
 from ..engine.sites import LEVELS, SHARED, Totals, site_rows
-from ..state.schema import decode_url_entry, key_u64, prefix_end
+from ..state.schema import decode_url_entry
 from ..state.txn import Store
 
 
@@ -185,8 +187,6 @@ def cluster_rows(store: Store) -> list[dict]:
     id): {"cluster", "size", "members"} with the members' URLs sorted. `store` is a
     `streamdet run` state or a Kafka pipeline's cluster shard (engine.clusters, records
     `c<number>`)."""
-    from ..engine.clusters import Cluster
-
     txn = store.begin()
     rows = []
     for key, raw in store.kv.items("near", b"c"):
@@ -241,76 +241,3 @@ def pairs_of(store: Store, docno: int, params: Params | None = None) -> list[dic
                     {"spans": d["other_spans"], "other_spans": d["spans"],
                      "sentences": d["sentences"]} for d in diags]})
     return out
-
-
-def _newest_copies(states: list[str], kind: str) -> tuple[dict[int, str], int, bool]:
-    """The directories of worker states' `kind` shards (STATE/<kind>-<s>), one per shard
-    (where a shard moved between workers, the copy that has applied the most); the
-    pipeline's shard count; whether any was found."""
-    import os
-
-    from ..state.rocks import RocksKV
-
-    best: dict[int, tuple[int, str]] = {}
-    shards = 0
-    found = False
-    for state in states:
-        if not os.path.isdir(state):
-            continue
-        for name in sorted(os.listdir(state)):
-            index = name[len(kind) + 1 :]
-            if not name.startswith(kind + "-") or not index.isdigit():
-                continue
-            found = True
-            path = os.path.join(state, name)
-            store = Store(RocksKV(path, read_only=True))
-            try:
-                applied = sum(store.positions().values())
-                shards = max(shards, int(store.meta("shards") or 0))
-            finally:
-                store.close()
-            s = int(index)
-            if s not in best or applied > best[s][0]:
-                best[s] = (applied, path)
-    return {s: path for s, (_, path) in best.items()}, shards, found
-
-
-def worker_shards(states: list[str]) -> tuple[dict[int, str], dict[int, str], int] | None:
-    """The doc and gram shard directories of worker states (the newest copy of each) and
-    the pipeline's shard count; None when they are not worker states."""
-    docs, shards, found = _newest_copies(states, "doc")
-    if not found:
-        return None
-    grams, _, _ = _newest_copies(states, "gram")
-    return docs, grams, shards
-
-
-def all_shard_dirs(states: list[str]) -> tuple[dict[int, str], dict[int, str], int] | None:
-    """Every doc and gram shard directory of worker states (the newest copy of each) and
-    the shard count; None when they are not worker states. Raises ValueError naming the
-    shards none of them holds."""
-    found = worker_shards(states)
-    if found is None:
-        return None
-    docs, grams, shards = found
-    lacks = [f"doc-{s}" for s in range(shards) if s not in docs]
-    lacks += [f"gram-{g}" for g in range(shards) if g not in grams]
-    if lacks:
-        raise ValueError(f"these worker states lack shards {', '.join(lacks)} of the "
-                         "pipeline: give the --state of every worker")
-    return found
-
-
-def shard_dirs(states: list[str]) -> tuple[list[str], list[int], str | None] | None:
-    """The doc-shard directories of worker states (STATE/doc-<s>), one per shard (the
-    newest copy of each), the doc shards of the pipeline that none of them holds, and
-    the cluster shard's directory (gram shard 0: SPEC §6's clusters; None if none of
-    them holds it). None when the directories are not worker states."""
-    from ..engine.shards import CLUSTER_SHARD
-
-    found = worker_shards(states)
-    if found is None:
-        return None
-    docs, grams, shards = found
-    missing = [s for s in range(shards) if s not in docs]
-    return [docs[s] for s in sorted(docs)], missing, grams.get(CLUSTER_SHARD)

@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""The compiled loops of a document's (source, slot) pairs (state.source_pairs): settling
-a batch's changes into the sorted pairs, and reading stored slot lists (state.paircodec).
+"""The compiled loops of a document's (source, slot) pairs (engine.source_pairs): settling
+a batch's changes into the sorted pairs, and reading stored slot lists (engine.paircodec).
 
 Both run once per document a batch changes or reads, for every such document, so their
 cost is mostly the calls' own: here each is one call, where numpy took a dozen.
@@ -150,7 +150,7 @@ def decode_picked(const uint8_t[::1] b, Py_ssize_t off, Py_ssize_t n_sources,
                   Py_ssize_t n_distinct, int slot_width, int index_width):
     """(pair sources, pair slots, offset after the lists) of the sources at positions
     `picks` (ascending), named `picked`, among the `n_sources` whose slot lists are stored
-    at `off` (layout in state.paircodec: u32 lengths of the distinct lists, their slots
+    at `off` (layout in engine.paircodec: u32 lengths of the distinct lists, their slots
     (u16 or u32), then an index (u16 or u32) per source). Every source, or a few of a
     document whose other lists stay packed (a delta's): the cost is the picked pairs'."""
     cdef Py_ssize_t i, j, n = picks.shape[0], pairs = 0, at, start, lists_at, index_at

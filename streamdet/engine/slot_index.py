@@ -40,7 +40,7 @@ class SlotIndex:
         self._extra: dict[int, int] = {}
 
     def _sorted(self, grams: np.ndarray, at: np.ndarray) -> None:
-        order = np.argsort(grams)  # distinct: the default sort (state.sorting) serves
+        order = np.argsort(grams)  # distinct: the default sort (engine.sorting) serves
         self._keys, self._at = grams[order], at[order]
 
     def __len__(self) -> int:

@@ -16,6 +16,10 @@ and the deltas and cluster rows addressed to it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from contextlib import ExitStack
+
+from ..console import UsageError
 from ..engine.analysis import analyze
 from ..engine.clusters import ClusterRole
 from ..engine.core import Engine
@@ -27,10 +31,44 @@ from ..engine.records import Page
 from ..engine.routing import docno_for, split_grams, url_shard
 from ..engine.shards import CLUSTER_SHARD, DocShard, GramShard, page_adds
 from ..state.txn import Store
-from .explain import NEAR_SHOWN, near_rows
+from .explain import NEAR_SHOWN, Missing, look_up, near_rows
+from .states import opened_states
 
 QUERY_URL = "http://query.streamdet.invalid/"  # a page given by its text: a server of its own
 QUERY_OFFSET = 1 << 50  # the query's docs offset on worker states: past any record's
+
+
+def similar_in(states: list[str] | None, query: Callable[..., Page]) -> tuple[dict, Params]:
+    """`streamdet similar` against a `run` state or worker states: the answer for the page
+    `query(*stores)` gives (the stores: the state, or the doc shards), with the state's
+    parameters."""
+    with ExitStack() as stack:
+        found = opened_states(states, stack)
+        if isinstance(found, tuple):
+            docs, grams, shards = found
+            params = Params.from_fingerprint(docs[0].meta("params"))
+            page = query(*docs.values())
+            answer = similar_sharded(docs, grams, page, params, shards)
+        else:
+            params = Params.from_fingerprint(found.meta("params"))
+            answer = similar(found, query(found), params)
+    return answer, params
+
+
+def kept_page(url: str, stores: Iterable[Store]) -> Page:
+    """The page of `url` as whichever of `stores` (one state, or doc shards) keeps it, to
+    be asked with its kept text."""
+    spellings: list[str] = []
+    for store in stores:
+        found = look_up(store, url)
+        if isinstance(found, Missing):
+            spellings += found.near
+            continue
+        if found.text is None:
+            raise UsageError(f"the text of {found.url} was not kept (stored before texts "
+                             "were)")
+        return Page(found.url, text=found.text)
+    raise UsageError(Missing(url.strip(), spellings).message)
 
 
 def similar(store: Store, page: Page, params: Params) -> dict:

@@ -19,11 +19,11 @@ from ..console import escape_controls
 from ..engine.badness import page_neighbourhoods
 from ..engine.clusters import ClusterRole
 from ..engine.doc_role import current
+from ..engine.documents import DocResult, DocState
 from ..engine.evidence import evidence
 from ..engine.params import Params
 from ..engine.sites import page_sites
 from ..engine.text import unpack_text
-from ..state.schema import DocResult, DocState
 from ..state.txn import Store
 from .views import contains_figure, contains_of, pop_of
 
