@@ -18,13 +18,13 @@ from .source_pairs import SourcePairs
 
 DOC_ROLE, GRAM_ROLE = "doc", "gram"  # the engine's roles: documents, and the gram index
 
-# a decoded document per patch-gram slot (slots, masks, its gram -> slot index in numpy,
-# engine.slot_index): 36.3 B traced by tracemalloc over 4,000 documents of a 20,000-page
-# state (24.2 without the index), plus malloc's own
+# a decoded document per patch-gram slot: its slots, pairs and gram -> slot index in numpy
+# (engine.slot_index), about 36 B as tracemalloc counts them (24 without the index), and
+# malloc's own on top
 DOC_SLOT_BYTES = 40
 # a document cached folded (no gram -> slot index) beyond its slots and pairs: its
-# result (the cover's URLs and counts), free slots and the objects around them, ~3.1 KB
-# traced by tracemalloc over 2,000 documents of a 10,000-page state
+# result (the cover's URLs and counts), free slots and the objects around them, about
+# 3 KB as tracemalloc counts them
 DOC_OVERHEAD_BYTES = 3 << 10
 SLOT_INDEX_BYTES = 12  # a slot's entry in a document's gram -> slot index (engine.slot_index)
 

@@ -42,8 +42,7 @@ def add_parsers(sub) -> None:
 def _run_state(path: str):
     """The `streamdet run` state at `path`, opened read-only. Worker states are refused
     in one line: ranking them (and their labels topic) is not built yet."""
-    from ..reading.states import worker_shards
-    from ..reading.states import open_store
+    from ..reading.states import open_store, worker_shards
 
     if worker_shards([path]) is not None:
         raise UsageError(f"{path} holds worker states: label and rank read a `streamdet "
@@ -52,9 +51,9 @@ def _run_state(path: str):
 
 
 def cmd_label(args: argparse.Namespace) -> int:
-    from ..reading.explain import Missing, look_up
     from ..adapters.outputs import utc_now
     from ..engine.params import Params
+    from ..reading.explain import Missing, look_up
     from ..review.cli import DeskLabels, desk_directory
     from ..review.labels import Label, LabelError, page_kind
 

@@ -47,9 +47,9 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 NAME_BYTES = 250  # a cached (server, URL) pair
 # resident memory per slot of the documents a transaction holds (slots, pairs, the index
-# of the unfolded ones, and what the allocators keep of them once freed): ~70 B a slot
-# as measured from the peaks of runs whose batches held fewer or more slots; a little
-# above it, so that every process of a run stays within its budget
+# of the unfolded ones, and what the allocators keep of them once freed): ~70 B a slot,
+# the slope of a run's peak RSS against the slots its batches held; a little above it,
+# so that every process of a run stays within its budget
 HELD_SLOT_BYTES = 72
 # an analysis process's peak RSS beyond an interpreter's ~100 MB: its compiled kernels are
 # small, so what remains is the largest page's parse tree (~30 MB) and the batch it holds
