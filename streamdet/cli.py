@@ -549,10 +549,8 @@ def cmd_text(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="streamdet", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _add_run(sub) -> None:
+    """`run`: the embedded pipeline over files or stdin."""
     run = sub.add_parser("run", help="detect quilts in files or stdin, in one process")
     run.add_argument("--input", action="append", metavar="PATH",
                      help="JSONL, JSONL.gz, WARC or WARC.gz file, or - for stdin (repeatable); "
@@ -576,6 +574,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_params(run)
     run.set_defaults(func=cmd_run)
 
+
+def _add_dump(sub) -> None:
+    """`dump`: every document's result, or the pairs or clusters."""
     dump = sub.add_parser("dump", help="print every document's result as JSONL, sorted by URL")
     dump.add_argument("--state", action="append", metavar="DIR",
                       help="a `run` state, or worker state directories (repeatable)")
@@ -591,6 +592,16 @@ def build_parser() -> argparse.ArgumentParser:
                       "per cluster of two or more pages, largest first, with its members")
     dump.set_defaults(func=cmd_dump)
 
+
+def _add_prefix(p: argparse.ArgumentParser) -> None:
+    """--prefix, the pipeline's topic names, for the commands that talk to its broker."""
+    p.add_argument("--prefix", default=env("PREFIX", "streamdet"),
+                   help="topic name prefix: PREFIX-pages, PREFIX-events, ... (default "
+                   "streamdet)")
+
+
+def _add_pipeline(sub) -> None:
+    """`worker`, `produce` and `events`: the Kafka pipeline's commands."""
     wk = sub.add_parser("worker", help="join the Kafka pipeline as a worker")
     wk.add_argument("--broker", default=env("BROKER"), metavar="HOST:PORT")
     wk.add_argument("--state", default=env("STATE", DEFAULT_STATE), metavar="DIR",
@@ -606,6 +617,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_params(wk, env_prefix=True)
     wk.set_defaults(func=cmd_worker)
 
+    _add_prefix(wk)
+
     pr = sub.add_parser("produce", help="publish records to the pages topic")
     pr.add_argument("--broker", default=env("BROKER"), required=env("BROKER") is None,
                     metavar="HOST:PORT")
@@ -615,27 +628,19 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("files", nargs="+", metavar="FILE")
     pr.set_defaults(func=cmd_produce)
 
+    _add_prefix(pr)
+
     evs = sub.add_parser("events", help="print the events topic as JSONL")
     evs.add_argument("--broker", default=env("BROKER"), required=env("BROKER") is None,
                      metavar="HOST:PORT")
     evs.add_argument("--idle", type=float, default=5.0,
                      help="stop once no event arrived for this many seconds (default 5)")
     evs.set_defaults(func=cmd_events)
-    # a service's package registers its own commands: one import and one call each
-    from .alerts.cli import add_parser as add_alerts_parser
+    _add_prefix(evs)
 
-    add_alerts_parser(sub)
-    from .review.cli import add_parser as add_review_parser
 
-    add_review_parser(sub)
-    from .ranking.cli import add_parsers as add_ranking_parsers
-
-    add_ranking_parsers(sub)
-    for sp in (wk, pr, evs):
-        sp.add_argument("--prefix", default=env("PREFIX", "streamdet"),
-                        help="topic name prefix: PREFIX-pages, PREFIX-events, ... (default "
-                        "streamdet)")
-
+def _add_page_readers(sub) -> None:
+    """`explain` and `text`: one page of a state."""
     exp = sub.add_parser("explain", help="say why a page is (not) quilted, and show what "
                          "each source's passages are")
     txt = sub.add_parser("text", help="print a page's visible text as the state keeps it")
@@ -652,6 +657,9 @@ def build_parser() -> argparse.ArgumentParser:
     exp.set_defaults(func=cmd_explain)
     txt.set_defaults(func=cmd_text)
 
+
+def _add_phrases(sub) -> None:
+    """`phrases`: SPEC §8's popular phrases."""
     ph = sub.add_parser("phrases", help="the phrases (k-grams) on the most live pages, with "
                         "their page counts (SPEC §8's popular phrases)")
     ph.add_argument("--top", type=int, default=20, metavar="N",
@@ -663,6 +671,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help='one {"phrase", "docs"} object per line')
     ph.set_defaults(func=cmd_phrases)
 
+
+def _add_sites(sub) -> None:
+    """`sites`: per-site statistics and neighbourhoods (SPEC §8)."""
     st = sub.add_parser("sites", help="hosts and domains with their page counts, pop(d) "
                         "mean and sd, patch fraction and quilted pages, monster candidates "
                         "first; then URL-prefix neighbourhoods by badness (SPEC §8)")
@@ -688,6 +699,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the first N sites and the first N neighbourhoods only")
     st.set_defaults(func=cmd_sites)
 
+
+def _add_label_chunks(sub) -> None:
+    """`label-chunks`: paragraphs into the labelled set L (SPEC §8)."""
     lab = sub.add_parser("label-chunks", help="put the paragraphs of a text, or of a page "
                          "the state holds, in the labelled set L (SPEC §8's informed "
                          "discovery); prints the neighbourhood events it causes")
@@ -707,6 +721,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --broker: the pipeline's topic name prefix (default streamdet)")
     lab.set_defaults(func=cmd_label_chunks)
 
+
+def _add_similar(sub) -> None:
+    """`similar`: a page against a state, without adding it."""
     sim = sub.add_parser("similar", help="the near-duplicates of a page and what it would be "
                          "made of, against a state, without adding it")
     which = sim.add_mutually_exclusive_group(required=True)
@@ -722,6 +739,31 @@ def build_parser() -> argparse.ArgumentParser:
                      f"--state; default {DEFAULT_STATE})")
     sim.add_argument("--json", action="store_true", help="one JSON object")
     sim.set_defaults(func=cmd_similar)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: each command registered by its own function above, and a
+    service's package (alerts, review, ranking) registering its own commands."""
+    parser = argparse.ArgumentParser(prog="streamdet", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_run(sub)
+    _add_dump(sub)
+    _add_pipeline(sub)
+    # a service's package registers its own commands: one import and one call each
+    from .alerts.cli import add_parser as add_alerts_parser
+
+    add_alerts_parser(sub)
+    from .review.cli import add_parser as add_review_parser
+
+    add_review_parser(sub)
+    from .ranking.cli import add_parsers as add_ranking_parsers
+
+    add_ranking_parsers(sub)
+    _add_page_readers(sub)
+    _add_phrases(sub)
+    _add_sites(sub)
+    _add_label_chunks(sub)
+    _add_similar(sub)
     return parser
 
 

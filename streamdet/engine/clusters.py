@@ -45,7 +45,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .keyed import u64key
+from .keyed import prefix_end, u64key
 from .sketches import Sketch, resemblance
 
 _U64 = np.dtype("<u8")
@@ -471,8 +471,8 @@ def reconcile_shown(txn, shown: Mapping[str, str]) -> None:
     catch-up compare with that. A replay may have skipped a row its last owner applied
     (the version replaced within a batch of the replay, not of the owner), or the other
     way round."""
-    held = {key[1:].decode("utf-8"): raw for key, raw in txn.kv.items("near", b"s")
-            if key[:1] == b"s"}
+    held = {key[1:].decode("utf-8"): raw
+            for key, raw in txn.near.scan(b"s", prefix_end(b"s"))}
     urls = set(held) | {slot[1:] for slot in shown if slot[:1] == "\x00"}
     for url in sorted(urls):
         stamp, text = _record(held.get(url), url)

@@ -7,7 +7,7 @@ keyed tables. Committing, meta data and input positions are the shard step's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Protocol
 
 import numpy as np
@@ -16,20 +16,12 @@ from .documents import DocState, Posting
 from .keyed import KeyedRecords
 
 
-class CommittedRecords(Protocol):
-    """A table's records as committed, in key order from `start` (engine.clusters reads
-    the cluster shard's shown-cluster records so after a catch-up)."""
-
-    def items(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]: ...
-
-
 class Transaction(Protocol):
     # the detectors' tables (engine.keyed)
     sites: KeyedRecords
     near: KeyedRecords
     partials: KeyedRecords
     chunks: KeyedRecords
-    kv: CommittedRecords
 
     # the gram index: postings, and the versions withdrawn from them
     def prefetch(self, grams: np.ndarray) -> np.ndarray: ...
