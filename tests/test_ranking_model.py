@@ -87,6 +87,41 @@ def test_kin_sources_merge_transitively_through_partial_duplicates():
     assert sorted(got) == [7, 10]
 
 
+def _texts_pairwise(corpus: Corpus, sources: list[tuple[str, int]]) -> list[int]:
+    """texts_of straight from its definition: every pair of sources asked `kin`, the
+    components grown from each text's first source."""
+    text_of: dict[int, int] = {}
+    for first in range(len(sources)):
+        if first in text_of:
+            continue
+        text_of[first], todo = first, [first]
+        while todo:
+            a = todo.pop()
+            for b in range(len(sources)):
+                if b not in text_of and corpus.kin(sources[a][0], sources[b][0]):
+                    text_of[b] = first
+                    todo.append(b)
+    grams: dict[int, int] = {}
+    for i, (_, g) in enumerate(sources):
+        grams[text_of[i]] = grams.get(text_of[i], 0) + g
+    return list(grams.values())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_texts_are_the_kin_components_in_first_source_order(data):
+    urls = [f"http://s{i}.example/" for i in range(12)]
+    clusters = data.draw(st.lists(st.sampled_from("abcdefgh"), min_size=12, max_size=12))
+    rows = [row(u, [], quilted=False, cluster=f"http://{c}.example/",
+                cluster_size=clusters.count(c)) for u, c in zip(urls, clusters, strict=True)]
+    pairs = data.draw(st.lists(st.tuples(st.sampled_from(urls), st.sampled_from(urls)),
+                               max_size=10))
+    corpus = Corpus(rows, [{"url": a, "other": b} for a, b in pairs])
+    sources = data.draw(st.lists(st.tuples(st.sampled_from(urls + ["http://gone.example/"]),
+                                           st.integers(1, 50)), max_size=15))
+    assert texts_of(corpus, sources) == _texts_pairwise(corpus, sources)
+
+
 def test_own_label_decides_its_page():
     c = farm_and_reuse()
     got = {r.url: r for r in ranking(c, {"http://farm.net/1": "not_spam",

@@ -45,6 +45,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .components import Components
 from .keyed import prefix_end, u64key
 from .sketches import Sketch, resemblance
 
@@ -353,24 +354,14 @@ class ClusterRole:
         members = sorted(c.members)
         self.searched += len(members)
         raws = txn.near.get_many([doc_key(d) for d in members])
-        parent = list(range(len(members)))
-
-        def find(i: int) -> int:
-            while parent[i] != i:
-                parent[i] = parent[parent[i]]
-                i = parent[i]
-            return i
-
+        joined = Components(len(members))
         first: dict[int, int] = {}
         for i, raw in enumerate(raws):
             for k in Sketch.decode(raw).bands.tolist() if raw else ():
-                j = first.setdefault(k, i)
-                ri, rj = find(i), find(j)
-                if ri != rj:
-                    parent[max(ri, rj)] = min(ri, rj)
+                joined.join(i, first.setdefault(k, i))
         parts: dict[int, list[int]] = {}
         for i, d in enumerate(members):
-            parts.setdefault(find(i), []).append(d)
+            parts.setdefault(joined.find(i), []).append(d)
         if len(parts) == 1:
             return
         self.splits += 1

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..engine.components import Components
 from ..engine.servers import host_of, registered_domain
 
 FEATURES = ("spread", "texts", "replicated", "kin", "domains", "patch", "host_quilts",
@@ -96,22 +97,23 @@ class Corpus:
 
 def texts_of(corpus: Corpus, sources: list[tuple[str, int]]) -> list[int]:
     """The grams of each text in spirit: the sources joined where kin, transitively
-    (the components of the kin graph over the page's few sources), in the order of
-    each text's first source."""
-    text_of: dict[int, int] = {}
-    for first in range(len(sources)):
-        if first in text_of:
-            continue
-        text_of[first], todo = first, [first]
-        while todo:
-            a = todo.pop()
-            for b in range(len(sources)):
-                if b not in text_of and corpus.kin(sources[a][0], sources[b][0]):
-                    text_of[b] = first
-                    todo.append(b)
+    (the components of the kin graph over the page's sources), in the order of each
+    text's first source. Joined through what kin reads, a shared cluster and each
+    source's partners, not by asking every pair: a page with thousands of sources costs
+    its sources and their partners, not their square."""
+    texts = Components(len(sources))  # a text is named by its first source
+    at: dict[str, list[int]] = {}  # a source's URL -> its positions
+    by_cluster: dict[str, int] = {}  # a cluster -> the first position in it
+    for i, (url, _) in enumerate(sources):
+        at.setdefault(url, []).append(i)
+        texts.join(i, by_cluster.setdefault(corpus.cluster(url), i))
+    for url, positions in at.items():
+        for other in corpus.partners.get(url, ()):
+            for j in at.get(other, ()):
+                texts.join(positions[0], j)
     grams: dict[int, int] = {}
     for i, (_, g) in enumerate(sources):
-        grams[text_of[i]] = grams.get(text_of[i], 0) + g
+        grams[texts.find(i)] = grams.get(texts.find(i), 0) + g
     return list(grams.values())
 
 
