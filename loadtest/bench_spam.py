@@ -3,10 +3,13 @@ natural reuse, blind and with reviewers' labels.
 
     python -m loadtest.bench_spam                       # seed 1, ~1,240 pages
     python -m loadtest.bench_spam --seed 2 --draws 10
+    python -m loadtest.bench_spam --smoke               # ~240 pages from tests/data, for CI
 
 1. Corpus (loadtest/spam_corpus.py): real texts of shared/data as a crawl, four farm
    generators (160 pages) and seven kinds of natural reuse, in a seeded arrival order.
-2. `streamdet run` over it (a subprocess, timed: the engine's seconds).
+   --smoke builds a small one (spam_corpus.SMOKE) from tests/data's slice of the texts,
+   so that the benchmark runs end to end without shared/data; its figures say nothing.
+2. `streamdet run` over it (a child process, timed: the engine's seconds).
 3. The ranking read from the state (streamdet.ranking, timed: its cost against the
    engine's), then judged against the planted truth. Precision and recall are those of
    `spam` against every farm page of the corpus (a farm page the definition does not
@@ -36,8 +39,8 @@ from pathlib import Path
 
 from loadtest.bench_embedded import git_revision
 from loadtest.corpus import write_jsonl
-from loadtest.host import machine, write_result
-from loadtest.spam_corpus import spam_corpus
+from loadtest.host import machine, module_command, module_env, write_result
+from loadtest.spam_corpus import FULL, SMOKE, spam_corpus
 from streamdet.ranking.model import THRESHOLD
 from streamdet.ranking.rank import Ranked, ranking
 from streamdet.ranking.reading import corpus_of
@@ -45,6 +48,8 @@ from streamdet.reading.states import open_store
 
 REPO = Path(__file__).resolve().parents[1]
 OUT_DIR = REPO / "loadtest" / "out"
+SMOKE_DATA = REPO / "tests" / "data"  # the slice of the texts --smoke reads
+SMOKE_DRAWS = 2
 LABELS = (10, 20, 50, 200)
 TOP = 100
 
@@ -88,10 +93,16 @@ def build_state(records: list[dict], work: Path) -> float:
     path = work / "corpus.jsonl"
     write_jsonl(records, path)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "streamdet", "run", "--input", str(path),
-                    "--state", str(work / "state"), "--events", os.devnull], check=True,
-                   cwd=REPO)
+    subprocess.run(module_command("bench_spam", "--_child-run", str(path), str(work / "state")),
+                   check=True, env=module_env())
     return time.perf_counter() - t0
+
+
+def child_run(path: str, state: str) -> int:
+    """`streamdet run` over the corpus at `path` into `state`, in this (child) process."""
+    from streamdet.cli import main as streamdet
+
+    return streamdet(["run", "--input", path, "--state", state, "--events", os.devnull])
 
 
 def plot(result: dict, png: Path) -> None:
@@ -121,9 +132,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--draws", type=int, default=5, help="uniform label draws (default 5)")
     ap.add_argument("--out", help="result JSON (default loadtest/out/bench_spam-...json)")
+    ap.add_argument("--smoke", action="store_true",
+                    help=f"a small corpus from tests/data, {SMOKE_DRAWS} draws (CI)")
+    ap.add_argument("--_child-run", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-
-    c = spam_corpus(args.seed)
+    if args._child_run:
+        return child_run(*args._child_run)
+    if args.smoke:
+        args.draws = min(args.draws, SMOKE_DRAWS)
+    c = spam_corpus(args.seed, SMOKE if args.smoke else FULL,
+                    SMOKE_DATA if args.smoke else None)
     with tempfile.TemporaryDirectory(prefix="bench-spam-") as tmp:
         engine_s = build_state(c.records, Path(tmp))
         t0 = time.perf_counter()
@@ -153,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         "host": machine(),
         "git": git_revision(),
         "config": {"seed": args.seed, "records": len(c.records), "farm_pages": len(c.farm),
-                   "draws": args.draws},
+                   "draws": args.draws, "smoke": args.smoke},
         "ranked": len(ranked),
         "farm_ranked": len(c.farm & set(ranked)),
         "ranked_by_kind": {k: sum(c.kinds[u] == k for u in ranked) for k in kinds},

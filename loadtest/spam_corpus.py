@@ -4,8 +4,8 @@ reproducible (the same seed gives the same records and truth, byte for byte).
 
 Records are `{"url", "text"}`, one paragraph a line (paragraphs are SPEC §8's chunks).
 
-- **Crawl**: BACKGROUND real texts under their own URLs; the farms' donors are among them.
-- **Farms** (the truth's spam), FARM_PAGES pages each, donors drawn from the crawl, each
+- **Crawl**: real texts under their own URLs; the farms' donors are among them.
+- **Farms** (the truth's spam), Sizes.farm_pages pages each, donors drawn from the crawl, each
   donor giving at most DONOR_BUDGET of its sentences to all farms together:
   `stitch-one` stitches runs of 2-5 consecutive sentences of 4-10 donors, on one host;
   `stitch-many` the same with a filler sentence of made-up words after each run, every
@@ -35,19 +35,38 @@ import random
 import re
 import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from loadtest.corpus import data_dir, synth_word
 from loadtest.generator import sentences
 
 TEXT_FILE = "wcxb-text.jsonl.gz"
-BACKGROUND = 500
-FARM_PAGES = 40
 DONOR_BUDGET = 0.3  # most of a donor's sentences that farms take, all farms together
 MIN_WORDS = 300  # a text used here has at least this many words
 LANGUAGES = ("de", "fr", "es", "it", "nl", "pt", "pl", "sv")
 NEWS_SITES = 8
-CHAPTERS = 8  # chapters of each book
 _WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How many of each kind the corpus holds: FULL for the figures, SMOKE for a run of
+    seconds on tests/data's slice of the texts that still holds every kind."""
+
+    background: int = 500  # crawled texts, the farms' donors among them
+    farm_pages: int = 40  # pages of each of the four farms
+    mirrored: int = 40  # crawled texts copied onto two mirror sites
+    articles: int = 30  # syndicated articles
+    template_users: int = 40  # sites that share the template
+    chapters: int = 8  # chapters of each book
+    plan_days: int = 15  # pages of each reading plan
+    portal_pages: int = 15  # pages of each portal of teasers
+    manual_paragraphs: int = 24  # paragraphs of each manual that are translated
+
+
+FULL = Sizes()
+SMOKE = Sizes(background=60, farm_pages=6, mirrored=6, articles=8, template_users=6,
+              chapters=3, plan_days=2, portal_pages=3, manual_paragraphs=8)
 
 
 @dataclass
@@ -63,10 +82,11 @@ class SpamCorpus:
             self.farm.add(url)
 
 
-def real_texts() -> list[dict]:
-    """The real main texts of at least MIN_WORDS words, as {"url", "paragraphs"}."""
+def real_texts(data: Path | None = None) -> list[dict]:
+    """The real main texts of at least MIN_WORDS words in `data` (default: the data
+    directory of loadtest.corpus), as {"url", "paragraphs"}."""
     out = []
-    with gzip.open(data_dir() / TEXT_FILE, "rt", encoding="utf-8") as f:
+    with gzip.open((data or data_dir()) / TEXT_FILE, "rt", encoding="utf-8") as f:
         for line in f:
             obj = json.loads(line)
             paras = [" ".join(p.split()) for p in obj["text"].split("\n") if p.strip()]
@@ -126,8 +146,9 @@ def _farm_pages(c: SpamCorpus, rng: random.Random, donors: _Donors, kind: str,
               spam=True)
 
 
-def farms(c: SpamCorpus, rng: random.Random, donors: _Donors, syndicated: list[str]) -> None:
-    n = FARM_PAGES
+def farms(c: SpamCorpus, rng: random.Random, donors: _Donors, syndicated: list[str],
+          n: int) -> None:
+    """Four farms of n pages each."""
 
     def stitched(filler: bool):
         def pick(r: random.Random, i: int) -> str | None:
@@ -186,14 +207,14 @@ def _site_frame(rng: random.Random, name: str) -> tuple[list[str], list[str]]:
             [f"Copyright {name}. {_filler(rng, 14)} {_filler(rng, 12)}"])
 
 
-def editions(c: SpamCorpus, rng: random.Random, books: list[dict], comments: list[str]
-             ) -> list[str]:
+def editions(c: SpamCorpus, rng: random.Random, books: list[dict], comments: list[str],
+             sizes: Sizes) -> list[str]:
     """Chapters in two editions on five sites, reading plans on three more; the chapter
     texts (edition one) for the reading plans."""
     chapters = []
     for b in books:
         paras = _long_paragraphs(b)
-        chapters += [paras[i : i + 4] for i in range(0, len(paras) - 3, 4)][:CHAPTERS]
+        chapters += [paras[i : i + 4] for i in range(0, len(paras) - 3, 4)][:sizes.chapters]
     sites = [(f"https://www.scripture-{s}.org", s >= 3) for s in range(5)]
     for base, second in sites:
         head, foot = _site_frame(rng, base)
@@ -204,7 +225,7 @@ def editions(c: SpamCorpus, rng: random.Random, books: list[dict], comments: lis
     for s in range(3):
         base = f"https://www.readingplan-{s}.net"
         head, foot = _site_frame(rng, base)
-        for i in range(15):
+        for i in range(sizes.plan_days):
             parts = []
             for j in rng.sample(range(len(chapters)), rng.randint(4, 7)):
                 ch = chapters[j]
@@ -214,7 +235,8 @@ def editions(c: SpamCorpus, rng: random.Random, books: list[dict], comments: lis
     return [p for ch in chapters for p in ch]
 
 
-def syndication(c: SpamCorpus, rng: random.Random, articles: list[dict]) -> list[str]:
+def syndication(c: SpamCorpus, rng: random.Random, articles: list[dict], portal_pages: int
+                ) -> list[str]:
     """Articles on 3-5 news sites each and portal pages of teasers; the articles' first
     paragraphs (what farms scrape of them)."""
     frames = [_site_frame(rng, _news(s)) for s in range(NEWS_SITES)]
@@ -230,7 +252,7 @@ def syndication(c: SpamCorpus, rng: random.Random, articles: list[dict]) -> list
                   "syndicated")
     for p in range(3):
         head, foot = _site_frame(rng, f"https://www.portal{p}-hub.net")
-        for i in range(15):
+        for i in range(portal_pages):
             parts = []
             for art in rng.sample(articles, rng.randint(5, 8)):
                 parts += [art["title"], *art["paragraphs"][: rng.randint(1, 2)]]
@@ -244,12 +266,13 @@ def _news(s: int) -> str:
     return f"https://www.news{s}-press.com"
 
 
-def translations(c: SpamCorpus, rng: random.Random, manuals: list[dict]) -> None:
-    """A manual's sections in eight made-up languages and the English original on three
-    sites; the command lines are the same in every one."""
+def translations(c: SpamCorpus, rng: random.Random, manuals: list[dict], paragraphs: int
+                 ) -> None:
+    """A manual's sections (of its first `paragraphs`) in eight made-up languages and the
+    English original on three sites; the command lines are the same in every one."""
     for m, man in enumerate(manuals):
         paras = man["paragraphs"]
-        for s in range(0, min(len(paras), 24), 4):
+        for s in range(0, min(len(paras), paragraphs), 4):
             commands = [f"quiltctl {synth_word(rng)} --{synth_word(rng)} {rng.randint(1, 99)} "
                         f"--{synth_word(rng)} {synth_word(rng)}" for _ in range(3)]
             section = paras[s : s + 4]
@@ -276,28 +299,31 @@ def templates(c: SpamCorpus, rng: random.Random, template: list[str], own: list[
               [*t["paragraphs"][:6], *template], "template")
 
 
-def spam_corpus(seed: int) -> SpamCorpus:
-    """The corpus, its records in a seeded arrival order."""
+def spam_corpus(seed: int, sizes: Sizes = FULL, data: Path | None = None) -> SpamCorpus:
+    """The corpus of `sizes` from the texts in `data` (default: loadtest.corpus's data
+    directory), its records in a seeded arrival order."""
     rng = random.Random(seed)
-    texts = real_texts()
+    texts = real_texts(data)
     rng.shuffle(texts)
-    longest = sorted(texts[BACKGROUND:], key=lambda t: -len(_long_paragraphs(t)))
+    longest = sorted(texts[sizes.background:], key=lambda t: -len(_long_paragraphs(t)))
     books, manuals = longest[:3], longest[3:5]
     rest = longest[5:]
     rng.shuffle(rest)
-    articles, template_users, mirrored = rest[:30], rest[30:70], texts[:40]
-    template = rest[70]["paragraphs"][:4]
-    comments = [sentences(" ".join(t["paragraphs"]))[0] for t in rest[71:]][::-1]
+    used = sizes.articles + sizes.template_users  # the articles, then the template's users
+    articles, template_users = rest[:sizes.articles], rest[sizes.articles:used]
+    mirrored = texts[:sizes.mirrored]
+    template = rest[used]["paragraphs"][:4]
+    comments = [sentences(" ".join(t["paragraphs"]))[0] for t in rest[used + 1:]][::-1]
     comments = [s for s in comments if len(s.split()) >= 6]
     c = SpamCorpus()
-    crawl = texts[:BACKGROUND]
+    crawl = texts[:sizes.background]
     for t in crawl:
         c.add(t["url"], t["paragraphs"], "crawl")
     mirrors(c, mirrored)
-    editions(c, rng, books, comments)
-    leads = syndication(c, rng, articles)
-    translations(c, rng, manuals)
+    editions(c, rng, books, comments, sizes)
+    leads = syndication(c, rng, articles, sizes.portal_pages)
+    translations(c, rng, manuals, sizes.manual_paragraphs)
     templates(c, rng, template, template_users)
-    farms(c, rng, _Donors(crawl[40:]), leads)
+    farms(c, rng, _Donors(crawl[sizes.mirrored:]), leads, sizes.farm_pages)
     rng.shuffle(c.records)
     return c

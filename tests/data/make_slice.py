@@ -20,6 +20,13 @@ Pages are taken from two strata, so that both of what the tests lean on are ther
 
 The pages named in EXTRA are added wherever the strata leave them out. The WARC files
 are copied as they are.
+
+The main texts (wcxb-text) are sliced for `python -m loadtest.bench_spam --smoke`, which
+builds its corpus of farms and natural reuse from them, in two strata too, both of texts
+of at least TEXT_WORDS words (the least loadtest/spam_corpus.py uses): every
+SHORT_TEXT_STEP-th text of at most SHORT_TEXT_WORDS words (the crawl, the farms' donors,
+the articles) and every LONG_TEXT_STEP-th text of at least LONG_PARAGRAPHS paragraphs of
+30 words or more and at most LONG_TEXT_WORDS words (the books and manuals); about 200 KB.
 """
 
 from __future__ import annotations
@@ -32,12 +39,19 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 PAGES_FILE = "wcxb-pages.jsonl.gz"
+TEXT_FILE = "wcxb-text.jsonl.gz"
 WARC_FILES = ("dolma-sample-0000.warc.gz", "dolma-sample-0001.warc.gz")
 SMALL_HTML = 120_000  # cli_helpers.real_pages' default max_html
 SMALL_STEP = 4
 LARGE_HTML = 400_000
 LARGE_STEP = 16
 EXTRA = ("https:///wcxb-0551",)  # the record without a host: corpus.load_pages skips it
+TEXT_WORDS = 300  # loadtest/spam_corpus.py's MIN_WORDS
+SHORT_TEXT_WORDS = 600
+SHORT_TEXT_STEP = 2
+LONG_PARAGRAPHS = 16  # paragraphs of 30 words or more: a book's chapters, a manual's sections
+LONG_TEXT_WORDS = 1500
+LONG_TEXT_STEP = 12
 
 
 def select(lines: list[bytes]) -> list[int]:
@@ -60,6 +74,25 @@ def select(lines: list[bytes]) -> list[int]:
     return keep
 
 
+def select_texts(lines: list[bytes]) -> list[int]:
+    """Indexes of the main texts to keep, in file order."""
+    keep: list[int] = []
+    short = long = 0
+    for i, line in enumerate(lines):
+        obj = json.loads(line)
+        paragraphs = [p.split() for p in obj["text"].split("\n") if p.strip()]
+        words = sum(len(p) for p in paragraphs)
+        if not obj["url"].startswith("http") or words < TEXT_WORDS:
+            continue
+        if words <= SHORT_TEXT_WORDS:
+            keep += [i] if short % SHORT_TEXT_STEP == 0 else []
+            short += 1
+        elif words <= LONG_TEXT_WORDS and sum(len(p) >= 30 for p in paragraphs) >= LONG_PARAGRAPHS:
+            keep += [i] if long % LONG_TEXT_STEP == 0 else []
+            long += 1
+    return keep
+
+
 def write_gz(path: Path, data: bytes) -> None:
     """gzip with no name and mtime 0, so the same lines give the same bytes."""
     with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw,
@@ -73,14 +106,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="the full data directory (default: ../shared/data)")
     ap.add_argument("--out", type=Path, default=HERE, help="default: tests/data")
     args = ap.parse_args(argv)
-    with gzip.open(args.source / PAGES_FILE, "rb") as f:
-        lines = f.read().splitlines(keepends=True)
-    keep = select(lines)
-    write_gz(args.out / PAGES_FILE, b"".join(lines[i] for i in keep))
+    for name, chosen, what in ((PAGES_FILE, select, "pages"),
+                               (TEXT_FILE, select_texts, "main texts")):
+        with gzip.open(args.source / name, "rb") as f:
+            lines = f.read().splitlines(keepends=True)
+        keep = chosen(lines)
+        write_gz(args.out / name, b"".join(lines[i] for i in keep))
+        size = (args.out / name).stat().st_size
+        print(f"{len(keep)} of {len(lines)} {what} -> {args.out / name} ({size:,} bytes)")
     for name in WARC_FILES:
         shutil.copyfile(args.source / name, args.out / name)
-    size = (args.out / PAGES_FILE).stat().st_size
-    print(f"{len(keep)} of {len(lines)} pages -> {args.out / PAGES_FILE} ({size:,} bytes)")
     return 0
 
 
