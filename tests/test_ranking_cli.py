@@ -9,6 +9,7 @@ import json
 import pytest
 
 from streamdet.ranking.features import Corpus
+from streamdet.ranking.model import THRESHOLD
 from streamdet.ranking.rank import ranking
 from streamdet.state.rocks import RocksKV
 from streamdet.state.txn import Store
@@ -41,7 +42,7 @@ def test_rank_lists_quilts_and_partial_duplicates_by_score(state):
     rows = rank(state / "state")
     assert rows and all(set(r) == {"url", "score", "spam", "why"} for r in rows)
     assert [r["score"] for r in rows] == sorted((r["score"] for r in rows), reverse=True)
-    assert all(0.0 <= r["score"] <= 1.0 and r["spam"] == (r["score"] >= 0.5) for r in rows)
+    assert all(0.0 <= r["score"] <= 1.0 and r["spam"] == (r["score"] >= THRESHOLD) for r in rows)
     dumped = dump_rows(state / "state")
     quilted = {u for u, r in dumped.items() if r["quilted"]}
     assert quilted <= {r["url"] for r in rows}

@@ -213,7 +213,7 @@ def test_ranking_does_not_depend_on_the_order_labels_come_in():
 
 def test_threshold_and_extreme_logits():
     m = Model(0.0, tuple(0.0 for _ in FEATURES))
-    assert m.score([0.0] * len(FEATURES)) == THRESHOLD
+    assert m.score([0.0] * len(FEATURES)) == 0.5
     huge = Model(1e4, tuple(0.0 for _ in FEATURES))
     assert huge.score([0.0] * len(FEATURES)) == 1.0
     assert Model(-1e4, huge.weights).score([0.0] * len(FEATURES)) == 0.0

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from streamdet.engine.params import Params
 from streamdet.ranking.features import Corpus
+from streamdet.ranking.model import THRESHOLD
 from streamdet.ranking.rank import ranking
 
 from .cli_helpers import build_crawl
@@ -43,7 +44,7 @@ def assert_same_ranking(got: Corpus, want: Corpus, verdicts: dict | None = None)
     for url, r in a.items():
         assert abs(r.score - b[url].score) <= SCORE_TOLERANCE, url
         assert 0.0 <= r.score <= 1.0
-        if abs(r.score - 0.5) > SCORE_TOLERANCE:  # a verdict at the threshold may tip
+        if abs(r.score - THRESHOLD) > SCORE_TOLERANCE:  # a verdict at the threshold may tip
             assert r.spam == b[url].spam, url
 
 
