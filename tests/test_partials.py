@@ -22,7 +22,7 @@ from streamdet.engine.params import FOREIGN_MODES, Params, ParamsError
 from streamdet.engine.records import page_from_object
 from streamdet.engine.sentences import NO_KEY, split_sentences
 from streamdet.engine.tokens import token_spans
-from streamdet.reading.views import partial_rows
+from streamdet.reading.views import partial_pairs, partial_rows
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
 
@@ -52,7 +52,11 @@ def run(records: list[dict], params: Params, batches: list[int] | None = None,
             events.extend(evs)
         if reopen:
             store, engine = Store(kv), Engine(params)
-    return partial_rows(store, params)
+    rows = partial_rows(store, params)
+    # who is paired with whom, read without the diagonals, is the same
+    assert partial_pairs(store, params) == [{"url": r["url"], "other": r["other"]}
+                                            for r in rows]
+    return rows
 
 
 # ----------------------------------------------------------------------------- sentences
@@ -212,6 +216,29 @@ def test_a_pair_of_pages_has_at_most_m_cells_per_sentence(a, b, m):
     own, other = sentences(a), sentences(b)
     i, _ = cells(own.keys, rows_of(other))
     assert len(i) <= m * min(len(own), len(other))
+
+
+def _sentences(idx: list[int], m: int = 50):
+    text = doc(*idx)
+    tokens, starts, ends = token_spans(text)
+    return split_sentences(text, token_hashes(tokens), starts, ends, m)
+
+
+@settings(max_examples=80, **SETTINGS)
+@given(own=st.lists(st.integers(0, 5), max_size=40),
+       others=st.lists(st.lists(st.integers(0, 5), max_size=40), max_size=6),
+       gamma=st.sampled_from([1, 2, 3, 5]))
+def test_paired_names_the_partners_with_a_diagonal(own, others, gamma):
+    """`paired` (all partners at once, for readers of who is paired) names exactly the
+    partners that `diagonals` (one partner at a time, for events and dumps) finds a
+    diagonal of at least gamma sentences with, in the partners' order."""
+    from streamdet.engine.diagonals import diagonals, paired
+    from streamdet.engine.sentence_postings import rows_of
+
+    mine = _sentences(own)
+    partners = {10 + n: rows_of(_sentences(idx)) for n, idx in enumerate(others)}
+    want = [p for p, rows in partners.items() if diagonals(mine, rows, gamma)]
+    assert paired(mine, partners, gamma) == want
 
 
 def poison_records() -> list[dict]:

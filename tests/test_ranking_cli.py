@@ -61,6 +61,26 @@ def test_rank_equals_the_ranking_of_the_dumped_state(state):
     assert rank(state / "state") == want
 
 
+def test_dump_reads_documents_ahead_in_chunks_of_any_size(state, monkeypatch):
+    """dump_rows reads READ_AHEAD documents at a time (one multi-get per table): the rows
+    are the same whatever the chunks, one document each or all of them in one."""
+    from streamdet.reading import views
+    from streamdet.reading.states import open_store
+
+    def rows() -> list[dict]:
+        store = open_store(str(state / "state"), must_exist=True, read_only=True)
+        try:
+            return list(views.dump_rows(store))
+        finally:
+            store.close()
+
+    whole = rows()
+    assert len(whole) > 3
+    for size in (1, 3):
+        monkeypatch.setattr(views, "READ_AHEAD", size)
+        assert rows() == whole
+
+
 def test_label_decides_its_page_and_is_the_desks_label(state, tmp_path):
     desk = tmp_path / "desk"
     rows = rank(state / "state", "--desk", desk)

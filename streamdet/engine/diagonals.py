@@ -63,3 +63,29 @@ def diagonals(own: Sentences, rows: np.ndarray, gamma: int) -> list[Diagonal]:
                     "other_spans": [int(rows[r[f], 2]), int(rows[r[last], 3])],
                     "sentences": int(n)})
     return out
+
+
+def paired(own: Sentences, partners: dict[int, np.ndarray], gamma: int) -> list[int]:
+    """The partners (of `partners`: docno -> its rows, as `diagonals` takes them) that
+    have a diagonal of at least `gamma` sentences with `own`, in the order given: which of
+    them are partial duplicates of the document, without their diagonals. One sorted
+    lookup and one sort for all partners together, where `diagonals` takes them one by
+    one: a reader that needs only who is paired with whom (the spam ranking) pays a few
+    array operations a document, not a few a pair."""
+    ids = [p for p, rows in partners.items() if len(rows) >= gamma]
+    if len(own) < gamma or not ids:
+        return []
+    rows = np.concatenate([partners[p] for p in ids])
+    i, r = cells(own.keys, rows)
+    if len(i) < gamma:
+        return []
+    who = np.repeat(np.arange(len(ids)), [len(partners[p]) for p in ids])[r]
+    d = i - rows[r, 1].astype(np.int64)
+    order = np.lexsort((i, d, who))
+    i, d, who = i[order], d[order], who[order]
+    new = np.ones(len(i), dtype=bool)
+    new[1:] = (who[1:] != who[:-1]) | (d[1:] != d[:-1]) | (i[1:] != i[:-1] + 1)
+    first = np.flatnonzero(new)
+    length = np.diff(np.append(first, len(i)))
+    found = set(who[first[length >= gamma]].tolist())
+    return [p for k, p in enumerate(ids) if k in found]

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, MutableMapping
 
 import numpy as np
 
-from .diagonals import Diagonal, diagonals
+from .diagonals import Diagonal, diagonals, paired
 from .keyed import u64key
 from .params import Params
 from .sentence_postings import COMMON, LINK, Link, decode_rows, encode_rows, holding
@@ -236,6 +236,13 @@ class PartialRole:
             if diags:
                 out[txn.url_of(p)] = diags
         return out
+
+    def paired(self, txn, docno: int, partners: dict[int, np.ndarray]) -> list[str]:
+        """The URLs of the document's pairs: those `pairs` gives, without diagonals."""
+        if not partners:
+            return []
+        own = Sentences.decode(txn.partials.get(sentences_key(docno)))
+        return [txn.url_of(p) for p in paired(own, partners, self.params.gamma)]
 
     def report(self, txn, partners: Partners, dirty: PairDirty, next_seq: Callable[[int], int],
                shown: MutableMapping[str, str] | None = None) -> list[dict]:

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..reading.views import dump_rows, partial_rows
+from ..reading.views import dump_rows, partial_pairs
 from ..review.labels import Label
 from ..state.txn import Store
 from .features import Corpus
 
 
 def corpus_of(store: Store) -> Corpus:
-    """Every live page of the state, as the signals read it (no spans: the signals use
-    none, and decoding every text would cost more than the rest together)."""
-    return Corpus(dump_rows(store, spans=False), partial_rows(store))
+    """Every live page of the state, as the signals read it (no spans and no diagonals:
+    the signals use none, and decoding every text, or finding every pair's diagonals,
+    would cost more than the rest together)."""
+    return Corpus(dump_rows(store, spans=False), partial_pairs(store))
 
 
 def verdicts_of(labels: Iterable[Label]) -> dict[str, str]:
