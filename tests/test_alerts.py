@@ -463,6 +463,44 @@ def test_slack_body_of_one_page_is_well_formed() -> None:
     assert len(body["blocks"]) == 3
 
 
+# --------------------------------------------------------------------------- spam score
+
+
+@pytest.fixture(scope="module")
+def run_events(tmp_path_factory) -> Path:
+    """The events of a real `streamdet run`: quilt and rescore events with spam_score."""
+    from .cli_helpers import build_crawl, streamdet, write_jsonl
+
+    d = tmp_path_factory.mktemp("alert-run")
+    crawl = write_jsonl(d / "crawl.jsonl", build_crawl(seed=5, n_pages=40, n_quilts=12))
+    streamdet("run", "--input", crawl, "--state", d / "state", "--events", d / "ev.jsonl")
+    return d / "ev.jsonl"
+
+
+def _newest(path: Path, kinds: set[str]) -> dict[str, dict]:
+    """url -> its newest event of these kinds in an events file."""
+    out: dict[str, dict] = {}
+    for e in map(json.loads, path.read_text().splitlines()):
+        if e["event"] in kinds and e["seq"] > out.get(e["url"], {"seq": -1})["seq"]:
+            out[e["url"]] = e
+    return out
+
+
+def test_alerted_pages_carry_their_spam_score(tmp_path: Path, webhook: Webhook,
+                                              run_events: Path) -> None:
+    events = write_events(tmp_path / "events.jsonl", [run_events.read_bytes()])
+    run(config(webhook, events, include_rescore=True))
+    pages = {p["url"]: p for b in webhook.delivered() for p in b["pages"]}
+    want = _newest(run_events, {"quilt", "rescore"})
+    assert pages and set(pages) == set(want)
+    assert {u: p["spam_score"] for u, p in pages.items()} == {
+        u: e["spam_score"] for u, e in want.items()}
+    webhook.posts.clear()
+    run(config(webhook, write_events(tmp_path / "slack.jsonl", [want[min(want)]]), slack=True))
+    (body,) = webhook.delivered()
+    assert f"spam score {want[min(want)]['spam_score']:.2f}" in body["blocks"][1]["text"]["text"]
+
+
 # --------------------------------------------------------------------------- restarts
 
 
