@@ -463,6 +463,72 @@ def test_slack_body_of_one_page_is_well_formed() -> None:
     assert len(body["blocks"]) == 3
 
 
+# --------------------------------------------------------------------------- spam score
+
+
+@pytest.fixture(scope="module")
+def run_events(tmp_path_factory) -> Path:
+    """The events of a real `streamdet run`: quilt and rescore events with spam_score."""
+    from .cli_helpers import build_crawl, streamdet, write_jsonl
+
+    d = tmp_path_factory.mktemp("alert-run")
+    crawl = write_jsonl(d / "crawl.jsonl", build_crawl(seed=5, n_pages=40, n_quilts=12))
+    streamdet("run", "--input", crawl, "--state", d / "state", "--events", d / "ev.jsonl")
+    return d / "ev.jsonl"
+
+
+def _newest(path: Path, kinds: set[str]) -> dict[str, dict]:
+    """url -> its newest event of these kinds in an events file."""
+    out: dict[str, dict] = {}
+    for e in map(json.loads, path.read_text().splitlines()):
+        if e["event"] in kinds and e["seq"] > out.get(e["url"], {"seq": -1})["seq"]:
+            out[e["url"]] = e
+    return out
+
+
+def test_alerted_pages_carry_their_spam_score(tmp_path: Path, webhook: Webhook,
+                                              run_events: Path) -> None:
+    events = write_events(tmp_path / "events.jsonl", [run_events.read_bytes()])
+    run(config(webhook, events, include_rescore=True))
+    pages = {p["url"]: p for b in webhook.delivered() for p in b["pages"]}
+    want = _newest(run_events, {"quilt", "rescore"})
+    assert pages and set(pages) == set(want)
+    assert {u: p["spam_score"] for u, p in pages.items()} == {
+        u: e["spam_score"] for u, e in want.items()}
+    webhook.posts.clear()
+    run(config(webhook, write_events(tmp_path / "slack.jsonl", [want[min(want)]]), slack=True))
+    (body,) = webhook.delivered()
+    assert f"spam score {want[min(want)]['spam_score']:.2f}" in body["blocks"][1]["text"]["text"]
+
+
+def test_min_score_alerts_only_the_events_that_reach_it(tmp_path: Path, webhook: Webhook,
+                                                       run_events: Path, capsys) -> None:
+    newest = _newest(run_events, {"quilt"})
+    scores = sorted({e["spam_score"] for e in newest.values()})
+    assert len(scores) >= 3
+    floor = scores[len(scores) // 2]  # about half the quilts reach it, one exactly
+    lines = [run_events.read_bytes(), json.dumps({**event("http://unscored.example/1"),
+                                                  "spam_score": None}).encode() + b"\n",
+             event("http://old-producer.example/1")]
+    events = write_events(tmp_path / "events.jsonl", lines)
+    assert streamdet_main(["alerts", "--events", str(events), "--webhook", webhook.url,
+                           "--max-per-minute", "0", "--window", "0",
+                           "--min-score", str(floor)]) == 0
+    pages = {p["url"]: p for b in webhook.delivered() for p in b["pages"]}
+    assert set(pages) == {u for u, e in newest.items() if e["spam_score"] >= floor}
+    assert 0 < len(pages) < len(newest)
+    below = sum(1 for e in map(json.loads, run_events.read_text().splitlines())
+                if e["event"] == "quilt" and e["spam_score"] < floor) + 2
+    assert f"{below} below --min-score" in capsys.readouterr().err
+    for bad in ("1.5", "-0.1", "x"):
+        try:
+            code = streamdet_main(["alerts", "--events", str(events), "--webhook",
+                                   webhook.url, "--min-score", bad])
+        except SystemExit as exc:  # argparse's own refusal
+            code = exc.code
+        assert code == 2 and "--min-score" in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------- restarts
 
 

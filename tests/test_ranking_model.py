@@ -265,6 +265,6 @@ def test_labels_on_random_corpora(case, data):
         assert r.spam == (r.score >= THRESHOLD) and len(r.why) <= 3
     assert ranking(corpus, {**verdicts, "http://gone.example/": "spam"}) == rows
     backwards = Corpus(list(corpus.rows.values())[::-1],
-                       [{"url": b, "other": a} for a in corpus.partners
-                        for b in corpus.partners[a]])
+                       [{"url": b, "other": a} for a in corpus.partner_sets
+                        for b in corpus.partner_sets[a]])
     assert ranking(backwards, verdicts) == rows

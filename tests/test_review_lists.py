@@ -12,7 +12,9 @@ from streamdet.review.highlight import pieces
 from streamdet.review.labels import Label
 from streamdet.review.lists import (
     LABEL_STATES,
+    ORDERS,
     QUILT_STATES,
+    SPAM_STATES,
     QuiltFilter,
     cluster_rows,
     quilt_rows,
@@ -65,7 +67,8 @@ def _kept(ev, label, cluster, f: QuiltFilter) -> bool:
 def test_quilt_rows_are_the_filtered_quilts_newest_first(desk, label, state, site, domain,
                                                            cluster, offset, limit):
     quilts, labels, clusters = desk
-    f = QuiltFilter(domain=domain, site=site, cluster=cluster, label=label, state=state)
+    f = QuiltFilter(domain=domain, site=site, cluster=cluster, label=label, state=state,
+                    order="newest")
     want = sorted((ev for url, ev in quilts.items()
                    if _kept(ev, labels.get(url), clusters.get(url), f)),
                   key=lambda e: (e["at"], e["seq"], e["url"]), reverse=True)
@@ -76,6 +79,35 @@ def test_quilt_rows_are_the_filtered_quilts_newest_first(desk, label, state, sit
         lab = labels.get(r["url"])
         assert r["label"] == (None if lab is None else {"verdict": lab.verdict, "who": "ann",
                                                         "at": "t"})
+
+
+@settings(max_examples=300, deadline=None)
+@given(desk=desks(), scores=st.lists(st.sampled_from([None, 0.0, 0.2, 0.5, 0.9, 1.0]),
+                                     min_size=len(URLS), max_size=len(URLS)),
+       spam=st.sampled_from(SPAM_STATES), order=st.sampled_from(ORDERS))
+def test_quilt_rows_by_spam_score_with_the_spam_filter(desk, scores, spam, order):
+    """Default order: highest spam_score first (none last), equal ones newest first; the
+    spam filter keeps scores at or past 0.5 (spam) or below it (not_spam)."""
+    quilts, labels, clusters = desk
+    for url, score in zip(URLS, scores, strict=True):
+        if url in quilts and score is not None:
+            quilts[url] = {**quilts[url], "spam_score": score}
+    f = QuiltFilter(state="all", spam=spam, order=order)
+    assert QuiltFilter().order == "score" and QuiltFilter().spam == "all"
+
+    def kept(ev) -> bool:
+        score = ev.get("spam_score")
+        return spam == "all" or score is not None and (score >= 0.5) == (spam == "spam")
+
+    newest = sorted(filter(kept, quilts.values()), key=lambda e: (e["at"], e["seq"], e["url"]),
+                    reverse=True)
+    want = newest if order == "newest" else [
+        e for s in sorted({e.get("spam_score", -1) for e in newest}, reverse=True)
+        for e in newest if e.get("spam_score", -1) == s]
+    rows, total = quilt_rows(quilts, labels, clusters, f, 0, 10)
+    assert total == len(want)
+    assert [(r["url"], r["spam_score"]) for r in rows] == [
+        (e["url"], e.get("spam_score")) for e in want]
 
 
 def test_sites_flagged_first_and_clusters_largest_first():

@@ -382,6 +382,21 @@ def test_a_draw_judged_gives_the_precision_report(desked, tmp_path):
     assert cli == report
 
 
+def test_quilts_show_their_spam_score_and_filter_by_it(desked):
+    """The real run's quilt event carries spam_score: the list shows it and the spam
+    filter keeps the quilt on its side of the threshold only."""
+    desked.login()
+    c = desked.client
+    score = desked.quilt["spam_score"]
+    (row,) = c.get("/api/quilts").json()["rows"]
+    assert row["spam_score"] == score
+    side, other = ("spam", "not_spam") if score >= 0.5 else ("not_spam", "spam")
+    assert c.get(f"/api/quilts?spam={side}").json()["total"] == 1
+    assert c.get(f"/api/quilts?spam={other}").json()["total"] == 0
+    page = c.get("/quilts")
+    assert f"{score:.3f}" in page.text and "highest spam score first" in page.text
+
+
 @pytest.mark.parametrize("query, sentence", [
     ("offset=abc", "offset must be a whole number, not 'abc'"),
     ("offset=-3", "offset must be 0 or more, not -3"),
@@ -389,6 +404,8 @@ def test_a_draw_judged_gives_the_precision_report(desked, tmp_path):
     ("offset=99999999999999999999999", "offset must be a whole number"),
     ("label=maybe", "label must be one of any, unlabelled, labelled, spam, not_spam"),
     ("state=gone", "state must be one of quilted, unquilted, all"),
+    ("spam=maybe", "spam must be one of all, spam, not_spam"),
+    ("order=oldest", "order must be one of score, newest"),
 ])
 def test_a_bad_parameter_is_one_plain_sentence_in_html_and_json(desked, query, sentence):
     csrf = desked.login()

@@ -118,7 +118,18 @@ class Alerter:
         if not isinstance(ev.get("url"), str) or not ev["url"] or type(ev.get("seq")) is not int:
             self._malformed(key, pos, f"{ev.get('event')} event without url or integer seq")
             return None
+        if not self._reaches(ev.get("spam_score")):
+            self.stats.below += 1
+            self.tracker.add(key, pos, done=True)
+            return None
         return ev
+
+    def _reaches(self, score: object) -> bool:
+        """Whether an event's spam_score reaches --min-score (every event without it;
+        with it, a missing or non-numeric score reaches nothing)."""
+        floor = self.cfg.min_score
+        return floor is None or (isinstance(score, int | float) and not isinstance(score, bool)
+                                 and score >= floor)
 
     def _put(self, g: Group, ev: dict, key: Any, mark) -> None:
         url = ev["url"]

@@ -33,10 +33,15 @@ def _pct(x: Any) -> str:
     return f"{100 * x:.0f}%" if isinstance(x, int | float) else "?"
 
 
+def _score(x: Any) -> str:
+    return f", spam score {x:.2f}" if isinstance(x, int | float) else ""
+
+
 def _section(p: dict) -> dict:
     srcs = ", ".join(f"{_link(s['url'])} {_pct(s['share'])}" for s in p["sources"])
     text = (f"*{_link(p['url'])}*\npatch fraction {_pct(p['patch_fraction'])} "
-            f"({p['n_patch_grams']} of {p['n_grams']} grams), {p['event']} #{p['seq']}\n"
+            f"({p['n_patch_grams']} of {p['n_grams']} grams), {p['event']} #{p['seq']}"
+            f"{_score(p.get('spam_score'))}\n"
             f"sources: {srcs or '-'}")
     if len(text) > SLACK_SECTION:
         text = text[:SLACK_SECTION - 1] + "…"

@@ -47,6 +47,10 @@ def _input_options(p: argparse.ArgumentParser) -> None:
                      help="stop once nothing new arrived for S seconds and all is delivered")
     src.add_argument("--include-rescore", action="store_true",
                      help="alert rescore events too (default: quilt events only)")
+    src.add_argument("--min-score", type=float, metavar="X",
+                     default=env("ALERTS_MIN_SCORE"),  # a string: argparse converts it
+                     help="alert only events whose spam_score reaches X, in [0, 1] (an "
+                     "event without one reaches none; default: every quilt)")
     src.add_argument("--max-pending", type=int, default=50000, metavar="N",
                      help="events read ahead of the committed position before reading pauses "
                      "(default 50000)")
@@ -113,7 +117,8 @@ def config_of(args: argparse.Namespace) -> AlertsConfig:
     return AlertsConfig(
         webhook=args.webhook or "", events=args.events, broker=broker, prefix=args.prefix,
         group=args.group, start=args.start, state_file=args.state_file, follow=args.follow,
-        idle=args.idle, include_rescore=args.include_rescore, window=args.window,
+        idle=args.idle, include_rescore=args.include_rescore, min_score=args.min_score,
+        window=args.window,
         max_pages=args.max_pages, max_per_minute=args.max_per_minute, burst=args.burst,
         slack=args.slack, headers=dict(args.header), timeout=args.timeout,
         attempts=args.attempts, backoff=args.backoff, max_backoff=args.max_backoff,

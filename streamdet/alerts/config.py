@@ -33,6 +33,7 @@ class AlertsConfig:
     follow: bool = False
     idle: float | None = None
     include_rescore: bool = False
+    min_score: float | None = None  # only events whose spam_score reaches it (SPEC §10)
     window: float = 30.0
     max_pages: int = 100
     max_per_minute: float = 20.0
@@ -63,6 +64,8 @@ class AlertsConfig:
         for name in ("max_pages", "burst", "max_pending"):
             if getattr(self, name) < 1:
                 raise AlertsError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.min_score is not None and not 0.0 <= self.min_score <= 1.0:
+            raise AlertsError(f"--min-score must be within [0, 1], got {self.min_score}")
         if self.start not in ("earliest", "latest"):
             raise AlertsError("--start must be earliest or latest")
 

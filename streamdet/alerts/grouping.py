@@ -54,7 +54,8 @@ class Group:
 def page_of(ev: dict) -> dict:
     """The evidence of one event: the page, its patch fraction, its sources with shares
     and the spans of the page's text each covered (SPEC §5; None from an older producer,
-    whose events had no spans)."""
+    whose events had no spans), and its spam score (SPEC §10; None from a producer that
+    gives none)."""
     n_patch = ev.get("n_patch_grams")
     sources = []
     for s in ev.get("sources") or []:
@@ -68,4 +69,4 @@ def page_of(ev: dict) -> dict:
     return {"url": ev["url"], "event": ev.get("event"), "seq": ev["seq"],
             "patch_fraction": ev.get("patch_fraction"), "n_grams": ev.get("n_grams"),
             "n_patch_grams": n_patch, "sources": sources, "cause": ev.get("cause"),
-            "at": ev.get("at")}
+            "spam_score": ev.get("spam_score"), "at": ev.get("at")}

@@ -11,6 +11,7 @@ class Stats:
     events: int = 0  # lines / records read
     candidates: int = 0  # quilt (and rescore) events
     repeats: int = 0  # candidates not alerted: an equal or higher seq was alerted or pending
+    below: int = 0  # quilt (and rescore) events whose spam_score is below --min-score
     malformed: int = 0
     alerts: int = 0  # delivered
     pages: int = 0  # pages in delivered alerts
@@ -23,6 +24,8 @@ class Stats:
         parts = [f"{self.events} events read", f"{self.candidates} quilts"
                  + (f" ({self.repeats} already alerted or pending)" if self.repeats else ""),
                  f"{self.alerts} alerts delivered for {self.pages} pages"]
+        if self.below:
+            parts.insert(2, f"{self.below} below --min-score")
         if self.retries:
             parts.append(f"{self.retries} retries")
         if self.dead:

@@ -10,6 +10,7 @@ arrival's sentence keys go into their postings, the links change documents' part
 the documents whose partners changed report their pairs once the batch is in. So do
 near-duplicate clusters (SPEC §6): versions join and leave them as they arrive and are
 replaced, and the clusters are settled (split where they fell apart) once a batch is in.
+Last, the batch's quilt and rescore events get their pages' spam scores (SPEC §10).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from .rescoring import rescore
 from .sentence_postings import add_keys, prefetch, rows_of, withdraw_keys
 from .sentences import Sentences
 from .sites import Contribution, SiteRole
+from .spam_score import score_events
 from .text import unpack_text
 from .tokens import tokenize
 from .transaction import Transaction
@@ -114,6 +116,7 @@ class Engine:
         rows = self.clusters.rows(txn, self.clusters.settle(txn))
         events += cluster_events(txn, rows, lambda last: last + 1, self.params.to_dict())
         partners.flush()
+        score_events(txn, events)  # on the state the batch leaves
         stats.rescored = len(dirty)
         stats.held_slots = txn.held_slots()
         stats.deltas = self.docs.applied - applied

@@ -15,6 +15,7 @@ Records (table `partials`, told apart by a prefix byte):
     s<docno>  a document's sentences (engine.sentences.Sentences)
     p<docno>  its partners' rows
     u<url>    what its pair events last showed (other URL -> digest of the diagonals)
+    r<url>    its partners from both sides (engine.pair_index)
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import numpy as np
 
 from .diagonals import Diagonal, diagonals, paired
 from .keyed import u64key
+from .pair_index import PairIndex
 from .params import Params
 from .sentence_postings import COMMON, LINK, Link, decode_rows, encode_rows, holding
 from .sentences import Sentences
@@ -251,6 +253,7 @@ class PartialRole:
         owner knows what consumers were shown (engine.shards). Their seq is the URL's,
         shared with its quilt events (SPEC §3: seq increases per URL)."""
         events = []
+        both_sides = PairIndex()
         index = self._index(shown) if shown is not None else {}
         live = [d for d in dirty if txn.doc(d) is not None]
         partners.load(live)
@@ -281,6 +284,8 @@ class PartialRole:
             fresh = {o: mark for o, (_, mark) in sorted(now.items())}
             if fresh != record:
                 txn.partials.put(shown_key(url), json.dumps(fresh).encode() if fresh else None)
+                both_sides.follow(url, record, fresh)
+        both_sides.flush(txn.partials)
         return events
 
     def _now(self, txn, docno: int, mine: dict[int, np.ndarray], record: dict[str, str],

@@ -1,7 +1,9 @@
 """`streamdet label URL (--spam | --not-spam)` and `streamdet rank` (SPEC §10) on a
 `streamdet run` state. Labels are the review desk's: the same SQLite store
 (review.label_store) in the desk directory (default DIR-review beside --state), so a
-verdict given here shows on the desk and one given on the desk trains the ranking."""
+verdict given here shows on the desk and one given on the desk trains the ranking.
+`label` also stores the model the labels train, and the verdicts, in the state: the
+`spam_score` of later events follows them (engine.spam_model)."""
 
 from __future__ import annotations
 
@@ -56,6 +58,7 @@ def cmd_label(args: argparse.Namespace) -> int:
     from ..reading.explain import Missing, look_up
     from ..review.cli import DeskLabels, desk_directory
     from ..review.labels import Label, LabelError, page_kind
+    from .reading import verdicts_of
 
     store = _run_state(args.state)
     try:
@@ -72,9 +75,34 @@ def cmd_label(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     with DeskLabels(desk_directory(args)) as labels:
         label = labels.add(label)
+        verdicts = verdicts_of(labels.current())
     print(f"streamdet: {found.url} labelled {label.verdict} (label {label.id})",
           file=sys.stderr)
+    _teach_state(args.state, verdicts)
     return 0
+
+
+def _teach_state(path: str, verdicts: dict[str, str]) -> None:
+    """Store in the state the model the labels train and every page's verdict, so that
+    the events of later batches score pages as `rank` does (engine.spam_model). A state
+    a run holds open keeps its model until the next label: the label itself is kept."""
+    from ..engine.spam_model import store_labels
+    from ..reading.states import open_store
+    from .rank import model_of
+    from .reading import corpus_of
+
+    try:
+        store = open_store(path, must_exist=True)
+    except UsageError as exc:
+        print(f"streamdet: {exc}: its events keep their model until the next label",
+              file=sys.stderr)
+        return
+    try:
+        txn = store.begin()
+        store_labels(txn.chunks, model_of(corpus_of(store), verdicts), verdicts)
+        txn.commit()
+    finally:
+        store.close()
 
 
 def cmd_rank(args: argparse.Namespace) -> int:

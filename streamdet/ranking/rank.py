@@ -7,11 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..engine.spam_model import VERDICT_SCORE
 from .features import Corpus, signals
 from .model import THRESHOLD, Model, blind, trained
 from .why import why
-
-VERDICT_SCORE = {"spam": 1.0, "not_spam": 0.0}  # what a label makes of its own page
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,7 @@ def ranking(corpus: Corpus, verdicts: Mapping[str, str] | None = None) -> list[R
             out.append(Ranked(url, score, score >= THRESHOLD, [f"labelled {verdict}"]))
             continue
         sig = signals(corpus, url)
-        score = round(model.score(sig.values), 6)
+        score = model.rounded(sig.values)
         spam = score >= THRESHOLD
         out.append(Ranked(url, score, spam, why(model, sig, spam)))
     out.sort(key=lambda r: (-r.score, r.url.encode("utf-8")))

@@ -22,7 +22,7 @@ STATE_EVENT = "state"
 QUILT_EVENTS = ("quilt", "rescore", "unquilt", STATE_EVENT)
 HISTORY = 100  # events kept per page for its page view
 NUMBERS = ("patch_fraction", "cluster_size", "docs", "badness", "pop_mean", "pop_sd",
-           "patch_mean", "pages")  # figures the lists sort or format, when present
+           "patch_mean", "pages", "spam_score")  # what the lists sort or format, when present
 
 
 @dataclass

@@ -46,7 +46,7 @@ from .auth import Credentials
 from .desk import Desk, DeskError
 from .highlight import COLOURS, pieces
 from .labels import VERDICTS, LabelError
-from .lists import LABEL_STATES, PAGE_SIZE, QUILT_STATES, QuiltFilter
+from .lists import LABEL_STATES, ORDERS, PAGE_SIZE, QUILT_STATES, SPAM_STATES, QuiltFilter
 from .projection import STATE_EVENT
 from .sessions import LONGEST_S, Session, SessionStore
 from .throttle import Throttle
@@ -308,6 +308,7 @@ class _Handlers:
             found = self.desk.quilts(keep, offset, PAGE_SIZE)
             return self._html(request, "quilts.html", keep=keep, found=found,
                               label_states=LABEL_STATES, quilt_states=QUILT_STATES,
+                              spam_states=SPAM_STATES, orders=ORDERS,
                               more=_more(request, offset, found["total"]),
                               from_state=self.desk.status().get("events", 0) is None,
                               state_event=STATE_EVENT)
@@ -486,7 +487,8 @@ def _filter(request: Request) -> tuple[QuiltFilter, int]:
     q = request.query_params
     keep = QuiltFilter(domain=q.get("domain", "").strip(), site=q.get("site", "").strip(),
                        cluster=q.get("cluster", "").strip(), label=q.get("label") or "any",
-                       state=q.get("state") or "quilted")
+                       state=q.get("state") or "quilted", spam=q.get("spam") or "all",
+                       order=q.get("order") or "score")
     return keep, whole(q.get("offset"), "offset", 0)
 
 
