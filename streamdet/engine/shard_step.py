@@ -33,14 +33,45 @@ from __future__ import annotations
 
 import json
 from collections import ChainMap
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from ..state.txn import Store, Txn
 from .clusters import reconcile_shown
 from .messages import DeltasMsg, GramsMsg, PageMsg, ShownMsg, pack_outbox, unpack_outbox
 from .shards import DocShard, GramShard, last_shown, shown_record, unsent_events
 from .site_shard import SITE_SHARD
+from .transaction import Transaction
+
+
+class MetaKV(Protocol):
+    """The key-value calls a shard step makes itself (state.kv.KV implements them): its
+    meta writes outside a transaction, and scans of its outboxes and held inputs."""
+
+    def write(self, ops: Iterable[tuple[str, bytes, bytes | None]]) -> None: ...
+    def items(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]: ...
+
+
+class ShardStore(Protocol):
+    """What a shard step needs of its shard's store (state.txn.Store implements it): the
+    engine names the store by what it does, and the state depends on the engine, never
+    the other way."""
+
+    kv: MetaKV
+
+    def begin(self) -> ShardTxn: ...
+    def positions(self) -> dict[str, int]: ...
+    def meta(self, name: str) -> str | None: ...
+    def compact(self) -> int: ...
+
+
+class ShardTxn(Transaction, Protocol):
+    """A transaction as a shard step commits it: the roles' calls, meta values and the
+    input positions written with the rest in one write (state.txn.Txn implements it)."""
+
+    def put_meta(self, name: str, value: bytes | None) -> None: ...
+    def commit(self, positions: dict[str, int] | None = None) -> None: ...
+
 
 Record = tuple[int, int, bytes]  # an outgoing record: (topic code, partition, value)
 GRAMS_OUT, EVENTS_OUT, DELTAS_OUT, SHOWN_OUT = 0, 1, 2, 3  # topic codes, stored in outboxes
@@ -72,7 +103,7 @@ class ShardState:
     applied, its live documents (doc shards), the epoch of the owner that wrote it, its
     outboxes, and while a new owner catches up, what consumers were shown."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: ShardStore) -> None:
         self.store = store
         self.offsets: dict[str, int] = store.positions()
         self.documents = int(store.meta("documents") or 0)
@@ -118,7 +149,7 @@ class ShardState:
             self.shown = None
         return self.shown
 
-    def commit(self, txn: Txn, offsets: dict[str, int], records: Sequence[Record] = (),
+    def commit(self, txn: ShardTxn, offsets: dict[str, int], records: Sequence[Record] = (),
                new_documents: int = 0) -> Outbox | None:
         """State, offsets and the records to send (the outbox) in one write; the outbox,
         None when there is nothing to send. Its key is made of the offsets, which only
@@ -177,7 +208,7 @@ class Step:
     as they were, and the batch is processed again."""
 
     state: ShardState
-    txn: Txn
+    txn: ShardTxn
     ends: dict[str, int]  # the input offsets after the batch
     records: list[Record]  # known once processed: a gram shard's deltas, withdrawals
     events: list[dict] = field(default_factory=list)
