@@ -11,7 +11,9 @@ they reach grow); and a page's documents re-scored, deltas applied to earlier do
 and of those the additions a stale document left pending
 (docs/rescoring.md#pending-additions). The per-page cost follows the deltas: each arrival
 reaches the earlier documents that share its text, more of them as the stream holds more
-copies.
+copies. With --writes, a second line a window says what a page made the state write:
+bytes and operations a page in all, and for the tables that wrote the most
+(state.write_counts).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -39,11 +42,24 @@ class Window:
                 f"  deltas {self.deltas_per_page:6.1f}  pending {self.deferred_per_page:6.1f}")
 
 
-class Windows:
-    """on_batch callback of the embedded runner: closes a window every `every` pages."""
+def writes_line(written: dict[str, tuple[int, int]], pages: int, top: int = 6) -> str:
+    """What a page wrote to the state: in all, then the `top` tables by bytes."""
+    ops = sum(o for o, _ in written.values())
+    nbytes = sum(b for _, b in written.values())
+    parts = [f"{t} {b / pages / 1024:.1f} KB/{o / pages:.0f}"
+             for t, (o, b) in sorted(written.items(), key=lambda kv: -kv[1][1])[:top]]
+    return (f"{'':8} writes a page {nbytes / pages / 1024:6.1f} KB in {ops / pages:5.0f} ops:"
+            f"  {', '.join(parts)}")
 
-    def __init__(self, every: int, limit: int | None) -> None:
-        self.every, self.limit = every, limit
+
+class Windows:
+    """on_batch callback of the embedded runner: closes a window every `every` pages;
+    `written` (the state's KV.take_written) adds what each window wrote."""
+
+    def __init__(self, every: int, limit: int | None,
+                 written: Callable[[], dict[str, tuple[int, int]]] | None = None) -> None:
+        self.every, self.limit, self.written = every, limit, written
+        self.writes: list[dict[str, tuple[int, int]]] = []
         self.rows: list[Window] = []
         self._batches = 0
         # at the window's start: pages, batches, rescored, deltas, deferred, thread CPU
@@ -61,6 +77,9 @@ class Windows:
                      (s.deferred - deferred0) / n)
         self.rows.append(row)
         print(row.line(), flush=True)
+        if self.written is not None:
+            self.writes.append(self.written())
+            print(writes_line(self.writes[-1], n), flush=True)
         self._start = (s.pages, self._batches, s.rescored, s.deltas, s.deferred, now)
         if self.limit is not None and s.pages >= self.limit:
             raise _Enough
@@ -70,7 +89,8 @@ class _Enough(Exception):
     """--pages reached: stop the run (its state is thrown away)."""
 
 
-def run(stream: str, pages: int | None, every: int, memory: str) -> list[Window]:
+def run(stream: str, pages: int | None, every: int, memory: str, writes: bool = False
+        ) -> Windows:
     from streamdet.adapters.analyzers import default_processes
     from streamdet.adapters.embedded import EmbeddedRunner
     from streamdet.adapters.inputs import DEFAULT_BATCH, open_source
@@ -82,9 +102,9 @@ def run(stream: str, pages: int | None, every: int, memory: str) -> list[Window]
 
     processes = default_processes()
     budget = MemoryBudget.parse(memory).for_analysis(processes)
-    windows = Windows(every, pages)
     with tempfile.TemporaryDirectory(prefix="streamdet-windows-") as tmp:
         store = Store(RocksKV(f"{tmp}/state", budget=budget), budget=budget)
+        windows = Windows(every, pages, store.kv.take_written if writes else None)
         events, dead = JsonlSink(None), JsonlSink(None)
         try:
             EmbeddedRunner(store, Params(), events, dead, batch_size=DEFAULT_BATCH,
@@ -94,7 +114,7 @@ def run(stream: str, pages: int | None, every: int, memory: str) -> list[Window]
             pass
         finally:
             store.close()
-    return windows.rows
+    return windows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,13 +123,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pages", type=int, help="stop after this many pages")
     ap.add_argument("--every", type=int, default=1000, help="pages a window (default 1000)")
     ap.add_argument("--memory", default="1GiB", help="--memory of the run (default 1GiB)")
+    ap.add_argument("--writes", action="store_true",
+                    help="also print what a page wrote to the state, per table")
     ap.add_argument("--json", help="also write the windows to this file")
     args = ap.parse_args(argv)
-    rows = run(args.stream, args.pages, args.every, args.memory)
+    windows = run(args.stream, args.pages, args.every, args.memory, args.writes)
     if args.json:
+        rows = [r.__dict__ for r in windows.rows]
+        for row, written in zip(rows, windows.writes, strict=False):  # no writes: none
+            row["writes"] = {t: list(c) for t, c in written.items()}
         with open(args.json, "w") as f:
-            json.dump([r.__dict__ for r in rows], f, indent=1)
-    return 0 if rows else 1
+            json.dump(rows, f, indent=1)
+    return 0 if windows.rows else 1
 
 
 if __name__ == "__main__":

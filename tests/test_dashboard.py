@@ -230,6 +230,8 @@ TOPICS: dict[str, list[Callable[[dict], bool]]] = {
     "state: documents": [_uses("streamdet_state_documents")],
     "state: postings": [_uses("streamdet_state_postings")],
     "state: disk bytes": [_uses("streamdet_state_disk_bytes"), _unit("bytes")],
+    "state: writes by table": [
+        _uses("streamdet_state_write_bytes_total", pattern=r"by \(table\)"), _unit("Bps")],
     "errors: dead letters by reason": [
         _uses("streamdet_dead_letters_total", pattern=r"by \(reason\)")],
     "rescoring fan-out": [_quantiles("streamdet_rescore_fanout", "0.5", "0.99")],

@@ -22,7 +22,7 @@ from streamdet.state.txn import Store
 
 from .cli_helpers import bad_lines, build_crawl, popen, read_jsonl, with_bad, write_jsonl
 
-ALLOWED_LABELS = {"reason", "event", "stage", "topic", "partition", "role", "le",
+ALLOWED_LABELS = {"reason", "event", "stage", "topic", "partition", "role", "le", "table",
                   "level"}  # level: host or domain (SPEC §8 sites)
 
 

@@ -263,6 +263,9 @@ def test_prometheus_scrapes_a_running_worker(worker_and_prometheus, kafka_broker
           and (prom.value(f"streamdet_state_disk_bytes{sel}") or 0) > 0, worker, prom,
           timeout=60)
     assert prom.value(f"streamdet_state_postings{sel}") > 0
+    written = {r["metric"]["table"] for r in
+               prom.query(f"streamdet_state_write_bytes_total{sel} > 0")}
+    assert {"grams", "docs", "urls", "meta"} <= written  # gram and doc shards, offsets
 
     # the shipped rules are loaded and evaluate against the real series
     groups = prom.get("/api/v1/rules")["data"]["groups"]

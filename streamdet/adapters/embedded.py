@@ -268,6 +268,7 @@ class EmbeddedRunner:
         if pages:
             sensor.on_page_seconds("engine", seconds / len(pages), len(pages))
         sensor.on_stage("embedded", seconds)
+        sensor.on_writes(self.store.kv.take_written())
         sensor.on_events(events)
         fetched = {p.url: p.fetched_at for p in pages if p.fetched_at is not None}
         now = time.time()

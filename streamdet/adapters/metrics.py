@@ -66,6 +66,12 @@ class Metrics(Sensor):
                               "Gram postings held (first-holder pairs and overlay entries).",
                               registry=r)
         self.documents = Gauge("streamdet_state_documents", "Live documents held.", registry=r)
+        self.write_ops = Counter("streamdet_state_write_ops_total",
+                                 "Operations written to the state, by table.", ["table"],
+                                 registry=r)
+        self.write_bytes = Counter("streamdet_state_write_bytes_total",
+                                   "Bytes (keys and values) written to the state, by table.",
+                                   ["table"], registry=r)
         self.state_bytes = Gauge("streamdet_state_disk_bytes",
                                  "Bytes of the RocksDB state on disk.", registry=r)
         self.lag = Gauge("streamdet_consumer_lag_records",
@@ -203,6 +209,11 @@ class Metrics(Sensor):
         self.state_bytes.set(disk_bytes)
         self.postings.set(postings)
 
+    def on_writes(self, written: Mapping[str, tuple[int, int]]) -> None:
+        for table, (ops, nbytes) in written.items():
+            self.write_ops.labels(table).inc(ops)
+            self.write_bytes.labels(table).inc(nbytes)
+
     def on_fetch_gap(self) -> None:
         self.fetch_gaps.inc()
 
@@ -219,6 +230,7 @@ METRICS = ("streamdet_pages_total", "streamdet_input_bytes_total",
            "streamdet_fetch_to_event_seconds", "streamdet_rescore_fanout",
            "streamdet_common_grams_total", "streamdet_state_postings",
            "streamdet_state_documents", "streamdet_state_disk_bytes",
+           "streamdet_state_write_ops_total", "streamdet_state_write_bytes_total",
            "streamdet_consumer_lag_records", "streamdet_worker_up",
            "streamdet_round_gather_seconds", "streamdet_round_busy_ratio",
            "streamdet_rebalances_total",

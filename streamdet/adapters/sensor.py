@@ -81,6 +81,10 @@ class Sensor:
     def on_state(self, disk_bytes: int, postings: int) -> None:
         """The state's bytes on disk and its gram postings."""
 
+    def on_writes(self, written: Mapping[str, tuple[int, int]]) -> None:
+        """What a batch (or a round, over the shards) wrote to the state: table ->
+        (operations, bytes of keys and values)."""
+
     def on_fetch_gap(self) -> None:
         """A fetch skipped offsets; the worker reads again from the gap."""
 

@@ -27,7 +27,7 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -57,6 +57,7 @@ from ..reading.views import monster_counts
 from ..state.budget import MemoryBudget
 from ..state.rocks import RocksKV, RocksMemory, dir_bytes
 from ..state.txn import StateError, Store
+from ..state.write_counts import WriteCounts
 from . import failpoints
 from .allocator import map_large_blocks, release_free_memory
 from .batch_sizer import BatchSizer
@@ -362,6 +363,7 @@ class Worker:
             sensor.on_analysis_restarts(self.analysis.replaced - self._replaced)
             self._replaced = self.analysis.replaced
         sensor.on_shards(len(self.doc_shards), len(self.gram_shards))
+        sensor.on_writes(_written(self.doc_shards.values(), self.gram_shards.values()))
         now = time.monotonic()
         if now - self._disk_checked > 10:
             self._disk_checked = now
@@ -874,6 +876,15 @@ class _Step:
     stage: str  # streamdet_batch_seconds' stage label
     work: Callable[[], object]
     done: Callable[[object], Awaitable[None]]
+
+
+def _written(*groups: Iterable[Shard]) -> dict[str, tuple[int, int]]:
+    """What the shards wrote since last asked, summed by table (state.write_counts)."""
+    total = WriteCounts()
+    for shards in groups:
+        for shard in shards:
+            total.merge(shard.store.kv.take_written())
+    return total.take()
 
 
 def _work_of(steps: list[_Step]) -> list[tuple[float, object]]:

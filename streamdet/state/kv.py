@@ -11,6 +11,8 @@ from abc import ABC, abstractmethod
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 
+from .write_counts import WriteCounts, count_ops
+
 TABLES = ("grams", "segs", "docs", "slots", "names", "urls", "dead", "meta", "docgrams",
           "docdelta", "docadds", "recent", "early", "texts", "partials", "near",
           "popular", "sites", "chunks")
@@ -29,7 +31,14 @@ Op = tuple[str, bytes, "bytes | DeleteRange | None"]  # value None deletes the k
 
 
 class KV(ABC):
-    """Named tables of bytes -> bytes with atomic multi-table writes."""
+    """Named tables of bytes -> bytes with atomic multi-table writes. Each backend counts
+    what its committed writes carried (`written`, state.write_counts)."""
+
+    written: WriteCounts
+
+    def take_written(self) -> dict[str, tuple[int, int]]:
+        """table -> (operations, bytes) written since the last call."""
+        return self.written.take()
 
     @abstractmethod
     def get(self, table: str, key: bytes) -> bytes | None: ...
@@ -90,6 +99,7 @@ class MemoryKV(KV):
     def __init__(self) -> None:
         self._tables: dict[str, dict[bytes, bytes]] = {t: {} for t in TABLES}
         self._sorted: dict[str, list[bytes]] = {}
+        self.written = WriteCounts()
 
     def _keys(self, table: str) -> list[bytes]:
         keys = self._sorted.get(table)
@@ -122,6 +132,11 @@ class MemoryKV(KV):
 
     def write(self, ops: Iterable[Op]) -> None:
         ops = list(ops)  # materialise first: a failing iterator must not half-apply
+        counts: dict[str, list[int]] = {}
+        for table, key, value in ops:  # first: an unknown table must not half-apply
+            if table not in self._tables:
+                raise KeyError(table)
+            count_ops(counts, table, key, value)
         for table, key, value in ops:
             t = self._tables[table]
             self._sorted.pop(table, None)
@@ -132,3 +147,4 @@ class MemoryKV(KV):
                     del t[k]
             else:
                 t[key] = value
+        self.written.merge(counts)

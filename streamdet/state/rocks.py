@@ -42,6 +42,7 @@ from rocksdict import (
 
 from .budget import MemoryBudget
 from .kv import KV, TABLES, DeleteRange, Op
+from .write_counts import WriteCounts, count_ops
 
 # of the memtables' share of the budget (budget.memtables): one memtable of `grams`, and
 # of each other table (most see few writes; a full one is flushed, not grown)
@@ -193,6 +194,7 @@ class RocksKV(KV):
         self._cf = {t: self._db.get_column_family(t) for t in tables}
         self._handles = {t: self._db.get_column_family_handle(t) for t in tables}
         self._write_opts = WriteOptions()
+        self.written = WriteCounts()
         self._closed = False
 
     def get(self, table: str, key: bytes) -> bytes | None:
@@ -246,7 +248,9 @@ class RocksKV(KV):
     def write(self, ops: Iterable[Op]) -> None:
         batch = WriteBatch(raw_mode=True)
         handles = self._handles
+        counts: dict[str, list[int]] = {}
         for table, key, value in ops:
+            count_ops(counts, table, key, value)
             if value is None:
                 batch.delete(key, handles[table])
             elif isinstance(value, DeleteRange):
@@ -258,6 +262,7 @@ class RocksKV(KV):
         except Exception as exc:  # rocksdict raises plain Exception for IO errors
             raise StateWriteError(f"cannot write the state in {self.path}: "
                                   f"{str(exc)[:300]}") from None
+        self.written.merge(counts)
 
     def ingest(self, ops: Iterable[Op]) -> None:
         """The keys as one SST file, moved into the column family: they skip the WAL,
@@ -271,14 +276,17 @@ class RocksKV(KV):
         table = first[0]
         path = os.path.join(self.path, f"ingest-{table}.sst")
         try:
+            counts: dict[str, list[int]] = {}
             writer = SstFileWriter(self._options[table])
             writer.open(path)
             for _table, key, value in itertools.chain((first,), ops):
+                count_ops(counts, table, key, value)
                 writer[key] = value
             writer.finish()
             how = IngestExternalFileOptions()
             how.set_move_files(True)
             self._cf[table].ingest_external_file([path], how)
+            self.written.merge(counts)
         except Exception as exc:  # rocksdict raises plain Exception for IO errors
             raise StateWriteError(f"cannot write the state in {self.path}: "
                                   f"{str(exc)[:300]}") from None
