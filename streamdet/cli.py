@@ -26,7 +26,7 @@ from .adapters.inputs import (
     open_source,
     sample_source,
 )
-from .adapters.outputs import JsonlSink, SinkError, json_line, utc_now
+from .adapters.outputs import JsonlSink, SinkError, json_line
 from .adapters.watchdog import DEFAULT_PAGE_TIMEOUT
 from .console import PlainStdout, UsageError, env, env_as, int_env, log_to_stderr
 from .engine.params import FOREIGN_MODES, Params, ParamsError
@@ -362,8 +362,7 @@ def cmd_label_chunks(args: argparse.Namespace) -> int:
 
 def _label_state(args: argparse.Namespace, keys, what: str) -> int:
     """label-chunks on a `streamdet run` state (keys None: those of page `what`)."""
-    from .engine.core import Engine
-    from .engine.labelled import doc_chunks
+    from .adapters.chunk_labels import label_chunks
 
     states = args.state or [DEFAULT_STATE]
     if len(states) > 1 or all_shard_dirs(states) is not None:
@@ -371,31 +370,14 @@ def _label_state(args: argparse.Namespace, keys, what: str) -> int:
                          "(and --state only to name a page with --url)")
     store = open_store(states[0], must_exist=True)
     try:
-        params = Params.from_fingerprint(store.meta("params"))
-        txn = store.begin()
-        if keys is None:
-            entry = txn.url_entry(what)
-            if entry is None:
-                raise UsageError(f"{what} is not in this state")
-            keys = doc_chunks(txn, entry[0]).keys
-        events, fresh = Engine(params).label(txn, keys, what)
-        try:
-            sink = JsonlSink(args.events, "events")
-        except SinkError as exc:
-            raise UsageError(str(exc)) from None
-        try:
-            at = utc_now()
-            for ev in events:
-                ev["at"] = at
-                sink.write(ev)
-            sink.flush()
-        finally:
-            sink.close()
-        txn.commit()
+        done = label_chunks(store, keys, what, args.events)
+    except (LookupError, SinkError) as exc:
+        raise UsageError(str(exc)) from None
     finally:
         store.close()
-    print(f"streamdet: {fresh} paragraph chunks labelled ({len(keys) - fresh} of the "
-          f"{len(keys)} were already); {len(events)} neighbourhood events", file=sys.stderr)
+    print(f"streamdet: {done.fresh} paragraph chunks labelled ({done.keys - done.fresh} of "
+          f"the {done.keys} were already); {done.events} neighbourhood events",
+          file=sys.stderr)
     return 0
 
 
