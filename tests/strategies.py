@@ -246,6 +246,22 @@ def quilt_corpus_st(draw, max_sources: int = 6) -> tuple[list[dict], Params, lis
     return records, params, draw(batches_st(len(records)))
 
 
+@st.composite
+def away_and_back_st(draw, records: list[dict]) -> list[dict]:
+    """Records to append to a corpus: a few of its pages re-fetched as another page (the
+    body of another of its records) and then as themselves again, as a crawler finds a
+    page changed and later changed back (a quilt turned original and quilted again)."""
+    pages = [r for r in records if "url" in r]
+    if not pages:
+        return []
+    out: list[dict] = []
+    for rec in draw(st.lists(st.sampled_from(pages), max_size=3)):
+        other = draw(st.sampled_from(pages))
+        out.append({**{k: v for k, v in other.items() if k != "url"}, "url": rec["url"]})
+        out.append(dict(rec))
+    return out
+
+
 def any_corpus_st(max_records: int = 12) -> st.SearchStrategy:
     return st.one_of(corpus_st(max_records=max_records), quilt_corpus_st())
 

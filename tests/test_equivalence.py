@@ -8,13 +8,17 @@ adding a `records, params, batches -> rows` callable to PIPELINES.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamdet.engine.params import Params
+from streamdet.state.budget import MemoryBudget
 
 from .harness import (
+    TIGHT_MEMORY,
     assert_same_rows,
     check_events,
     memory_pipeline,
@@ -26,7 +30,13 @@ from .harness import (
     run_embedded,
 )
 from .reference import reference
-from .strategies import any_corpus_st, batches_st, corpus_st, large_corpus_st
+from .strategies import (
+    any_corpus_st,
+    away_and_back_st,
+    batches_st,
+    corpus_st,
+    large_corpus_st,
+)
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                       HealthCheck.data_too_large])
@@ -115,16 +125,34 @@ def test_arrival_order_and_batching(data, corpus):
     _check(memory_pipeline, shuffled, params, batches2)
 
 
+# The stores events are checked on (run_embedded's options): in memory, reopened after
+# every batch, under a budget that folds nearly every document, and RocksDB.
+EVENT_STORES = {
+    "memory": {},
+    "memory-reopen": {"reopen": True},
+    "memory-tight": {"budget": MemoryBudget(TIGHT_MEMORY)},
+    "rocks": {"backend": "rocks"},
+}
+
+
 @settings(max_examples=80, **SETTINGS)
-@given(corpus=any_corpus_st())
-def test_events_tell_the_final_state(corpus):
-    """SPEC §3: keeping the newest event per URL gives the final quilted set and covers."""
-    records, params, batches = corpus
+@given(corpus=any_corpus_st(), data=st.data())
+def test_events_tell_the_final_state(corpus, data):
+    """SPEC §3 from a consumer's side (harness.check_events): per URL, seq strictly
+    increases and each event's kind is the change it shows (quilt and unquilt alternate,
+    rescore only while quilted); keeping the newest event per URL gives the final quilted
+    set and covers. Pages are also re-fetched as another page and back again, and the
+    stream is cut as drawn or one page a batch (`streamdet run --batch 1`), on each store."""
+    records, params, _ = corpus
+    records = records + data.draw(away_and_back_st(records), label="away and back")
+    batches = data.draw(st.one_of(st.just([1] * len(records)), batches_st(len(records))),
+                        label="batches")
+    store = data.draw(st.sampled_from(sorted(EVENT_STORES)), label="store")
     events: list[dict] = []
-    run_embedded(records, params, batches, events=events)
+    run_embedded(records, params, batches, events=events, **EVENT_STORES[store])
     problems = check_events(events, reference(records, params))
-    assert not problems, f"params={params} batches={batches}\nrecords={records!r}\n" + "\n".join(
-        problems)
+    assert not problems, (f"store={store} params={params} batches={batches}\n"
+                          f"records={records!r}\n" + "\n".join(problems))
 
 
 # ----------------------------------------------------------------------------- by hand
@@ -196,6 +224,55 @@ def test_refetch_same_batch_and_server_change_ip_mode():
         {"url": "http://b.org/1", "grams": 2, "share": 1.0, "spans": [[0, 5]]}]
     for batches in ([3], [1, 2], [2, 1], [1, 1, 1]):
         assert_same_rows(expected, memory_pipeline(records, params, batches))
+
+
+def _batchings(n: int):
+    """Every way to cut n records into consecutive non-empty batches."""
+    for cuts in itertools.product((False, True), repeat=n - 1):
+        sizes, size = [], 1
+        for cut_here in cuts:
+            if cut_here:
+                sizes.append(size)
+                size = 0
+            size += 1
+        yield sizes + [size]
+
+
+def quilt_away_and_back() -> tuple[list[dict], Params]:
+    """A quilt of 4 sources (its 5th record), re-fetched as an original page (6th) and as
+    itself again (7th), then a copy of one source (8th); default parameters."""
+    srcs = [" ".join(f"w{i}x{j}" for j in range(10)) for i in range(4)]
+    quilt = ("http://quilt.com/", " . ".join(srcs))
+    records = _docs(*((f"http://s{i}.org/a", t) for i, t in enumerate(srcs)), quilt,
+                    ("http://quilt.com/", " ".join(f"own{j}" for j in range(30))), quilt,
+                    ("http://s4.org/a", srcs[0]))
+    return records, Params()
+
+
+def test_quilt_refetched_away_and_back_in_every_batching():
+    """A quilt re-fetched as an original page and then as itself again (as a crawler
+    finds it changed and changed back): in every batching, per URL seq strictly increases
+    and the events follow the state (harness.check_events); the quilt's own events are
+    quilt, then unquilt and quilt again exactly when batches end between the quilt and
+    the first re-fetch and between the two re-fetches. One page a batch (`streamdet run
+    --batch 1`) on every store."""
+    records, params = quilt_away_and_back()
+    expected = reference(records, params)
+    assert expected["http://quilt.com/"]["quilted"]
+    runs = [(sizes, {}) for sizes in _batchings(len(records))]
+    runs += [([1] * len(records), options) for options in EVENT_STORES.values()]
+    for sizes, options in runs:
+        events: list[dict] = []
+        run_embedded(records, params, sizes, events=events, **options)
+        context = f"batches={sizes} {options}"
+        problems = check_events(events, expected)
+        assert not problems, context + "\n" + "\n".join(problems)
+        ends = set(itertools.accumulate(sizes))
+        apart = {5, 6} <= ends  # batches end after the quilt (5th record) and the 6th
+        kinds = [e["event"] for e in events
+                 if e["url"] == "http://quilt.com/" and e["event"] != "rescore"]
+        want = ["quilt", "unquilt", "quilt"] if apart else ["quilt"]
+        assert kinds == want, context
 
 
 def test_same_site_is_not_a_source():
