@@ -145,6 +145,22 @@ class Progress:
             sys.stderr.flush()
 
 
+def _warn_fresh_state(store, events: str | None) -> None:
+    """A new state writing to an events file that already holds events: the file is
+    appended to (a restarted run goes on where its state stopped), but a new state's
+    URLs start their seqs again, so the file will hold a URL's seq twice."""
+    if events is None or events == "-" or store.positions():
+        return
+    try:
+        held = os.path.getsize(events) > 0
+    except OSError:
+        return
+    if held:
+        print(f"streamdet: warning: {events} already holds events and this state is new: "
+              "they are appended to, and seqs start again; give a new --events file to "
+              "keep one state's events apart", file=sys.stderr)
+
+
 def _same_file(a: str, b: str) -> bool:
     return a not in ("-", None) and b not in ("-", None) and (
         os.path.realpath(a) == os.path.realpath(b))
@@ -230,6 +246,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     store = open_store(args.state, budget=budget)
     progress = Progress(sys.stderr.isatty())
     try:
+        _warn_fresh_state(store, args.events)
         try:
             events = JsonlSink(args.events, "events")
         except SinkError as exc:

@@ -296,3 +296,21 @@ def test_dump_into_a_reader_that_stops_early_ends_quietly(small):
     err = proc.stderr.read().decode()
     assert proc.wait(60) == 0, err
     assert "Traceback" not in err and err == ""
+
+
+def test_a_new_state_warns_before_appending_to_an_events_file(tmp_path):
+    """`run` appends to its events file (a restarted run goes on where its state
+    stopped); a new state writing to a file of events warns that seqs start again."""
+    crawl = write_jsonl(tmp_path / "in.jsonl", build_crawl(seed=5, n_pages=40, n_quilts=12))
+    events = tmp_path / "events.jsonl"
+    first = streamdet("run", "--input", crawl, "--state", tmp_path / "a", "--events", events)
+    assert b"warning" not in first.stderr
+    held = events.read_bytes()
+    assert held
+    again = streamdet("run", "--input", crawl, "--state", tmp_path / "a", "--events", events)
+    assert b"warning" not in again.stderr  # the same state goes on: nothing new
+    fresh = streamdet("run", "--input", crawl, "--state", tmp_path / "b", "--events", events)
+    assert b"already holds events and this state is new" in fresh.stderr
+    after = events.read_bytes()
+    assert after.startswith(held)  # appended to, as before
+    assert after.count(b"\n") == 2 * held.count(b"\n")  # the same events once more
