@@ -115,15 +115,18 @@ class _Pipe:
 
 def _late_event_run(kafka_broker: KafkaBroker, monkeypatch, prefix: str, wait: bool) -> dict:
     """A latency run of one page whose event leaves 1 s after the page is sent (a shard
-    behind), with a `wait_done` that returns once it is out (the pipeline idle)."""
+    behind), with a `wait_done` that returns once it is out (the pipeline idle). Without
+    the wait it leaves 4 s after: well after the run's own reading has ended, however
+    slowly a loaded machine starts its consumer."""
     kafka_broker.create_topics({f"{prefix}-events": 1, f"{prefix}-docs": 1})
     sent_at = time.time()
+    late_s = 1.0 if wait else 4.0
 
     async def send(bootstrap, topic, records, rate=None):
         return {"http://a.example/1": sent_at}
 
     async def late_event() -> None:
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(late_s)
         producer = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap)
         await producer.start()
         # the page analysed 250 ms after its send, its event's record 500 ms after that
