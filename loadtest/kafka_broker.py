@@ -196,25 +196,28 @@ async def delete_topics(bootstrap: str, names: Iterable[str]) -> None:
 
 async def high_watermarks(bootstrap: str, topic: str, timeout: float = 10.0) -> dict[int, int]:
     """{partition: high watermark} (the offset the next produced record will get), read
-    from Fetch responses, not from ListOffsets (wrong on tansu, see the module doc).
+    from Fetch responses, not from ListOffsets (wrong on tansu, see the module doc)."""
+    return (await topic_ends(bootstrap, [topic], timeout))[topic]
+
+
+async def topic_ends(bootstrap: str, topics: Iterable[str],
+                     timeout: float = 10.0) -> dict[str, dict[int, int]]:
+    """{topic: {partition: high watermark}} for several topics from one consumer, so that
+    a test polling a pipeline's topics pays one connection a look, not one a topic.
 
     aiokafka records `highwater` from every successful Fetch response, empty or not, so
     a group-less consumer assigned to every partition and positioned at 0 knows each
     partition's end after its first fetch round."""
     from aiokafka import AIOKafkaConsumer
 
+    names = list(topics)
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
                                 enable_auto_commit=False, fetch_max_wait_ms=50,
                                 max_partition_fetch_bytes=1024)
     await consumer.start()
     try:
-        parts = consumer.partitions_for_topic(topic)
-        if not parts:
-            await consumer._client.force_metadata_update()  # noqa: SLF001
-            parts = consumer.partitions_for_topic(topic)
-        if not parts:
-            raise BrokerError(f"unknown topic {topic!r}")
-        tps = [_tp(topic, p) for p in sorted(parts)]
+        tps = [_tp(topic, p) for topic in names
+               for p in sorted(await _partitions(consumer, topic))]
         consumer.assign(tps)
         for tp in tps:
             consumer.seek(tp, 0)
@@ -222,11 +225,26 @@ async def high_watermarks(bootstrap: str, topic: str, timeout: float = 10.0) -> 
         deadline = time.monotonic() + timeout
         while any(consumer.highwater(tp) is None for tp in tps):
             if time.monotonic() > deadline:
-                raise BrokerError(f"no fetch response for {topic} within {timeout} s")
+                raise BrokerError(f"no fetch response for {names} within {timeout} s")
             await consumer.getmany(*tps, timeout_ms=100)
-        return {tp.partition: int(consumer.highwater(tp)) for tp in tps}
+        ends: dict[str, dict[int, int]] = {topic: {} for topic in names}
+        for tp in tps:
+            ends[tp.topic][tp.partition] = int(consumer.highwater(tp))
+        return ends
     finally:
         await consumer.stop()
+
+
+async def _partitions(consumer: Any, topic: str) -> set[int]:
+    """The topic's partitions as the consumer's metadata knows them, refreshed once when
+    it does not know the topic yet; a BrokerError for a topic the broker lacks."""
+    parts = consumer.partitions_for_topic(topic)
+    if not parts:
+        await consumer._client.force_metadata_update()  # noqa: SLF001
+        parts = consumer.partitions_for_topic(topic)
+    if not parts:
+        raise BrokerError(f"unknown topic {topic!r}")
+    return set(parts)
 
 
 # --------------------------------------------------------------------------- the broker
@@ -302,6 +320,9 @@ class KafkaBroker:
 
     def high_watermarks(self, topic: str) -> dict[int, int]:
         return run_sync(high_watermarks(self.bootstrap, topic))
+
+    def topic_ends(self, topics: Iterable[str]) -> dict[str, dict[int, int]]:
+        return run_sync(topic_ends(self.bootstrap, topics))
 
     def alive(self) -> bool:
         return self.process is None or self.process.poll() is None

@@ -29,6 +29,7 @@ from loadtest.kafka_broker import (  # noqa: F401 - the harness, for the tests
     high_watermarks,
     run_sync,
     start_broker,
+    topic_ends,
     unique_name,
 )
 

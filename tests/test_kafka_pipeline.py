@@ -19,6 +19,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,7 @@ from streamdet.engine.shard_step import ShardState
 from streamdet.state.rocks import RocksKV
 from streamdet.state.txn import Store
 
+from .built_once import built_once
 from .cli_helpers import bad_lines, build_crawl, dump, popen, read_jsonl, streamdet, with_bad
 from .harness import (
     check_cluster_events,
@@ -48,6 +50,7 @@ from .kafka_broker import (  # noqa: F401 - fixtures
     KafkaBroker,
     kafka_broker_fixture,
     run_sync,
+    topic_ends,
     unique_name,
 )
 
@@ -55,6 +58,7 @@ SHARDS = 4
 TRAPS = ("http://trap.example/cal/2024/cal/2024/cal/index.html",  # "cal" 3 times
          "http://trap.example/x/%78/./x/y/../p?x=x")  # "x" 3 times once normalised
 TIMING = {"STREAMDET_SESSION_MS": "3000", "STREAMDET_HEARTBEAT_MS": "300"}
+POLL_S = 0.1  # between two looks at a condition a test waits for
 
 
 def _write_lines(path: Path, records: list) -> Path:
@@ -72,12 +76,15 @@ class Pipeline:
         self.broker, self.tmp = broker, tmp
         self.prefix = unique_name("sd")
         self.workers: dict[str, subprocess.Popen] = {}
+        self.since: dict[str, int] = {}  # each worker's log size when it last started
 
     def args(self) -> list[str]:
         return ["--broker", self.broker.bootstrap, "--prefix", self.prefix]
 
     def start(self, name: str, *extra, extra_env: dict | None = None) -> subprocess.Popen:
-        log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
+        path = self.tmp / f"{name}.log"
+        self.since[name] = path.stat().st_size if path.exists() else 0
+        log = open(path, "ab")  # noqa: SIM115 - closed with the process
         proc = popen("worker", *self.args(), "--state", self.tmp / name, "--port", "0",
                      "--shards", SHARDS, *extra, stdout=log, stderr=log, extra_env=extra_env)
         self.workers[name] = proc
@@ -104,9 +111,24 @@ class Pipeline:
             calm = calm + 1 if run_sync(self._idle()) else 0
             if calm >= 2:
                 return
-            time.sleep(1.0)
+            time.sleep(POLL_S)
         raise AssertionError("pipeline not idle in time:\n" + "\n".join(
             (self.tmp / f"{n}.log").read_text()[-2000:] for n in self.workers))
+
+    def wait_ready(self, *names: str, timeout: float = 120) -> None:
+        """Until each worker named has opened the shards the group assigned it since it
+        last started: every one of them is then a member, so pages sent from here on
+        find the group as the test set it up (a failpoint or a kill lands mid-stream,
+        with no join still to come)."""
+        for name in names:
+            self.wait_log(name, "assigned shards open", self.since[name], timeout)
+
+    def wait_for(self, check: Callable[[], object], what: str, timeout: float = 120) -> None:
+        """Until `check()` holds; `what` says what did not happen in time."""
+        deadline = time.monotonic() + timeout
+        while not check():
+            assert time.monotonic() < deadline, what
+            time.sleep(POLL_S)
 
     def wait_log(self, name: str, text: str, since: int = 0, timeout: float = 120) -> None:
         """Until worker `name`'s log holds `text` past byte `since` (the log's size before
@@ -117,29 +139,32 @@ class Pipeline:
             proc = self.workers[name]
             assert proc.poll() is None and time.monotonic() < deadline, (
                 f"{text!r} not in {name}'s log:\n" + log.read_text()[-3000:])
-            time.sleep(0.3)
+            time.sleep(POLL_S)
 
-    async def committed(self, topic: str) -> dict[int, int]:
+    def committed(self, topic: str) -> dict[int, int]:
         """The group's committed offsets on one of the pipeline's topics."""
         name = f"{self.prefix}-{topic}"
+        parts = range(SHARDS) if topic != "pages" else self.broker.high_watermarks(name)
+        return run_sync(self._committed({name: parts}))[name]
+
+    async def _committed(self, parts: dict[str, Iterable[int]]) -> dict[str, dict[int, int]]:
+        """The group's committed offsets on the partitions given, from one consumer."""
         c = AIOKafkaConsumer(bootstrap_servers=self.broker.bootstrap, group_id=self.prefix,
                              enable_auto_commit=False)
         await c.start()
         try:
-            parts = range(SHARDS) if topic != "pages" else self.broker.high_watermarks(name)
-            return {p: (await c.committed(TopicPartition(name, p)) or 0) for p in parts}
+            return {topic: {p: (await c.committed(TopicPartition(topic, p)) or 0) for p in ps}
+                    for topic, ps in parts.items()}
         finally:
             await c.stop()
 
     async def _idle(self) -> bool:
         """Every input topic committed up to its end, and no end moved while they were
         read: a message in hand on a topic read later may produce to one read before."""
-        topics = ("pages", "docs", "grams", "deltas")
-        ends = {t: self.broker.high_watermarks(f"{self.prefix}-{t}") for t in topics}
-        for topic in topics:
-            if await self.committed(topic) != ends[topic]:
-                return False
-        return ends == {t: self.broker.high_watermarks(f"{self.prefix}-{t}") for t in topics}
+        topics = [f"{self.prefix}-{t}" for t in ("pages", "docs", "grams", "deltas")]
+        ends = await topic_ends(self.broker.bootstrap, topics)
+        return await self._committed(ends) == ends == await topic_ends(self.broker.bootstrap,
+                                                                        topics)
 
     def dead_letters(self) -> list:
         async def read():
@@ -209,23 +234,34 @@ def pipeline(kafka_broker: KafkaBroker, tmp_path: Path, monkeypatch):
 @pytest.fixture(scope="module")
 def crawl(tmp_path_factory) -> tuple[Path, bytes, bytes]:
     """Real pages, planted quilts, re-fetches and bad records in a random order, and the
-    dump and the partial-duplicate pairs (`dump --partials`) `streamdet run` gives for them."""
-    tmp = tmp_path_factory.mktemp("crawl")
+    dump and the partial-duplicate pairs (`dump --partials`) `streamdet run` gives for them
+    (built once a test run: `streamdet run`'s state beside the crawl is only read)."""
+    tmp = built_once(tmp_path_factory, "pipeline-crawl", _reference_run)
+    pairs = (tmp / "pairs.jsonl").read_bytes()
+    assert len(pairs.splitlines()) >= 5  # pairs to get right: quilts hold donors' passages
+    REFERENCE["phrases"] = (tmp / "phrases.jsonl").read_bytes()
+    assert len(REFERENCE["phrases"].splitlines()) == PHRASES_TOP
+    REFERENCE["sites"] = (tmp / "sites.jsonl").read_bytes()
+    return tmp / "crawl.jsonl", (tmp / "dump.jsonl").read_bytes(), pairs
+
+
+def _reference_run(tmp: Path) -> None:
+    """The crawl, `streamdet run` on it, and what its state gives: dump, pairs, popular
+    phrases, sites."""
     rng = random.Random(11)
     records = build_crawl(seed=11, n_pages=120, n_quilts=14)
     # crawler traps (SPEC §8): copies of a quilt under looping paths, turned away unseen
     records += [dict(records[0], url=u) for u in TRAPS]
     rng.shuffle(records)
     path = _write_lines(tmp / "crawl.jsonl", with_bad(records, rng))
-    streamdet("run", "--input", path, "--state", tmp / "ref", "--events", tmp / "ref-events.jsonl")
-    pairs = streamdet("dump", "--partials", "--state", tmp / "ref").stdout
-    assert len(pairs.splitlines()) >= 5  # pairs to get right: quilts hold donors' passages
-    REFERENCE["phrases"] = streamdet("phrases", "--state", tmp / "ref", "--top", PHRASES_TOP,
-                                     "--json").stdout
-    assert len(REFERENCE["phrases"].splitlines()) == PHRASES_TOP
-    REFERENCE["sites"] = streamdet("sites", "--state", tmp / "ref", "--json", "--min-pages",
-                                   1).stdout
-    return path, dump(tmp / "ref"), pairs
+    ref = tmp / "ref"
+    streamdet("run", "--input", path, "--state", ref, "--events", tmp / "ref-events.jsonl")
+    (tmp / "dump.jsonl").write_bytes(dump(ref))
+    (tmp / "pairs.jsonl").write_bytes(streamdet("dump", "--partials", "--state", ref).stdout)
+    (tmp / "phrases.jsonl").write_bytes(streamdet("phrases", "--state", ref, "--top",
+                                                  PHRASES_TOP, "--json").stdout)
+    (tmp / "sites.jsonl").write_bytes(streamdet("sites", "--state", ref, "--json",
+                                                "--min-pages", 1).stdout)
 
 
 # What `streamdet run` gives for the crawl beside its dump and pairs (set by `crawl`): the
@@ -264,9 +300,10 @@ def _finish_and_check(pipeline: Pipeline, reference_dump: bytes, reference_pairs
         u: normalize_row(r) for u, r in want.items()}
     assert pipeline.dump("--partials") == reference_pairs
     assert pipeline.phrases() == REFERENCE["phrases"]  # counted by the gram shards
-    sites = [json.loads(x) for x in pipeline.sites().splitlines()]  # kept by the site shard
+    listed = pipeline.sites()
+    sites = [json.loads(x) for x in listed.splitlines()]  # kept by the site shard
     if same_sites:
-        assert pipeline.sites() == REFERENCE["sites"]
+        assert listed == REFERENCE["sites"]
     pairs = [json.loads(line) for line in reference_pairs.splitlines()]
     problems = check_pair_events(without_repeats(events), pairs)
     problems += check_cluster_events(without_repeats(events), got)
@@ -448,14 +485,12 @@ def test_worker_killed_and_wiped_rejoins_without_double_counting(pipeline, crawl
     tail = _write_lines(tmp_path / "tail.jsonl", lines[cut:])
     pipeline.start("w1")
     pipeline.start("w2")
-    time.sleep(3)
+    pipeline.wait_ready("w1", "w2")
     pipeline.produce(head)
     # mid-stream, however fast the machine: every doc shard has committed work (so w2's
     # are not empty), and the rest of the stream is still being sent
-    deadline = time.monotonic() + 120
-    while not all(run_sync(pipeline.committed("docs")).values()):
-        assert time.monotonic() < deadline, "no progress on every doc shard"
-        time.sleep(0.3)
+    pipeline.wait_for(lambda: all(pipeline.committed("docs").values()),
+                      "no progress on every doc shard")
     producer = popen("produce", *pipeline.args(), "--shards", SHARDS, "--rate", "10", tail,
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     assert any((pipeline.tmp / "w2").glob("doc-*"))  # it owned doc shards
@@ -477,7 +512,7 @@ def test_a_restart_is_invisible_downstream(pipeline, crawl):
     (SPEC §9) - not an `unquilt` for every page it touches that was never quilted."""
     path, reference_dump, reference_pairs = crawl
     victim = pipeline.start("w1", extra_env={"STREAMDET_FAILPOINT": "group-commit:3"})
-    time.sleep(3)
+    pipeline.wait_ready("w1")
     pipeline.produce(path)
     assert victim.wait(90) == 137  # died at its third group commit, mid-stream
     shutil.rmtree(pipeline.tmp / "w1")
@@ -500,7 +535,7 @@ def test_events_recorded_but_not_sent_go_out_from_the_new_owner(pipeline, crawl)
     state consumers never got)."""
     path, reference_dump, reference_pairs = crawl
     victim = pipeline.start("w1", extra_env={"STREAMDET_FAILPOINT": "events-held:4"})
-    time.sleep(3)
+    pipeline.wait_ready("w1")
     pipeline.produce(path)
     assert victim.wait(90) == 137  # died between a ShownMsg and its events
     shutil.rmtree(pipeline.tmp / "w1")
@@ -516,7 +551,7 @@ def test_a_restart_while_catching_up_reads_what_was_shown_again(pipeline, crawl)
     same ends, so its events still change what consumers hold, each exactly once."""
     path, reference_dump, reference_pairs = crawl
     first = pipeline.start("w1", extra_env={"STREAMDET_FAILPOINT": "group-commit:3"})
-    time.sleep(3)
+    pipeline.wait_ready("w1")
     pipeline.produce(path)
     assert first.wait(90) == 137  # rounds processed and sent, not committed
     shutil.rmtree(pipeline.tmp / "w1")
@@ -540,12 +575,10 @@ def test_a_take_over_cut_short_by_a_crash_is_taken_up_again_on_the_same_disk(
     head = _write_lines(tmp_path / "head.jsonl", lines[:cut])
     tail = _write_lines(tmp_path / "tail.jsonl", lines[cut:])
     first = pipeline.start("w1")
-    time.sleep(3)
+    pipeline.wait_ready("w1")
     pipeline.produce(head)
-    deadline = time.monotonic() + 120
-    while not run_sync(pipeline.committed("deltas")).get(0):
-        assert time.monotonic() < deadline, "doc shard 0 committed no deltas"
-        time.sleep(0.3)
+    pipeline.wait_for(lambda: pipeline.committed("deltas").get(0),
+                      "doc shard 0 committed no deltas")
     first.send_signal(signal.SIGKILL)
     first.wait()
     shutil.rmtree(pipeline.tmp / "w1")  # the next owner takes over, from the topics
@@ -568,7 +601,7 @@ def test_worker_dies_between_commit_and_send_and_sends_its_outboxes_again(pipeli
     (which then redoes the round from the group's offsets, and nothing is sent "again")."""
     path, reference_dump, reference_pairs = crawl
     victim = pipeline.start("w1", extra_env={"STREAMDET_FAILPOINT": "outbox-committed:6"})
-    time.sleep(3)
+    pipeline.wait_ready("w1")
     producer = popen("produce", *pipeline.args(), "--shards", SHARDS, "--rate", "30", path,
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     assert victim.wait(90) == 137  # died at the failpoint, mid-stream
@@ -587,7 +620,7 @@ def test_a_round_never_acknowledged_makes_the_worker_rejoin_and_lose_nothing(pip
     no record lost between shards (loose_ends)."""
     path, reference_dump, reference_pairs = crawl
     pipeline.start("w1", extra_env={"STREAMDET_FAILPOINT": "round-acknowledged:5:raise"})
-    time.sleep(3)
+    pipeline.wait_ready("w1")
     pipeline.produce(path)
     log = _finish_and_check(pipeline, reference_dump, reference_pairs)
     assert "failpoint round-acknowledged (pass 5); leaving the group" in log, log[-3000:]
@@ -603,13 +636,12 @@ def test_a_round_that_fails_during_a_rebalance_is_not_lost(pipeline, crawl):
     (the first is the join's, with nothing to revoke): w2 joining mid-stream."""
     path, reference_dump, reference_pairs = crawl
     pipeline.start("w1", extra_env={"STREAMDET_FAILPOINT": "revoking:2:raise"})
-    time.sleep(3)
+    pipeline.wait_ready("w1")
     producer = popen("produce", *pipeline.args(), "--shards", SHARDS, "--rate", "30", path,
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120  # mid-stream: w1 has committed work on every shard
-    while not all(run_sync(pipeline.committed("grams")).values()):
-        assert time.monotonic() < deadline, "no progress on every gram shard"
-        time.sleep(0.3)
+    # mid-stream: w1 has committed work on every shard
+    pipeline.wait_for(lambda: all(pipeline.committed("grams").values()),
+                      "no progress on every gram shard")
     pipeline.start("w2")
     assert producer.wait(120) == 0
     log = _finish_and_check(pipeline, reference_dump, reference_pairs)
@@ -689,7 +721,7 @@ def test_state_left_behind_by_a_takeover_is_rebuilt_not_trusted(pipeline, crawl)
     path, reference_dump, reference_pairs = crawl
     pipeline.start("w1")
     victim = pipeline.start("w2", extra_env={"STREAMDET_FAILPOINT": "outbox-committed:4"})
-    time.sleep(3)
+    pipeline.wait_ready("w1", "w2")
     pipeline.produce(path, rate=40)
     assert victim.wait(90) == 137  # died mid-stream, outbox unsent
     del pipeline.workers["w2"]
@@ -770,10 +802,7 @@ def test_hostile_messages_go_to_the_dead_letter_topic_and_workers_stay_up(pipeli
 
     pipeline.start("w1", "--max-body", MAX_BODY)
     pipeline.start("w2", "--max-body", MAX_BODY)
-    deadline = time.monotonic() + 90  # the topics exist once a worker has started
-    while b"worker started" not in (pipeline.tmp / "w1.log").read_bytes():
-        assert time.monotonic() < deadline, (pipeline.tmp / "w1.log").read_text()
-        time.sleep(0.5)
+    pipeline.wait_log("w1", "worker started")  # the topics exist once a worker has started
 
     async def send():
         p = AIOKafkaProducer(bootstrap_servers=pipeline.broker.bootstrap,
