@@ -23,9 +23,9 @@ def spam_crawl() -> tuple[list[dict], list[dict]]:
     (build_crawl), three quilts moved onto one farm host, pages copied to another site
     (sources with near-duplicates), quilts copied on their own domain (quilts with
     near-duplicates), a template paragraph on a dozen pages and some quilts (contains);
-    and each live quilt again with a paragraph of its own added (new grams, the same
-    sources): a re-fetch that makes it a `rescore` event and changes no other page's
-    signals."""
+    and each live quilt but those with mirrors again, with a paragraph of its own added
+    (new grams, the same sources): a re-fetch that makes it a `rescore` event and, once
+    applied, changes no other page's signals (a quilt's mirror would stop being one)."""
     records = [dict(r) for r in build_crawl(seed=5, n_pages=60, n_quilts=24)]
     for r in records:
         if any(r["url"].startswith(f"https://www.quiltfarm{i:02d}.com/") for i in (13, 14, 15)):
@@ -39,7 +39,8 @@ def spam_crawl() -> tuple[list[dict], list[dict]]:
     quilts = run_spam(records, [len(records)])[0]
     touched = [dict(r, html=r["html"].replace("</body>", "<p>" + " ".join(
         f"zq{i}w{j}" for j in range(12)) + "</p></body>"))
-        for i, r in enumerate(r for r in records if r["url"] in quilts and "html" in r)]
+        for i, r in enumerate(r for r in records if r["url"] in quilts and "html" in r
+                              and "quiltfarm2" not in r["url"])]  # not a quilt's mirror
     return records, list({r["url"]: r for r in touched}.values())
 
 

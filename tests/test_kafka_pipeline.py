@@ -896,7 +896,8 @@ def test_events_carry_the_spam_score_streamdet_run_gives(pipeline, tmp_path):
     quilts with their own, a template paragraph), each quilt re-fetched with a paragraph
     of its own, one at a time, gets an event whose score is the one `streamdet run`
     gives it on the same records, each re-fetch a batch of its own: what the score
-    reads from other shards has reached the doc shard that makes the event."""
+    reads from other shards has reached the doc shard that makes the event. `rank` on
+    the workers' states ranks as on the `streamdet run` state."""
     records, touched = spam_crawl()
     params = ["-c", SPAM_PARAMS.c, "--theta", SPAM_PARAMS.theta]
     crawl = _write_lines(tmp_path / "spam.jsonl", records)
@@ -918,3 +919,9 @@ def test_events_carry_the_spam_score_streamdet_run_gives(pipeline, tmp_path):
     events = pipeline.events()
     assert all("spam_score" in e for e in events if e["event"] in ("quilt", "rescore"))
     assert last_scores(events, urls) == want
+    pipeline.stop()  # rank on the workers' shard states, as on the `streamdet run` state
+    ranked = streamdet("rank", "--json", "--state", pipeline.tmp / "w1",
+                       "--state", pipeline.tmp / "w2").stdout
+    assert ranked == streamdet("rank", "--json", "--state", ref).stdout
+    assert {r["url"]: r["score"] for r in map(json.loads, ranked.splitlines())
+            if r["url"] in urls} == want

@@ -533,8 +533,10 @@ def _spam_simulation(records: list[dict], seed: int, **faults) -> Simulation:
     return sim
 
 
-@pytest.mark.parametrize(("seed", "faults"), [
-    (0, {}), (1, {"crash_rate": 0.2, "wipe_rate": 0.2, "lag_rate": 0.5})])
+SPAM_SCHEDULES = [(0, {}), (1, {"crash_rate": 0.2, "wipe_rate": 0.2, "lag_rate": 0.5})]
+
+
+@pytest.mark.parametrize(("seed", "faults"), SPAM_SCHEDULES)
 def test_spam_scores_of_the_shards_equal_streamdet_run(seed, faults):
     """SPEC §10 in both modes: once the stream is applied, every doc shard's copies of
     what the signals read (sources' clusters, partners from both sides and whether they
@@ -548,12 +550,14 @@ def test_spam_scores_of_the_shards_equal_streamdet_run(seed, faults):
     assert all("spam_score" in e for e in sim.events if e["event"] in SCORED)
 
 
-def test_events_made_once_their_figures_arrived_carry_the_score_of_streamdet_run():
+@pytest.mark.parametrize(("seed", "faults"), SPAM_SCHEDULES)
+def test_events_made_once_their_figures_arrived_carry_the_score_of_streamdet_run(seed, faults):
     """An event made once everything it reads has reached its doc shard (each quilt
     re-fetched with a paragraph of its own after the stream, one at a time) carries the
-    score `streamdet run` gives it with each re-fetch a batch of its own."""
+    score `streamdet run` gives it with each re-fetch a batch of its own, under crashes
+    and rebuilds too (a new owner's events are compared with what was shown)."""
     records, touched = spam_crawl()
-    sim = _spam_simulation(records, 2)
+    sim = _spam_simulation(records, seed, **faults)
     start = len(sim.events)
     for page in analysed(touched, SPAM_PARAMS):
         sim.publish(page)
