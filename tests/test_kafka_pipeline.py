@@ -53,6 +53,7 @@ from .kafka_broker import (  # noqa: F401 - fixtures
     topic_ends,
     unique_name,
 )
+from .spam_crawl import SPAM_PARAMS, last_scores, spam_crawl
 
 SHARDS = 4
 TRAPS = ("http://trap.example/cal/2024/cal/2024/cal/index.html",  # "cal" 3 times
@@ -916,3 +917,40 @@ def _is_page(line: bytes) -> bool:
         return False
     return isinstance(rec, dict) and isinstance(rec.get("url"), str) and rec["url"].startswith(
         "http") and ("html" in rec or "text" in rec)
+
+
+def test_events_carry_the_spam_score_streamdet_run_gives(pipeline, tmp_path):
+    """SPEC §10 in both modes: every quilt and rescore event of the workers carries a
+    spam_score; and once the spam crawl is applied (a farm host, sources with mirrors,
+    quilts with their own, a template paragraph), each quilt re-fetched with a paragraph
+    of its own, one at a time, gets an event whose score is the one `streamdet run`
+    gives it on the same records, each re-fetch a batch of its own: what the score
+    reads from other shards has reached the doc shard that makes the event. `rank` on
+    the workers' states ranks as on the `streamdet run` state."""
+    records, touched = spam_crawl()
+    params = ["-c", SPAM_PARAMS.c, "--theta", SPAM_PARAMS.theta]
+    crawl = _write_lines(tmp_path / "spam.jsonl", records)
+    again = _write_lines(tmp_path / "again.jsonl", touched)
+    ref = tmp_path / "ref"
+    streamdet("run", "--input", crawl, "--state", ref, *params, "--events", tmp_path / "a.jsonl")
+    streamdet("run", "--input", again, "--state", ref, *params, "--batch", 1,
+              "--events", tmp_path / "b.jsonl")
+    urls = {r["url"] for r in touched}
+    want = last_scores(read_jsonl(tmp_path / "b.jsonl"), urls)
+    assert len(want) == len(urls) >= 10 and len(set(want.values())) >= 5
+    pipeline.start("w1", *params)
+    pipeline.start("w2", *params)
+    pipeline.produce(crawl)
+    pipeline.wait_idle()
+    for i, record in enumerate(touched):
+        pipeline.produce(_write_lines(tmp_path / f"again-{i}.jsonl", [record]))
+        pipeline.wait_idle()
+    events = pipeline.events()
+    assert all("spam_score" in e for e in events if e["event"] in ("quilt", "rescore"))
+    assert last_scores(events, urls) == want
+    pipeline.stop()  # rank on the workers' shard states, as on the `streamdet run` state
+    ranked = streamdet("rank", "--json", "--state", pipeline.tmp / "w1",
+                       "--state", pipeline.tmp / "w2").stdout
+    assert ranked == streamdet("rank", "--json", "--state", ref).stdout
+    assert {r["url"]: r["score"] for r in map(json.loads, ranked.splitlines())
+            if r["url"] in urls} == want

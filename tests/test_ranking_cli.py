@@ -117,5 +117,7 @@ def test_unknown_url_and_bad_arguments_exit_2_with_one_line(state, tmp_path):
     assert proc.returncode == 2  # --spam or --not-spam is required
     (tmp_path / "workers").mkdir()
     Store(RocksKV(str(tmp_path / "workers" / "doc-0"))).close()  # a worker's layout
-    for cmd in (("rank",), ("label", "https://x.example/", "--spam")):
-        assert "worker states" in _one_line_error(*cmd, "--state", tmp_path / "workers")
+    assert "worker states" in _one_line_error("label", "https://x.example/", "--spam",
+                                              "--state", tmp_path / "workers")
+    # rank reads worker states, all of a pipeline's shards
+    assert "lack the cluster shard" in _one_line_error("rank", "--state", tmp_path / "workers")

@@ -43,9 +43,12 @@ from .contiguity import Gaps, following_on
 # shares and parts, and grams messages labels (SPEC §8), which a shards-5 shard would
 # drop (its pages would count in no neighbourhood) or refuse. shards-7: a page's sentences
 # have runs of repeats as one and keys common in the page as NO_KEY (SPEC §9), which a
-# shards-6 shard would post. A pipeline of another format is refused rather than mixed
-# with it.
-PIPELINE_FORMAT = "shards-7"
+# shards-6 shard would post. shards-8: every doc shard keeps copies of what the spam
+# score reads (parts, pair moves and cluster rows to every doc shard, shares to their
+# documents' doc shards: engine.score_replica), which a shards-7 shard neither sends nor
+# keeps (its events would carry scores of figures it never received). A pipeline of
+# another format is refused rather than mixed with it.
+PIPELINE_FORMAT = "shards-8"
 PRODUCER_BATCH_BYTES = 1 << 20  # per partition and request (see producer())
 
 

@@ -17,7 +17,9 @@ read (no per-gram objects). Nothing here is ever unpickled: internal topics are 
   for that doc shard's documents, with the server and URL of every docno they mention;
   from the cluster shard, the cluster rows of its documents. To the site shard (doc
   shard 0, engine.site_shard), also the gram shards' shares of documents' pop(d) and
-  contains, and the doc shards' parts of their documents (SPEC §8).
+  contains, and the doc shards' parts of their documents (SPEC §8). To every doc shard,
+  also the parts, the cluster rows and the pair moves a page's spam score reads (SPEC
+  §10, engine.score_replica).
 - ShownMsg  (a doc shard to its own deltas partition, before a round's events leave):
   what those events show, and the events themselves, for a new owner of the shard
   (engine.shards).
@@ -186,6 +188,8 @@ class DeltasMsg:
     shares: np.ndarray = field(default_factory=lambda: np.zeros((0, SHARE_COLUMNS), np.uint64))
     parts: list[SitePart] = field(default_factory=list)
     shares_cause: str = ""  # the newest page of the gram shard's batch that made the shares
+    # SPEC §10, to every doc shard: pair moves (url, other, paired: engine.score_replica)
+    moves: list[tuple[str, str, bool]] = field(default_factory=list)
 
     def __len__(self) -> int:
         """Its items: deltas, links and cluster rows (not the site shard's rows)."""
@@ -251,6 +255,8 @@ class DeltasMsg:
         head = {"k": "deltas", "n": names, "i": list(ids), "u": list(urls)}
         if self.shares_cause:
             head["s"] = causes.setdefault(self.shares_cause, len(causes))
+        if self.moves:
+            head["m"] = [[u, o, int(paired)] for u, o, paired in self.moves]
         head |= {"c": list(causes), "t": [self.times.get(c) for c in causes]}
         return pack(head,
                     [np.asarray(grams, dtype=np.uint64), np.asarray(counts, dtype=np.uint64),
@@ -296,7 +302,8 @@ class DeltasMsg:
                    _links(arrays[4:6], causes) if len(arrays) >= 6 else [],
                    _cluster_rows(arrays[6], causes, h["i"]) if len(arrays) >= 7 else [],
                    *_site_rows(arrays, causes, h.get("u", [])),
-                   causes[h["s"]] if "s" in h else "")
+                   causes[h["s"]] if "s" in h else "",
+                   [(u, o, bool(paired)) for u, o, paired in h.get("m", [])])
 
 
 def _links(arrays: list[np.ndarray], causes: list[str]) -> list[Link]:

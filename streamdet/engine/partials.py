@@ -169,6 +169,9 @@ class PartialRole:
         self.params = params
         self._shown: MutableMapping[str, str] | None = None
         self._shown_index: dict[str, set[str]] = {}
+        # of the last report: its pairs' moves, both sides (a Kafka doc shard sends them
+        # to the others: engine.score_replica)
+        self.moves: list[tuple[str, str, bool]] = []
 
     @staticmethod
     def replaced(txn, partners: Partners, dirty: PairDirty, old: int) -> None:
@@ -285,6 +288,7 @@ class PartialRole:
             if fresh != record:
                 txn.partials.put(shown_key(url), json.dumps(fresh).encode() if fresh else None)
                 both_sides.follow(url, record, fresh)
+        self.moves = list(both_sides.moves)
         both_sides.flush(txn.partials)
         return events
 

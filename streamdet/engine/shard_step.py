@@ -40,7 +40,6 @@ from typing import Protocol
 from .clusters import reconcile_shown
 from .messages import DeltasMsg, GramsMsg, PageMsg, ShownMsg, pack_outbox, unpack_outbox
 from .shards import DocShard, GramShard, last_shown, shown_record, unsent_events
-from .site_shard import SITE_SHARD
 from .transaction import Transaction
 
 
@@ -261,8 +260,7 @@ def process_docs(state: ShardState, role: DocShard, pages: Iterable[tuple[int, P
     if shown is not None and state.caught_up(ends):
         events += role.end_catch_up(txn, seq, shown)
     records = [(GRAMS_OUT, g, raw) for g, raw in out]
-    if role.site_parts is not None:
-        records.append((DELTAS_OUT, SITE_SHARD, role.site_parts))
+    records += [(DELTAS_OUT, shard, raw) for shard, raw in role.site_parts]
     return Step(state, txn, dict(ends), records, events, role.shard, role.documents_added,
                 None if shown is None else shown.maps[0])
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from dataclasses import replace
 from enum import StrEnum
 
 import numpy as np
@@ -59,6 +60,7 @@ from .partials import (
 from .postings import add_document, plan_batch, withdraw_document
 from .rescoring import rescore
 from .routing import docno_for, docno_shard, split_chunks, split_grams, split_rows
+from .score_replica import ReplicaInputs, keep_clusters, keep_moves, keep_parts
 from .sentence_postings import (
     LINK,
     Link,
@@ -70,8 +72,9 @@ from .sentence_postings import (
     rows_of,
     withdraw_keys,
 )
-from .site_shard import SITE_SHARD, SitePart, SiteShard, share_rows
+from .site_shard import SITE_SHARD, SitePart, SiteShard, keep_shares, share_rows
 from .sites import site_slot
+from .spam_score import score_events
 
 
 def shown_record(events: list[dict], sent: list[bytes]) -> bytes | None:
@@ -161,7 +164,9 @@ class DocShard:
         self.docs = DocRole(params)
         self.partials = PartialRole(params)
         self.site = SiteShard(params, shards) if shard == SITE_SHARD else None
-        self.site_parts: bytes | None = None  # of the last batch: to the site shard
+        # of the last batch: (doc shard, DeltasMsg bytes) of its parts and pair moves, for
+        # the site shard and every doc shard's copies (engine.score_replica)
+        self.site_parts: list[tuple[int, bytes]] = []
         self._replaced: dict[int, str] = {}  # of the batch: replaced versions -> new URLs
         self.cause_times: dict[str, float] = {}  # of the last batch: cause URL -> fetched_at
         self.documents_added = 0  # of the last batch: URLs seen for the first time
@@ -176,7 +181,8 @@ class DocShard:
         consumers were shown when `shown` is given (rescoring.rescore).
 
         Returns (gram shard, GramsMsg bytes) to send - the withdrawals of replaced
-        versions - and the events; `site_parts` holds the message to the site shard."""
+        versions - and the events, the quilt and rescore ones with their spam_score;
+        `site_parts` holds the messages to the site shard and the other doc shards."""
         dirty: Dirty = {}
         before: dict[int, DocResult] = {}
         out: list[tuple[int, bytes]] = []
@@ -184,7 +190,7 @@ class DocShard:
         self.cause_times = {}
         self.documents_added = self.held = 0
         self._replaced = {}
-        shares, parts = [], []
+        shares, parts, rows, moves = [], [], [], []
         for offset, page in pages:
             out.extend(self._arrive(txn, offset, page, dirty, before, partners, paired))
             if page.fetched_at is not None:
@@ -200,6 +206,9 @@ class DocShard:
             self.cause_times.update(msg.times)
             shares.append((msg.shares, msg.shares_cause))
             parts += msg.parts
+            moves += msg.moves
+            rows += msg.clusters
+            msg = self._own_rows(msg)
             for docno, (server, url) in msg.names.items():
                 if txn.name(docno) is None:
                     txn.put_name(docno, server, url)
@@ -217,9 +226,34 @@ class DocShard:
         events += cluster_events(txn, clusters, next_seq, self.params.to_dict(), shown)
         if self.site is not None:
             events += self.site.process(txn, shares, parts, next_seq, shown)
-        self.site_parts = self._parts(txn, dirty, seq)
+        else:
+            keep_shares(txn, shares, {})
+        mine = self._parts(txn, dirty, seq)
+        keep_parts(txn, [*parts, *mine])
+        keep_clusters(txn, rows)
+        keep_moves(txn, moves)
+        score_events(txn, events, ReplicaInputs(txn, self.shards))
+        self.site_parts = self._broadcast(mine)
         partners.flush()
         return out, events
+
+    def _own_rows(self, msg: DeltasMsg) -> DeltasMsg:
+        """The message with the cluster rows of this shard's documents only: the others'
+        are for its copies (engine.score_replica), not its events."""
+        own = [r for r in msg.clusters if docno_shard(r.target, self.shards) == self.shard]
+        return msg if len(own) == len(msg.clusters) else replace(msg, clusters=own)
+
+    def _broadcast(self, parts: list[SitePart]) -> list[tuple[int, bytes]]:
+        """The batch's parts and pair moves to every other doc shard; the site shard's
+        own parts to itself, as the others' reach it."""
+        moves = self.partials.moves
+        out = []
+        for shard in range(self.shards):
+            if shard != self.shard and (parts or moves):
+                out.append((shard, DeltasMsg([], parts=parts, moves=moves).encode()))
+            elif shard == self.shard == SITE_SHARD and parts:
+                out.append((shard, DeltasMsg([], parts=parts).encode()))
+        return out
 
     def end_catch_up(self, txn, seq: int, shown: MutableMapping[str, str]) -> list[dict]:
         """The events of the batch that ends a new owner's catch-up, besides its own: the
@@ -228,15 +262,16 @@ class DocShard:
             return []
         return self.site.reconcile(txn, seq_after(seq), shown)
 
-    def _parts(self, txn, dirty: Dirty, seq: int) -> bytes | None:
+    def _parts(self, txn, dirty: Dirty, seq: int) -> list[SitePart]:
         """The parts of the batch's re-scored and replaced versions, for the site shard
-        (engine.site_shard), stamped with the offsets consumed (`seq`)."""
+        (engine.site_shard) and the doc shards' copies, stamped with the offsets consumed
+        (`seq`)."""
         parts = [SitePart(old, seq, "", cause=url) for old, url in self._replaced.items()]
         for d, touch in dirty.items():
             doc = txn.doc(d)
             parts.append(SitePart(d, seq, txn.url_of(d), doc.n_patch, doc.n_grams,
                                   doc.result.quilted, touch.cause))
-        return DeltasMsg([], parts=parts).encode() if parts else None
+        return parts
 
     @staticmethod
     def _hold(txn, early: DeltasMsg) -> None:
@@ -416,14 +451,19 @@ class GramShard:
         are the doc shard's own documents); the shares to the site shard, with their
         cause."""
         per: dict[int, DeltasMsg] = {}
-        if len(shares):
+        if len(shares):  # all to the site shard, each also to its document's doc shard
             per[SITE_SHARD] = DeltasMsg([], shares=shares, shares_cause=shares_cause)
+            owners = (shares[:, 0] - 1) % self.shards
+            for shard in sorted(set(owners.tolist()) - {SITE_SHARD}):
+                per[shard] = DeltasMsg([], shares=shares[owners == shard],
+                                       shares_cause=shares_cause)
         for d in deltas:
             per.setdefault(docno_shard(d.target, self.shards), DeltasMsg([])).deltas.append(d)
         for ln in links:
             per.setdefault(docno_shard(ln.target, self.shards), DeltasMsg([])).links.append(ln)
-        for r in rows:
-            per.setdefault(docno_shard(r.target, self.shards), DeltasMsg([])).clusters.append(r)
+        for r in rows:  # to every doc shard: its own become events, all its copies
+            for shard in range(self.shards):
+                per.setdefault(shard, DeltasMsg([])).clusters.append(r)
         out = []
         for shard, msg in sorted(per.items()):
             mentioned: set[int] = {ln.partner for ln in msg.links if ln.op == LINK}

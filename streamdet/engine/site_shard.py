@@ -104,6 +104,45 @@ def _part_record(p: SitePart) -> bytes:
     return _PART.pack(p.stamp, p.n_patch, p.n_grams, p.quilted) + p.url.encode("utf-8")
 
 
+def keep_shares(txn: SiteView, shares: list[tuple[np.ndarray, str]],
+                changed: dict[int, str]) -> None:
+    """Keep a batch's shares (each message's rows with the page that caused them), in
+    their order; a share older than the one kept is passed over (a key met twice in the
+    batch is compared with its last write here), and one that says what the kept one
+    says only renews its stamp. A withdrawn share is deleted: a withdrawal is the
+    version's last message from its gram shard. A document a share changed (into
+    `changed`) names the page that moved the share (its message's cause), not itself: it
+    may have come long before."""
+    rows = [(r, cause) for msg, cause in shares for r in msg.tolist()]
+    if not rows:
+        return
+    keys = [_share_key(r[0], r[1]) for r, _ in rows]
+    kept = dict(zip(keys, txn.sites.get_many(keys), strict=True))
+    stamps = {k: _SHARE.unpack(v)[0] for k, v in kept.items() if v is not None}
+    for key, (row, cause) in zip(keys, rows, strict=True):
+        d, _g, stamp, live, pop, inside, total = row
+        if stamps.get(key, -1) > stamp:
+            continue  # overtaken by a newer share
+        pop = pop - (1 << 64) if pop >= 1 << 63 else pop
+        raw = _SHARE.pack(stamp, pop, inside, total) if live else None
+        txn.sites.put(key, raw)
+        stamps[key] = stamp
+        old, kept[key] = kept[key], raw
+        if old is None or raw is None or old[_STAMP:] != raw[_STAMP:]:
+            changed[d] = cause or changed.get(d, "")
+
+
+def share_totals(txn: SiteView, docnos: list[int], shards: int) -> list[tuple[int, int]]:
+    """(occurrences in L, occurrences) of each document, summed over the shares of the
+    `shards` gram shards kept here (0, 0 where none is), in one multi-get."""
+    raws = txn.sites.get_many([_share_key(d, g) for d in docnos for g in range(shards)])
+    out = []
+    for j in range(len(docnos)):
+        found = [_SHARE.unpack(r) for r in raws[j * shards : (j + 1) * shards] if r]
+        out.append((sum(f[2] for f in found), sum(f[3] for f in found)))
+    return out
+
+
 class SiteShard:
     """Gathers shares and parts; settles site totals and neighbourhoods."""
 
@@ -128,40 +167,13 @@ class SiteShard:
         """Apply a batch's shares (each message's rows with the page that caused them)
         and parts; return the `site` events."""
         changed: dict[int, str] = {}
-        self._shares(txn, shares, changed)
+        keep_shares(txn, shares, changed)
         self._parts(txn, parts, changed)
         if not changed:
             return []
         contributions, places = self._figures(txn, changed)
         events = self.sites.settle(txn, contributions, next_seq, shown)
         return events + self.badness.settle(txn, places, next_seq, shown)
-
-    @staticmethod
-    def _shares(txn: SiteView, shares: list[tuple[np.ndarray, str]],
-                changed: dict[int, str]) -> None:
-        """The batch's shares in their order; a share older than the one kept is passed
-        over (a key met twice in the batch is compared with its last write here), and
-        one that says what the kept one says only renews its stamp. A withdrawn share is
-        deleted: a withdrawal is the version's last message from its gram shard. A
-        document a share changed names the page that moved the share (its message's
-        cause), not itself: it may have come long before."""
-        rows = [(r, cause) for msg, cause in shares for r in msg.tolist()]
-        if not rows:
-            return
-        keys = [_share_key(r[0], r[1]) for r, _ in rows]
-        kept = dict(zip(keys, txn.sites.get_many(keys), strict=True))
-        stamps = {k: _SHARE.unpack(v)[0] for k, v in kept.items() if v is not None}
-        for key, (row, cause) in zip(keys, rows, strict=True):
-            d, _g, stamp, live, pop, inside, total = row
-            if stamps.get(key, -1) > stamp:
-                continue  # overtaken by a newer share
-            pop = pop - (1 << 64) if pop >= 1 << 63 else pop
-            raw = _SHARE.pack(stamp, pop, inside, total) if live else None
-            txn.sites.put(key, raw)
-            stamps[key] = stamp
-            old, kept[key] = kept[key], raw
-            if old is None or raw is None or old[_STAMP:] != raw[_STAMP:]:
-                changed[d] = cause or changed.get(d, "")
 
     def _parts(self, txn: SiteView, parts: list[SitePart], changed: dict[int, str]) -> None:
         """The batch's parts in their order, each kept unless older than the part kept.

@@ -17,6 +17,7 @@ the pages' hosts' totals (table sites), contains(L, f) and the verdicts (table c
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Protocol
 
 from .clusters import cluster_key, group_key
 from .labelled import shares
@@ -28,6 +29,64 @@ from .spam_signals import Page, signals
 from .transaction import Transaction
 
 SCORED = ("quilt", "rescore")  # the events that carry spam_score
+
+
+class StateInputs:
+    """Where the signals' inputs around the scored pages live in a `streamdet run` state:
+    clusters in table near, whether a page is quilted in its sites contribution, hosts'
+    totals in table sites, contains(L, f) in table chunks. A Kafka doc shard reads its
+    copies of the same figures instead (engine.score_replica)."""
+
+    def __init__(self, txn: Transaction) -> None:
+        self.txn = txn
+
+    def clusters(self, docnos: dict[str, int]) -> dict[str, tuple[str, int]]:
+        """(cluster id, size) of the live pages (URL -> docno) that are in a cluster."""
+        txn, urls = self.txn, list(docnos)
+        groups = txn.near.get_many([group_key(docnos[u]) for u in urls])
+        numbers = {u: int.from_bytes(raw[:8], "little") for u, raw in zip(
+            urls, groups, strict=True) if raw is not None}
+        wanted = sorted(set(numbers.values()))
+        records = dict(zip(wanted, txn.near.get_many([cluster_key(n) for n in wanted]),
+                           strict=True))
+        out = {}
+        for url, number in numbers.items():
+            raw = records[number]
+            if raw is not None:  # id, then its members, 8 bytes each
+                n = int.from_bytes(raw[:4], "little")
+                out[url] = (raw[4 : 4 + n].decode("utf-8"), (len(raw) - 4 - n) // 8)
+        return out
+
+    def quilted(self, urls: list[str]) -> dict[str, bool]:
+        """Whether each live page is quilted, from its contribution to its sites' totals
+        (kept current by every re-score: engine.sites)."""
+        txn = self.txn
+        live = [(u, e[0]) for u in urls if (e := txn.url_entry(u)) is not None]
+        raws = txn.sites.get_many([contribution_key(d) for _, d in live])
+        return {url: (Contribution.decode(raw).quilted if raw is not None
+                      else txn.doc(docno).result.quilted)
+                for (url, docno), raw in zip(live, raws, strict=True)}
+
+    def hosts(self, hosts: list[str]) -> dict[str, tuple[int, int]]:
+        """(live pages, quilts) of each host."""
+        return {h: (t.pages, t.quilted) for h, t in host_totals(self.txn, hosts).items()}
+
+    def contains(self, docnos: list[int]) -> list[float]:
+        """contains(L, f) of each live document (0 without chunks)."""
+        return [c[0] / c[1] if c and c[1] else 0.0 for c in shares(self.txn, docnos)]
+
+
+class Inputs(Protocol):
+    """What the signals read around the scored pages beyond their covers and the
+    partners' records: StateInputs, or a Kafka doc shard's copies (engine.score_replica)."""
+
+    def clusters(self, docnos: dict[str, int]) -> dict[str, tuple[str, int]]: ...
+
+    def quilted(self, urls: list[str]) -> dict[str, bool]: ...
+
+    def hosts(self, hosts: list[str]) -> dict[str, tuple[int, int]]: ...
+
+    def contains(self, docnos: list[int]) -> list[float]: ...
 
 
 class BatchSurroundings:
@@ -52,37 +111,14 @@ class BatchSurroundings:
     def quilted(self, url: str) -> bool:
         return self.quilts.get(url, False)
 
-    def read(self, txn: Transaction, docnos: dict[str, int], sources: list[str]) -> None:
+    def read(self, txn: Transaction, inputs: Inputs, docnos: dict[str, int],
+             sources: list[str]) -> None:
         """Read what the signals need of these live pages (URL -> docno) and of the
         sources among them."""
-        self._read_clusters(txn, docnos)
+        self.clusters.update(inputs.clusters(docnos))
         found = partners_of(txn.partials, sources)
         self.partner_lists.update(zip(sources, found, strict=True))
-        partners = sorted({o for others in found for o in others})
-        self._read_quilted(txn, partners)
-
-    def _read_clusters(self, txn: Transaction, docnos: dict[str, int]) -> None:
-        urls = list(docnos)
-        groups = txn.near.get_many([group_key(docnos[u]) for u in urls])
-        numbers = {u: int.from_bytes(raw[:8], "little") for u, raw in zip(
-            urls, groups, strict=True) if raw is not None}
-        wanted = sorted(set(numbers.values()))
-        records = dict(zip(wanted, txn.near.get_many([cluster_key(n) for n in wanted]),
-                           strict=True))
-        for url, number in numbers.items():
-            raw = records[number]
-            if raw is not None:  # id, then its members, 8 bytes each
-                n = int.from_bytes(raw[:4], "little")
-                self.clusters[url] = (raw[4 : 4 + n].decode("utf-8"), (len(raw) - 4 - n) // 8)
-
-    def _read_quilted(self, txn: Transaction, urls: list[str]) -> None:
-        """Whether each page is quilted, from its contribution to its sites' totals (kept
-        current by every re-score: engine.sites)."""
-        live = [(u, e[0]) for u in urls if (e := txn.url_entry(u)) is not None]
-        raws = txn.sites.get_many([contribution_key(d) for _, d in live])
-        for (url, docno), raw in zip(live, raws, strict=True):
-            self.quilts[url] = (Contribution.decode(raw).quilted if raw is not None
-                                else txn.doc(docno).result.quilted)
+        self.quilts.update(inputs.quilted(sorted({o for others in found for o in others})))
 
 
 def host_totals(txn: Transaction, hosts: list[str]) -> dict[str, Totals]:
@@ -95,23 +131,31 @@ def host_totals(txn: Transaction, hosts: list[str]) -> dict[str, Totals]:
             for i, h in enumerate(hosts)}
 
 
-def score_events(txn: Transaction, events: list[dict]) -> None:
+def score_events(txn: Transaction, events: list[dict], inputs: Inputs | None = None) -> None:
     """Give every quilt and rescore event among `events` (of one batch, scored on the
-    state after it) its page's `spam_score`."""
+    state after it) its page's `spam_score`, reading around the pages through `inputs`
+    (StateInputs over `txn` when not given)."""
     scored = [e for e in events if e["event"] in SCORED]
     if not scored:
         return
-    urls = list(dict.fromkeys(e["url"] for e in scored))
-    verdicts = dict(zip(urls, stored_verdicts(txn.chunks, urls), strict=True))
-    pages = [u for u in urls if verdicts[u] is None]
-    scores = {u: VERDICT_SCORE[v] for u, v in verdicts.items() if v is not None}
-    if pages:
-        scores.update(_model_scores(txn, pages))
+    scores = page_scores(txn, list(dict.fromkeys(e["url"] for e in scored)), inputs)
     for e in scored:
         e["spam_score"] = scores[e["url"]]
 
 
-def _model_scores(txn: Transaction, urls: list[str]) -> dict[str, float]:
+def page_scores(txn: Transaction, urls: list[str], inputs: Inputs | None = None
+                ) -> dict[str, float]:
+    """The score of each of these live, quilted pages as an event of it would carry
+    now: its stored verdict's, or the stored model's of its signals."""
+    verdicts = dict(zip(urls, stored_verdicts(txn.chunks, urls), strict=True))
+    pages = [u for u in urls if verdicts[u] is None]
+    scores = {u: VERDICT_SCORE[v] for u, v in verdicts.items() if v is not None}
+    if pages:
+        scores.update(_model_scores(txn, inputs or StateInputs(txn), pages))
+    return scores
+
+
+def _model_scores(txn: Transaction, inputs: Inputs, urls: list[str]) -> dict[str, float]:
     """The stored model's score of each live, quilted page."""
     docnos = {u: txn.url_entry(u)[0] for u in urls}
     covers = {u: txn.doc(d).result for u, d in docnos.items()}
@@ -122,15 +166,14 @@ def _model_scores(txn: Transaction, urls: list[str]) -> dict[str, float]:
             around.setdefault(src, cover.docnos[i] if aligned else txn.url_entry(src)[0])
     sources = sorted({src for c in covers.values() for src, _ in c.sources})
     near = BatchSurroundings()
-    near.read(txn, around, sources)
-    hosts = host_totals(txn, sorted({host_of(u) for u in urls}))
-    contains = dict(zip(urls, shares(txn, [docnos[u] for u in urls]), strict=True))
+    near.read(txn, inputs, around, sources)
+    hosts = inputs.hosts(sorted({host_of(u) for u in urls}))
+    contains = dict(zip(urls, inputs.contains([docnos[u] for u in urls]), strict=True))
     model = stored_model(txn.chunks)
     out = {}
     for url in urls:
-        cover, totals, counted = covers[url], hosts[host_of(url)], contains[url]
+        cover, (pages, quilts) = covers[url], hosts[host_of(url)]
         page = Page(url, cover.patch_fraction, cover.sources, near.cluster_size(url),
-                    counted[0] / counted[1] if counted and counted[1] else 0.0,
-                    totals.pages, totals.quilted)
+                    contains[url], pages, quilts)
         out[url] = model.rounded(signals(near, page).values)
     return out

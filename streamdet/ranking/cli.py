@@ -1,7 +1,8 @@
-"""`streamdet label URL (--spam | --not-spam)` and `streamdet rank` (SPEC §10) on a
-`streamdet run` state. Labels are the review desk's: the same SQLite store
-(review.label_store) in the desk directory (default DIR-review beside --state), so a
-verdict given here shows on the desk and one given on the desk trains the ranking.
+"""`streamdet label URL (--spam | --not-spam)` on a `streamdet run` state, and `streamdet
+rank` (SPEC §10) on one or on the shards of worker states. Labels are the review desk's:
+the same SQLite store (review.label_store) in the desk directory (default DIR-review
+beside --state), so a verdict given here shows on the desk and one given on the desk
+trains the ranking.
 `label` also stores the model the labels train, and the verdicts, in the state: the
 `spam_score` of later events follows them (engine.spam_model)."""
 
@@ -31,9 +32,12 @@ def add_parsers(sub) -> None:
     rank.add_argument("--json", action="store_true",
                       help='one {"url", "score", "spam", "why"} object per line')
     rank.add_argument("--top", type=int, metavar="N", help="the first N pages only")
+    lab.add_argument("--state", default=DEFAULT_STATE, metavar="DIR",
+                     help=f"a `streamdet run` state (default {DEFAULT_STATE})")
+    rank.add_argument("--state", action="append", metavar="DIR",
+                      help=f"a `streamdet run` state (default {DEFAULT_STATE}), or worker "
+                      "states: repeat for each worker's directory")
     for p in (lab, rank):
-        p.add_argument("--state", default=DEFAULT_STATE, metavar="DIR",
-                       help=f"a `streamdet run` state (default {DEFAULT_STATE})")
         p.add_argument("--desk", default=None, metavar="DIR",
                        help="the review desk directory that keeps the labels (default "
                        "DIR-review beside --state)")
@@ -43,12 +47,12 @@ def add_parsers(sub) -> None:
 
 def _run_state(path: str):
     """The `streamdet run` state at `path`, opened read-only. Worker states are refused
-    in one line: ranking them (and their labels topic) is not built yet."""
+    in one line: labelling them (on the labels topic) is not built yet."""
     from ..reading.states import open_store, worker_shards
 
     if worker_shards([path]) is not None:
-        raise UsageError(f"{path} holds worker states: label and rank read a `streamdet "
-                         "run` state (the Kafka pipeline's ranking is not built yet)")
+        raise UsageError(f"{path} holds worker states: label writes to a `streamdet run` "
+                         "state (labels for the Kafka pipeline are not built yet)")
     return open_store(path, must_exist=True, read_only=True)
 
 
@@ -107,16 +111,24 @@ def _teach_state(path: str, verdicts: dict[str, str]) -> None:
 
 def cmd_rank(args: argparse.Namespace) -> int:
     from ..adapters.outputs import json_line
+    from ..reading.states import worker_shards
     from .rank import ranking
-    from .reading import corpus_of
+    from .reading import corpus_of, pipeline_corpus
 
     if args.top is not None and args.top < 1:
         raise UsageError(f"--top must be >= 1, got {args.top}")
-    store = _run_state(args.state)
-    try:
-        corpus = corpus_of(store)
-    finally:
-        store.close()
+    states = args.state or [DEFAULT_STATE]
+    args.state = states[0]  # the desk is beside the first (or --desk)
+    if worker_shards(states) is not None:
+        corpus = pipeline_corpus(states)
+    elif len(states) > 1:
+        raise UsageError("several --state directories are only for worker states")
+    else:
+        store = _run_state(states[0])
+        try:
+            corpus = corpus_of(store)
+        finally:
+            store.close()
     rows = ranking(corpus, _verdicts(args))[: args.top]
     out = sys.stdout.buffer
     for r in rows:

@@ -1,11 +1,13 @@
-"""The ranking's inputs from a `streamdet run` state: the rows `streamdet dump` prints
-(with clusters, pop(d) and contains) and the partial-duplicate pairs, and the newest
-verdict of every label in the review desk's store."""
+"""The ranking's inputs from a `streamdet run` state or worker states: the rows `streamdet
+dump` prints (with clusters, pop(d) and contains) and the partial-duplicate pairs, and the
+newest verdict of every label in the review desk's store."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..reading.shards import state_rows
+from ..reading.states import open_store, state_dirs
 from ..reading.views import dump_rows, partial_pairs
 from ..review.labels import Label
 from ..state.txn import Store
@@ -17,6 +19,20 @@ def corpus_of(store: Store) -> Corpus:
     the signals use none, and decoding every text, or finding every pair's diagonals,
     would cost more than the rest together)."""
     return Corpus(dump_rows(store, spans=False), partial_pairs(store))
+
+
+def pipeline_corpus(states: list[str]) -> Corpus:
+    """Every live page of worker states' shards, as corpus_of reads a `streamdet run`
+    state: the rows across the doc shards (clusters from the cluster shard, pop(d) and
+    contains from the gram shards), each doc shard's pairs (each kept by its owner)."""
+    pairs: list[dict] = []
+    for path in state_dirs(states, partial=False)[0]:
+        store = open_store(path, must_exist=True, read_only=True)
+        try:
+            pairs += partial_pairs(store)
+        finally:
+            store.close()
+    return Corpus(state_rows(states, spans=False), pairs)
 
 
 def verdicts_of(labels: Iterable[Label]) -> dict[str, str]:

@@ -45,11 +45,13 @@ from .views import (
 
 
 def state_rows(states: list[str] | None, partial: bool = False, partials: bool = False,
-               clusters: bool = False) -> list[dict]:
+               clusters: bool = False, spans: bool = True) -> list[dict]:
     """What `streamdet dump` prints: every document's row (pop and contains from the gram
     shards of worker states), or the partial-duplicate pairs, or the clusters; rows of
     several doc shards sorted as one state's are. `partial`: worker states that lack
-    some doc shards give the rows of those they hold (state_dirs)."""
+    some doc shards give the rows of those they hold (state_dirs). Without `spans`, the
+    rows' sources carry none (the spam ranking reads none, and finding them decodes
+    every text)."""
     dirs, near = state_dirs(states, partial and not clusters)
     if clusters:
         return _cluster_rows(near or dirs[0])
@@ -63,7 +65,7 @@ def state_rows(states: list[str] | None, partial: bool = False, partials: bool =
             try:
                 rows.extend(partial_rows(store) if partials else
                             dump_rows(store, near=kept, clustered=near is not None,
-                                      pops=pops, contains=contains))
+                                      pops=pops, contains=contains, spans=spans))
             finally:
                 store.close()
     finally:

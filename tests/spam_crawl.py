@@ -1,0 +1,68 @@
+"""The spam crawl: a stream whose quilts' spam scores read every kind of figure the signals
+read (SPEC §10), for the tests that compare `streamdet run` with the Kafka pipeline, and
+the engine's scores of it."""
+
+from __future__ import annotations
+
+from streamdet.engine.core import Engine
+from streamdet.engine.params import Params
+from streamdet.engine.spam_score import SCORED, page_scores
+from streamdet.reading.views import dump_rows
+from streamdet.state.kv import MemoryKV
+from streamdet.state.txn import Store
+
+from .cli_helpers import build_crawl
+from .sharded import analysed
+
+TEMPLATE = ("Sign up for our weekly newsletter to get the latest stories, reviews and "
+            "offers delivered to your inbox every single Friday morning")
+
+
+def spam_crawl() -> tuple[list[dict], list[dict]]:
+    """Real pages with planted quilts, boilerplate, re-fetches, mirrors and copies
+    (build_crawl), three quilts moved onto one farm host, pages copied to another site
+    (sources with near-duplicates), quilts copied on their own domain (quilts with
+    near-duplicates), a template paragraph on a dozen pages and some quilts (contains);
+    and each live quilt but those with mirrors again, with a paragraph of its own added
+    (new grams, the same sources): a re-fetch that makes it a `rescore` event and, once
+    applied, changes no other page's signals (a quilt's mirror would stop being one)."""
+    records = [dict(r) for r in build_crawl(seed=5, n_pages=60, n_quilts=24)]
+    for r in records:
+        if any(r["url"].startswith(f"https://www.quiltfarm{i:02d}.com/") for i in (13, 14, 15)):
+            r["url"] = r["url"].replace("www.quiltfarm", "farm.example/q")
+    pages = [r for r in records if "html" in r and "quiltfarm" not in r["url"]]
+    records += [dict(r, url=f"https://mirror.example/{i}") for i, r in enumerate(pages[:20])]
+    for r in [*pages[20:32], *(r for r in records if "quiltfarm1" in r["url"] and "html" in r)]:
+        r["html"] = r["html"].replace("</body>", f"<p>{TEMPLATE}</p></body>")
+    records += [dict(r, url=r["url"].replace("www.", "news.")) for r in records
+                if "www.quiltfarm2" in r["url"] and "html" in r]  # quilts' own mirrors
+    quilts = run_spam(records, [len(records)])[0]
+    touched = [dict(r, html=r["html"].replace("</body>", "<p>" + " ".join(
+        f"zq{i}w{j}" for j in range(12)) + "</p></body>"))
+        for i, r in enumerate(r for r in records if r["url"] in quilts and "html" in r
+                              and "quiltfarm2" not in r["url"])]  # not a quilt's mirror
+    return records, list({r["url"]: r for r in touched}.values())
+
+
+SPAM_PARAMS = Params(c=3, theta=0.3)  # more of the crawl's quilts, of fewer sources
+
+
+def run_spam(records: list[dict], batches: list[int]) -> tuple[dict[str, float], list[dict]]:
+    """`streamdet run`'s engine on the records in these batches: the score its final
+    state gives each live quilt (as `rank` and a new event would), and its events."""
+    params = SPAM_PARAMS
+    store, engine, events = Store(MemoryKV()), Engine(params), []
+    i = 0
+    for b in batches:
+        txn = store.begin()
+        events += engine.process(txn, analysed(records[i : i + b], params))[0]
+        txn.commit({})
+        i += b
+    quilts = sorted(r["url"] for r in dump_rows(store, params) if r["quilted"])
+    return page_scores(store.begin(), quilts), events
+
+
+def last_scores(events: list[dict], urls: set[str]) -> dict[str, float]:
+    """The spam_score of the newest quilt or rescore event of each of these URLs."""
+    return {e["url"]: e["spam_score"] for e in events
+            if e["event"] in SCORED and e["url"] in urls}
