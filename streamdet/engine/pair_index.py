@@ -44,13 +44,19 @@ class PairIndex:
                 self.moves += [(url, other, False), (other, url, False)]
 
     def flush(self, partials: KeyedRecords) -> None:
-        urls = sorted({url for url, _, _ in self.moves})
-        held = {u: set(p) for u, p in zip(urls, partners_of(partials, urls), strict=True)}
-        for url, other, paired in self.moves:
-            (held[url].add if paired else held[url].discard)(other)
-        for url in urls:
-            partials.put(index_key(url), _encode(held[url]))
+        apply_moves(partials, self.moves)
         self.moves = []
+
+
+def apply_moves(partials: KeyedRecords, moves: list[tuple[str, str, bool]]) -> None:
+    """Pair moves (url, other, paired), in their order, into the URLs' records: one
+    batched read and a write a URL moved."""
+    urls = sorted({url for url, _, _ in moves})
+    held = {u: set(p) for u, p in zip(urls, partners_of(partials, urls), strict=True)}
+    for url, other, paired in moves:
+        (held[url].add if paired else held[url].discard)(other)
+    for url in urls:
+        partials.put(index_key(url), _encode(held[url]))
 
 
 def _encode(urls: Iterable[str]) -> bytes | None:

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 
 from .clusters import ClusterRow
 from .keyed import u64key
-from .pair_index import PairIndex
+from .pair_index import apply_moves
 from .servers import host_of
 from .site_shard import SitePart, share_totals
 from .transaction import Transaction
@@ -90,9 +90,7 @@ def keep_clusters(txn: Transaction, rows: list[ClusterRow]) -> None:
 def keep_moves(txn: Transaction, moves: list[tuple[str, str, bool]]) -> None:
     """Another doc shard's pair moves, applied to this shard's partners from both sides."""
     if moves:
-        index = PairIndex()
-        index.moves = list(moves)
-        index.flush(txn.partials)
+        apply_moves(txn.partials, moves)
 
 
 class ReplicaInputs:

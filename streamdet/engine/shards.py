@@ -248,9 +248,10 @@ class DocShard:
         own parts to itself, as the others' reach it."""
         moves = self.partials.moves
         out = []
+        shared = DeltasMsg([], parts=parts, moves=moves).encode() if parts or moves else None
         for shard in range(self.shards):
-            if shard != self.shard and (parts or moves):
-                out.append((shard, DeltasMsg([], parts=parts, moves=moves).encode()))
+            if shard != self.shard and shared is not None:
+                out.append((shard, shared))  # one message, encoded once for them all
             elif shard == self.shard == SITE_SHARD and parts:
                 out.append((shard, DeltasMsg([], parts=parts).encode()))
         return out

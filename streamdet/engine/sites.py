@@ -206,7 +206,7 @@ class SiteRole:
                next_seq: Callable[[int], int],
                shown: MutableMapping[str, str] | None) -> list[dict]:
         keys = sorted({k for c, _, _ in moves for k in c.sites()})
-        totals = _read(txn, keys)
+        totals = read_totals(txn, keys)
         was_shared = {k for k, t in totals.items() if t.pages >= 2}
         causes: dict[bytes, str] = {}
         for c, sign, cause in moves:
@@ -259,7 +259,7 @@ def _shared_key(key: bytes) -> bytes:
     return SHARED[key[:1]] + key[1:]
 
 
-def _read(txn: SiteView, keys: list[bytes]) -> dict[bytes, Totals]:
+def read_totals(txn: SiteView, keys: list[bytes]) -> dict[bytes, Totals]:
     """Sites' totals by their one-page keys, wherever they are kept."""
     raws = txn.sites.get_many([*keys, *map(_shared_key, keys)])
     n = len(keys)
@@ -279,7 +279,7 @@ def page_sites(txn: SiteView, url: str, params: Params) -> list[dict]:
     """The figures of a page's host and domain (SPEC §8), for `explain`."""
     keys = Contribution.of(url, 0, 0, 0, False).sites()
     return [{"site": site_name(k)[0], "level": site_name(k)[1], **t.figures(params)}
-            for k, t in _read(txn, keys).items()]
+            for k, t in read_totals(txn, keys).items()]
 
 
 def site_rows(items: Iterable[tuple[bytes, bytes]], params: Params, min_pages: int = 1,

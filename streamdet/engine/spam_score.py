@@ -23,7 +23,7 @@ from .clusters import cluster_key, group_key
 from .labelled import shares
 from .pair_index import partners_of
 from .servers import host_of
-from .sites import SHARED, Contribution, Totals, contribution_key
+from .sites import Contribution, contribution_key, read_totals
 from .spam_model import VERDICT_SCORE, stored_model, stored_verdicts
 from .spam_signals import Page, signals
 from .transaction import Transaction
@@ -68,8 +68,10 @@ class StateInputs:
                 for (url, docno), raw in zip(live, raws, strict=True)}
 
     def hosts(self, hosts: list[str]) -> dict[str, tuple[int, int]]:
-        """(live pages, quilts) of each host."""
-        return {h: (t.pages, t.quilted) for h, t in host_totals(self.txn, hosts).items()}
+        """(live pages, quilts) of each host, from its sites' totals (engine.sites)."""
+        keys = {h: b"h" + h.encode("utf-8") for h in hosts}
+        totals = read_totals(self.txn, list(keys.values()))
+        return {h: (totals[k].pages, totals[k].quilted) for h, k in keys.items()}
 
     def contains(self, docnos: list[int]) -> list[float]:
         """contains(L, f) of each live document (0 without chunks)."""
@@ -119,16 +121,6 @@ class BatchSurroundings:
         found = partners_of(txn.partials, sources)
         self.partner_lists.update(zip(sources, found, strict=True))
         self.quilts.update(inputs.quilted(sorted({o for others in found for o in others})))
-
-
-def host_totals(txn: Transaction, hosts: list[str]) -> dict[str, Totals]:
-    """The sites' totals of these hosts (engine.sites keeps a host of two pages or more
-    under another prefix), in one batched read."""
-    keys = [b"h" + h.encode("utf-8") for h in hosts]
-    raws = txn.sites.get_many([*keys, *(SHARED[b"h"] + k[1:] for k in keys)])
-    n = len(keys)
-    return {h: Totals.decode(raws[i] if raws[i] is not None else raws[n + i])
-            for i, h in enumerate(hosts)}
 
 
 def score_events(txn: Transaction, events: list[dict], inputs: Inputs | None = None) -> None:
