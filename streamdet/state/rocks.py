@@ -248,8 +248,9 @@ class RocksKV(KV):
     def write(self, ops: Iterable[Op]) -> None:
         batch = WriteBatch(raw_mode=True)
         handles = self._handles
-        # counted as count_ops counts, inline: the commit writes ~1,000 ops a page, and
-        # ops come table by table, so the table's counts are looked up once a run
+        # counted as count_ops counts, inline: the commit writes an op for every known
+        # gram and more, and ops come table by table, so a table's counts are looked up
+        # once a run of its ops
         counts: dict[str, list[int]] = {}
         now, slot = None, [0, 0]
         for table, key, value in ops:
