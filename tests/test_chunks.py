@@ -489,3 +489,23 @@ def test_neighbourhoods_of_two_pages_read_from_the_index_alone(corpus):
     with patch.object(badness, "CROWD", 2):
         assert neighbourhood_rows(store.begin(), 2) == want
     store.close()
+
+
+def test_neighbourhoods_that_print_alike_keep_the_index_order():
+    """Two neighbourhoods whose badness differs below the sixth decimal print alike: the
+    full scan (`sites` of one page and more) orders them by their exact badness, as the
+    index (two pages and more) does, not by name."""
+    records = [{"url": "http://c.example.org/q", "html": "<p> </p>"},
+               {"url": "http://a.example.com/q",
+                "html": "<p>alpha alpha alpha</p><p>alpha alpha alpha</p><p>ภาษาไทย</p>"},
+               {"url": "http://a.example.com/p", "html": "<p> </p>"},
+               {"url": "http://a.example.com/p",
+                "html": "<p>alpha alpha alpha</p><p>ภาษาไทย</p><p>ภาษาไทย</p>"},
+               {"url": "http://c.example.org/p", "html": "<p>alpha alpha alpha</p>"}]
+    from streamdet.engine.badness import neighbourhood_rows
+
+    kv = MemoryKV()
+    run(records, Params(k=1, c=4, chunk_threshold=3), [5], kv=kv)
+    store = Store(kv)
+    every = neighbourhood_rows(store.begin(), 1)
+    assert [r for r in every if r["docs"] >= 2] == neighbourhood_rows(store.begin(), 2)

@@ -301,10 +301,11 @@ def _ranked(txn: HoodView, spread: Spread, min_docs: int, floor: int) -> Iterato
     """The rows by badness, down to badness `floor` (exclusive)."""
     if min_docs < 2:
         hoods = [(k[1:], Hood.decode(r)) for k, r in txn.sites.scan(b"n", b"o")]
-        rows = [_row(name, h.docs, h.badness, spread) for name, h in hoods
-                if h.docs >= min_docs and h.badness > floor]
-        rows.sort(key=lambda r: (-r["badness"], r["neighbourhood"].encode("utf-8")))
-        yield from rows
+        # by the exact badness, as the index orders them: two that print alike (rounded
+        # to 6 places) keep the index's order
+        hoods.sort(key=lambda nh: (-nh[1].badness, nh[0]))
+        yield from (_row(name, h.docs, h.badness, spread) for name, h in hoods
+                    if h.docs >= min_docs and h.badness > floor)
         return
     back = txn.sites.walk(b"B", b"C", back=True)
     pending = next(back, None)
