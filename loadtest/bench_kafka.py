@@ -494,13 +494,14 @@ async def _measure(pipe: Pipeline, broker, n_pages: int) -> dict:
 
 async def topic_traffic(bootstrap: str, prefix: str, pages: int) -> dict[str, dict]:
     """Per topic of the pipeline: the records and the bytes (keys, values and headers) it
-    holds, and both a page. Read after a run, from each topic's start to its end (its high
-    watermark from Fetch responses: tansu's ListOffsets is wrong, loadtest.kafka_broker):
-    what the pipeline made the broker keep and serve (the input topic's bytes are the
-    crawler's, counted in records only)."""
+    holds, and the bytes of its record batches as the broker keeps them (`stored`:
+    compressed, as the producers wrote them), and each a page. Read after a run, from each
+    topic's start to its end (its high watermark from Fetch responses: tansu's ListOffsets
+    is wrong, loadtest.kafka_broker): what the pipeline made the broker keep and serve
+    (the input topic's bytes are the crawler's, counted in records only)."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    from loadtest.kafka_broker import high_watermarks
+    from loadtest.kafka_broker import high_watermarks, stored_bytes
 
     c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
     await c.start()
@@ -510,7 +511,7 @@ async def topic_traffic(bootstrap: str, prefix: str, pages: int) -> dict[str, di
                for p, high in (await high_watermarks(bootstrap, t)).items()}
         tps = list(end)
         first = await c.beginning_offsets(tps)
-        out = {t[len(prefix) + 1:]: {"records": 0, "bytes": 0} for t in topics}
+        out = {t[len(prefix) + 1:]: {"records": 0, "bytes": 0, "stored": 0} for t in topics}
         for tp in tps:
             out[tp.topic[len(prefix) + 1:]]["records"] += end[tp] - first[tp]
         wanted = [tp for tp in tps if end[tp] > first[tp] and not tp.topic.endswith("-pages")]
@@ -527,18 +528,24 @@ async def topic_traffic(bootstrap: str, prefix: str, pages: int) -> dict[str, di
                         left.discard(tp)
     finally:
         await c.stop()
+    own = {(tp.topic, tp.partition): end[tp] for tp in tps if not tp.topic.endswith("-pages")}
+    for topic, n in (await stored_bytes(bootstrap, own)).items():
+        out[topic[len(prefix) + 1:]]["stored"] = n
     for row in out.values():
-        row.update(records_a_page=row["records"] / pages, bytes_a_page=row["bytes"] / pages)
+        row.update(records_a_page=row["records"] / pages, bytes_a_page=row["bytes"] / pages,
+                   stored_a_page=row["stored"] / pages)
     return out
 
 
 def format_traffic(traffic: dict[str, dict]) -> list[str]:
     """One line a topic: records and bytes a page; the pipeline's own topics summed."""
     own = [r for t, r in traffic.items() if t != "pages"]
-    lines = [f"  {t:16s} {r['records_a_page']:9.1f} records {r['bytes_a_page']:11,.0f} B a page"
+    lines = [f"  {t:16s} {r['records_a_page']:9.1f} records {r['bytes_a_page']:11,.0f} B "
+             f"{r.get('stored_a_page', 0):11,.0f} B stored a page"
              for t, r in sorted(traffic.items())]
     lines.append(f"  {'written by it':16s} {sum(r['records_a_page'] for r in own):9.1f} records "
-                 f"{sum(r['bytes_a_page'] for r in own):11,.0f} B a page")
+                 f"{sum(r['bytes_a_page'] for r in own):11,.0f} B "
+                 f"{sum(r.get('stored_a_page', 0) for r in own):11,.0f} B stored a page")
     return lines
 
 

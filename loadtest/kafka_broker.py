@@ -235,6 +235,39 @@ async def topic_ends(bootstrap: str, topics: Iterable[str],
         await consumer.stop()
 
 
+async def stored_bytes(bootstrap: str, ends: Mapping[tuple[str, int], int]) -> dict[str, int]:
+    """{topic: bytes of its record batches as the broker keeps and serves them} for the
+    partitions in `ends` ((topic, partition) -> high watermark): compressed batches count
+    compressed, as a consumer never sees them. Read with raw Fetch requests (a consumer
+    hands out records, not batches)."""
+    from aiokafka.client import AIOKafkaClient
+    from aiokafka.protocol.fetch import FetchRequest
+    from aiokafka.record.memory_records import MemoryRecords
+
+    client = AIOKafkaClient(bootstrap_servers=bootstrap)
+    await client.bootstrap()
+    out: dict[str, int] = {}
+    try:
+        for (topic, partition), end in ends.items():
+            node = client.cluster.leader_for_partition(_tp(topic, partition))
+            offset, total = 0, 0
+            while offset < end:
+                resp = await client.send(node, FetchRequest(
+                    100, 1, 64 << 20, 0, [(topic, [(partition, offset, 16 << 20)])]))
+                records = resp.topics[0][1][0][-1]  # the last field, in every version
+                if not records:
+                    break
+                total += len(records)
+                batches = MemoryRecords(records)
+                while (batch := batches.next_batch()) is not None:
+                    for record in batch:
+                        offset = record.offset + 1
+            out[topic] = out.get(topic, 0) + total
+    finally:
+        await client.close()
+    return out
+
+
 async def _partitions(consumer: Any, topic: str) -> set[int]:
     """The topic's partitions as the consumer's metadata knows them, refreshed once when
     it does not know the topic yet; a BrokerError for a topic the broker lacks."""

@@ -246,11 +246,12 @@ def _kafka_traffic(topics: dict | None) -> list[str]:
     if not topics:
         return []
     own = {t: x for t, x in topics.items() if t != "pages" and x["records"]}
-    per = ", ".join(f"{t} {x['records_a_page']:.1f} / {x['bytes_a_page'] / 1000:,.1f} KB"
-                    for t, x in sorted(own.items()))
-    return [f"written to the broker a page (records / bytes): **"
-            f"{sum(x['records_a_page'] for x in own.values()):.1f} / "
-            f"{sum(x['bytes_a_page'] for x in own.values()) / 1000:,.1f} KB**: {per}"]
+    per = ", ".join(f"{t} {x['records_a_page']:.1f} / {x['bytes_a_page'] / 1000:,.1f} KB / "
+                    f"{x.get('stored_a_page', 0) / 1000:,.1f} KB" for t, x in sorted(own.items()))
+    return [f"written to the broker a page (records / bytes / stored, as the broker keeps "
+            f"the compressed batches): **{sum(x['records_a_page'] for x in own.values()):.1f} / "
+            f"{sum(x['bytes_a_page'] for x in own.values()) / 1000:,.1f} KB / "
+            f"{sum(x.get('stored_a_page', 0) for x in own.values()) / 1000:,.1f} KB**: {per}"]
 
 
 def _kafka_drain(lat: dict) -> str:

@@ -180,8 +180,10 @@ def test_without_waiting_for_the_pipeline_a_late_event_is_left_out(
 def test_topic_traffic_counts_each_topics_records_and_bytes_a_page(kafka_broker: KafkaBroker):
     """Records from each partition's start to its end, bytes of keys, values and headers;
     the input topic's records counted, its bytes not (the crawler's, not the pipeline's);
-    another prefix's topics left out."""
-    kafka_broker.create_topics({"traffic-grams": 2, "traffic-pages": 1, "other-grams": 1})
+    another prefix's topics left out. `stored` counts the record batches as the broker
+    keeps them: compressed ones compressed."""
+    kafka_broker.create_topics({"traffic-grams": 2, "traffic-pages": 1, "other-grams": 1,
+                                "traffic-deltas": 1})
 
     async def fill() -> None:
         producer = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap, linger_ms=50)
@@ -195,12 +197,25 @@ def test_topic_traffic_counts_each_topics_records_and_bytes_a_page(kafka_broker:
             await producer.send_and_wait("traffic-pages", b"p" * 1000, key=b"url")
         await producer.send_and_wait("other-grams", b"o" * 99)
         await producer.stop()
+        packed = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap, linger_ms=50,
+                                  compression_type="zstd")
+        await packed.start()
+        await asyncio.gather(*[await packed.send("traffic-deltas", b"d" * 5000)
+                               for _ in range(20)])
+        await packed.stop()
 
     run_sync(fill())
     got = run_sync(bk.topic_traffic(kafka_broker.bootstrap, "traffic", pages=2))
-    assert sorted(got) == ["grams", "pages"]
+    assert sorted(got) == ["deltas", "grams", "pages"]
     assert got["grams"]["records"] == 5 and got["grams"]["bytes"] == 5 * (2 + 10 + 1 + 3)
     assert got["grams"]["records_a_page"] == 2.5 and got["grams"]["bytes_a_page"] == 40
-    assert got["pages"] == {"records": 2, "bytes": 0, "records_a_page": 1.0, "bytes_a_page": 0}
+    # uncompressed: the records and each batch's own header (61 bytes)
+    assert got["grams"]["stored"] >= 5 * (2 + 10 + 1 + 3) + 2 * 61
+    assert got["pages"] == {"records": 2, "bytes": 0, "stored": 0, "records_a_page": 1.0,
+                            "bytes_a_page": 0, "stored_a_page": 0}
+    deltas = got["deltas"]
+    assert deltas["records"] == 20 and deltas["bytes"] == 100_000
+    assert 0 < deltas["stored"] < 2_000 and deltas["stored_a_page"] == deltas["stored"] / 2
     lines = bk.format_traffic(got)
-    assert "grams" in lines[0] and lines[-1].split()[:3] == ["written", "by", "it"]
+    assert "deltas" in lines[0] and "grams" in lines[1]
+    assert lines[-1].split()[:3] == ["written", "by", "it"]
