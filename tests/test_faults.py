@@ -149,3 +149,20 @@ def test_kafka_security_comes_from_the_environment(monkeypatch, tmp_path):
     proc = streamdet("events", "--broker", "localhost:1", "--idle", "1", check=False)
     assert proc.returncode == 2 and b"SECURITY_PROTOCOL must be one of" in proc.stderr
     assert b"Traceback" not in proc.stderr
+
+
+def test_record_batches_are_compressed_as_the_environment_says(monkeypatch):
+    """Producers compress their batches with zstd unless STREAMDET_COMPRESSION names
+    another codec, or `none`; any other word is a refusal naming the choices."""
+    import pytest
+
+    from streamdet.adapters.kafka import PipelineError, compression, producer
+
+    assert compression() == "zstd"
+    monkeypatch.setenv("STREAMDET_COMPRESSION", "None")
+    assert compression() is None
+    monkeypatch.setenv("STREAMDET_COMPRESSION", "lz4")
+    assert compression() == "lz4"
+    monkeypatch.setenv("STREAMDET_COMPRESSION", "snappy2")
+    with pytest.raises(PipelineError, match="zstd, lz4, gzip, none"):
+        producer("localhost:1")

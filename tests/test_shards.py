@@ -323,8 +323,8 @@ def test_a_withdrawal_before_its_add_wins(split):
 def test_messages_round_trip():
     grams = np.array([3, 2**64 - 1, 17], dtype=np.uint64)
     p = PageMsg.decode(PageMsg("http://ä.example/x", "example", grams, 1.5).encode())
-    assert (p.url, p.server, p.grams.tolist(), p.fetched_at) == (
-        "http://ä.example/x", "example", grams.tolist(), 1.5)
+    assert (p.url, p.server, p.n_grams, p.fetched_at) == ("http://ä.example/x", "example", 3,
+                                                          1.5)
     g = GramsMsg.decode(GramsMsg("withdraw", 42, grams[:0]).encode())
     assert (g.kind, g.docno, g.grams.tolist()) == ("withdraw", 42, [])
     deltas = [Delta(7, GAIN, [1, 2], [(3,), (3, 4)], "http://a/"),
@@ -340,6 +340,52 @@ def test_messages_round_trip():
     assert m.deltas == deltas[:1] and m.times == {"http://c/": 4.5, "http://a/": 1.0}
     a = GramsMsg.decode(GramsMsg("add", 9, grams, "a", "http://a/", 3.0).encode())
     assert (a.server, a.url, a.fetched_at) == ("a", "http://a/", 3.0)
+
+
+# written by message version 2: a page with its grams, and deltas with a GAIN, an ADD and
+# a LOSE (grams per delta, a GAIN's holders per gram)
+_V2_PAGE = bytes.fromhex(
+    "550000007b226b223a2270616765222c2275223a22687474703a2f2f612e6578616d706c652f78222c2273"
+    "223a226578616d706c65222c2274223a312e352c2276223a322c2261223a5b332c302c302c302c302c302c"
+    "305d7d0300000000000000ffffffffffffffff1100000000000000")
+_V2_DELTAS = bytes.fromhex(
+    "830000007b226b223a2264656c746173222c226e223a5b5b372c2261222c22687474703a2f2f612f225d5d"
+    "2c2269223a5b5d2c2275223a5b5d2c2263223a5b22687474703a2f2f612f222c22687474703a2f2f622f22"
+    "5d2c2274223a5b6e756c6c2c6e756c6c5d2c2276223a322c2261223a5b352c322c332c31352c302c302c30"
+    "2c302c305d7d01000000000000000200000000000000020000000000000009000000000000000800000000"
+    "00000001000000000000000200000000000000030000000000000003000000000000000400000000000000"
+    "07000000000000000000000000000000020000000000000000000000000000000000000000000000040000"
+    "00000000000200000000000000010000000000000007000000000000000000000000000000050000000000"
+    "00000300000000000000020000000000000000000000000000000100000000000000")
+
+
+def test_records_written_before_still_read():
+    """A docs record written with its grams, and a deltas message of version 2, in a topic
+    or an outbox when a pipeline is upgraded, read as they were written."""
+    p = PageMsg.decode(_V2_PAGE)
+    assert (p.url, p.grams.tolist(), p.n_grams) == ("http://a.example/x", [3, 2**64 - 1, 17], 3)
+    m = DeltasMsg.decode(_V2_DELTAS)
+    assert m.deltas == [Delta(7, GAIN, [1, 2], [(3,), (3, 4)], "http://a/"),
+                        Delta(4, ADD, [2], 7, "http://a/"), Delta(5, LOSE, [9, 8], None, "http://b/")]
+    assert m.names == {7: ("a", "http://a/")}
+
+
+def test_a_passage_is_written_once_for_all_its_holders():
+    """The gram role gives a passage's holders one list of its grams (engine.postings); a
+    deltas message writes it once, and a GAIN's holders as runs of one tuple, so fifty
+    holders of a 300-gram passage cost the grams once, not fifty times."""
+    passage = list(range(1000, 1300))
+    holders = tuple(range(50, 100))
+    deltas = [Delta(7, GAIN, passage, [holders] * 300, "http://a/")]
+    deltas += [Delta(y, ADD, passage, 7, "http://a/") for y in holders]
+    raw = DeltasMsg(deltas).encode()
+    _h, arrays = unpack(raw)
+    assert arrays[0].tolist() == passage  # the grams: once
+    assert arrays[2].tolist() == list(holders)  # the GAIN's holders: one run
+    back = DeltasMsg.decode(raw).deltas
+    assert back == deltas
+    assert len({id(d.grams) for d in back}) == 1  # decoded: one list, shared
+    assert len(raw) < 8 * 300 + 8 * 5 * 60 + 400
 
 
 def test_bad_message_bytes_are_refused():

@@ -46,10 +46,14 @@ from .contiguity import Gaps, following_on
 # shards-6 shard would post. shards-8: every doc shard keeps copies of what the spam
 # score reads (parts, pair moves and cluster rows to every doc shard, shares to their
 # documents' doc shards: engine.score_replica), which a shards-7 shard neither sends nor
-# keeps (its events would carry scores of figures it never received). A pipeline of
-# another format is refused rather than mixed with it.
-PIPELINE_FORMAT = "shards-8"
+# keeps (its events would carry scores of figures it never received). shards-9: a page's
+# record carries its grams' count, not its grams (they go to the gram shards alone), and
+# a deltas message each distinct gram list once (messages version 3), which a shards-8
+# shard would read as a page of no grams or refuse. A pipeline of another format is
+# refused rather than mixed with it.
+PIPELINE_FORMAT = "shards-9"
 PRODUCER_BATCH_BYTES = 1 << 20  # per partition and request (see producer())
+COMPRESSION_TYPES = ("zstd", "lz4", "gzip", "none")
 
 
 class PipelineError(RuntimeError):
@@ -131,10 +135,26 @@ def producer(broker: str) -> AIOKafkaProducer:
     at once, which sent a produce request per record or two instead of one per linger.
     The broker pays per batch and per request: the test broker spent ~0.35 ms of CPU per
     batch (2,000 records of 20 KB: 0.78 CPU s in single-record batches, 0.16 in 1 MB
-    ones), and a worker's produce requests fell from ~1,650 to ~190 for 2,000 pages."""
+    ones), and a worker's produce requests fell from ~1,650 to ~190 for 2,000 pages.
+
+    Batches are compressed (Kafka's own `compression.type`, zstd by default,
+    STREAMDET_COMPRESSION): the broker keeps and serves them as they are, and its cost
+    grows with what it holds. The JSON of deltas messages and events, and the small
+    numbers beside the grams, shrink several times; the grams themselves are random
+    64-bit hashes and do not."""
     return AIOKafkaProducer(**connection(broker), acks="all", linger_ms=5,
                             max_batch_size=PRODUCER_BATCH_BYTES, max_request_size=64 << 20,
-                            request_timeout_ms=30000)
+                            request_timeout_ms=30000, compression_type=compression())
+
+
+def compression() -> str | None:
+    """The producers' batch compression, STREAMDET_COMPRESSION (`none`: uncompressed,
+    for a broker or consumers that cannot read zstd)."""
+    name = os.environ.get("STREAMDET_COMPRESSION", "zstd").strip().lower()
+    if name not in COMPRESSION_TYPES:
+        raise PipelineError(f"STREAMDET_COMPRESSION is {name!r}; one of "
+                            f"{', '.join(COMPRESSION_TYPES)}")
+    return None if name == "none" else name
 
 
 def pipeline_record(params: Params, shards: int) -> bytes:

@@ -27,7 +27,7 @@ from .deltas import arrival_stats
 from .doc_role import Dirty, DocRole, Touch
 from .documents import DocResult, DocState
 from .events import trap_event
-from .grams import gram_set
+from .grams import text_grams
 from .labelled import LabelledSet, contains_fixed, shares
 from .params import Params
 from .partials import PairDirty, PartialRole, Partners, pair_owner, sentences_key
@@ -37,8 +37,6 @@ from .sentence_postings import add_keys, prefetch, rows_of, withdraw_keys
 from .sentences import Sentences
 from .sites import Contribution, SiteRole
 from .spam_score import score_events
-from .text import unpack_text
-from .tokens import tokenize
 from .transaction import Transaction
 
 
@@ -194,10 +192,8 @@ class Engine:
         """All grams of a stored version, to withdraw: its kept text tokenized and hashed
         again as analysis did (re-fetches are few, and the state keeps no gram sets). A
         version from before texts were kept gives its patch grams (SPEC §1 needs no more)."""
-        packed = txn.text(docno)
-        if packed is None:
-            return txn.doc(docno).patch_grams()
-        return gram_set(tokenize(unpack_text(packed)), self.params.k).tolist()
+        grams = text_grams(txn.text(docno), self.params.k)
+        return txn.doc(docno).patch_grams() if grams is None else grams.tolist()
 
     def _arrive(self, txn: Transaction, page: Analyzed, plan: PagePlan, dirty: Dirty,
                 before: dict[int, DocResult], stats: BatchStats) -> tuple[int, int | None, int]:

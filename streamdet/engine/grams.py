@@ -13,6 +13,8 @@ import mmh3
 import numpy as np
 
 from .sorting import sorted_unique
+from .text import unpack_text
+from .tokens import tokenize
 
 _MULT = np.uint64(0x9E3779B97F4A7C15)  # odd constant: the polynomial base
 _C1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -55,3 +57,10 @@ def window_hashes(th: np.ndarray, k: int) -> np.ndarray:
 def gram_set(tokens: list[str], k: int) -> np.ndarray:
     """Sorted distinct k-gram hashes of a document: grams(d)."""
     return sorted_unique(window_hashes(token_hashes(tokens), k))
+
+
+def text_grams(packed: bytes | None, k: int) -> np.ndarray | None:
+    """grams(d) of a kept text (engine.text.pack_text), hashed again as analysis hashed
+    them: what the state keeps of a version instead of its grams (None: no text kept)."""
+    text = unpack_text(packed)
+    return None if text is None else gram_set(tokenize(text), k)

@@ -31,6 +31,7 @@ import json
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import chain, repeat
 
 import numpy as np
 
@@ -66,8 +67,8 @@ def _chunks_of(arrays: list[np.ndarray], at: int) -> Chunks:
         raise MessageError("chunk keys and counts differ in length")
     return Chunks(arrays[at], arrays[at + 1].astype(np.uint32))
 
-VERSION = 2  # 2: deltas rows as an array (1: as JSON in the header; still read)
-READABLE = (1, 2)
+VERSION = 3  # 3: a deltas message's gram lists once each (2: per delta; 1: rows as JSON)
+READABLE = (1, 2, 3)
 _LEN = struct.Struct("<I")
 
 
@@ -115,6 +116,12 @@ def unpack_blob(raw: bytes) -> tuple[dict, list[np.ndarray], bytes]:
 
 @dataclass
 class PageMsg:
+    """A page as the pages stage sends it to its doc shard. Its grams go to the gram
+    shards (shards.page_adds), not with the page: the doc shard needs only their number,
+    and hashes a version's kept text again when a newer one replaces it (grams.text_grams)
+    - the grams were more than half of the docs topic's bytes. A record written before
+    (version 2) carries them; decoded, `grams` is what the record holds."""
+
     url: str
     server: str
     grams: np.ndarray
@@ -123,11 +130,17 @@ class PageMsg:
     sentences: Sentences = NONE  # SPEC §7 (none in a record written before they were)
     sketch: Sketch | None = None  # SPEC §6 (none in a record written before they were)
     chunks: Chunks = NO_CHUNKS  # SPEC §8 (none in a record written before they were)
+    n_grams: int = -1  # |grams(d)|; -1: len(grams)
+
+    def __post_init__(self) -> None:
+        if self.n_grams < 0:
+            self.n_grams = len(self.grams)
 
     def encode(self) -> bytes:
         s = self.sentences
-        return pack({"k": "page", "u": self.url, "s": self.server, "t": self.fetched_at},
-                    [self.grams, s.keys, s.starts, s.ends, _sketch_array(self.sketch),
+        return pack({"k": "page", "u": self.url, "s": self.server, "t": self.fetched_at,
+                     "g": self.n_grams},
+                    [_NO_U64, s.keys, s.starts, s.ends, _sketch_array(self.sketch),
                      *_chunk_arrays(self.chunks)], self.text)
 
     @classmethod
@@ -137,8 +150,11 @@ class PageMsg:
         if len(arrays) >= 4 and len(arrays[1]):
             sentences = Sentences(arrays[1], arrays[2].astype(np.int64),
                                   arrays[3].astype(np.int64))
+        n = h.get("g", len(arrays[0]))
+        if not isinstance(n, int) or n < 0:
+            raise MessageError(f"a page's gram count is {n!r}")
         return cls(h["u"], h["s"], arrays[0], h.get("t"), text, sentences,
-                   _sketch_of(arrays, 4), _chunks_of(arrays, 5))
+                   _sketch_of(arrays, 4), _chunks_of(arrays, 5), n)
 
 
 @dataclass
@@ -220,21 +236,26 @@ class DeltasMsg:
         self.clusters.extend(other.clusters)
 
     def encode(self) -> bytes:
-        """Rows (target, op, grams, arg, cause) as one u64 array, five per delta (arg 0
-        for GAIN, whose holders go in their own arrays): thousands of deltas a message
-        in a stream of small rounds, too many for JSON."""
+        """Rows (target, op, list, arg, cause) as one u64 array, five per delta: thousands
+        of deltas a message in a stream of small rounds, too many for JSON. A passage's
+        holders share one list of its grams (engine.postings), so each distinct list is
+        written once and rows name it; a GAIN's holders (a tuple a gram) are written as
+        runs of one tuple, the passage's grams sharing theirs, and its arg is the count of
+        its runs."""
         causes: dict[str, int] = {}
-        rows, grams, counts, holders = [], [], [], []
+        rows, holders, runs = [], [], []
+        lists: dict[int, int] = {}  # id of a gram list -> its number (deltas keep them alive)
+        grams: list[list[int]] = []
         for t, op, gs, arg, cause in self.deltas:
             c = causes.setdefault(cause, len(causes))
-            grams.extend(gs)
+            at = lists.get(id(gs))
+            if at is None:
+                at = lists[id(gs)] = len(grams)
+                grams.append(gs)
             if op == GAIN:
-                for h in arg:
-                    counts.append(len(h))
-                    holders.extend(h)
-                rows.extend((t, op, len(gs), 0, c))
+                rows.extend((t, op, at, _holder_runs(arg, runs, holders), c))
             else:
-                rows.extend((t, op, len(gs), arg or 0, c))
+                rows.extend((t, op, at, arg or 0, c))
         heads, link_rows = [], []
         for t, op, partner, lrows, cause in self.links:
             heads.extend((t, op, partner, len(lrows), causes.setdefault(cause, len(causes))))
@@ -259,13 +280,15 @@ class DeltasMsg:
             head["m"] = [[u, o, int(paired)] for u, o, paired in self.moves]
         head |= {"c": list(causes), "t": [self.times.get(c) for c in causes]}
         return pack(head,
-                    [np.asarray(grams, dtype=np.uint64), np.asarray(counts, dtype=np.uint64),
+                    [np.fromiter(chain.from_iterable(grams), dtype=np.uint64,
+                                 count=sum(map(len, grams))),
+                     np.fromiter(map(len, grams), dtype=np.uint64, count=len(grams)),
                      np.asarray(holders, dtype=np.uint64), np.asarray(rows, dtype=np.uint64),
                      np.asarray(heads, dtype=np.uint64),
                      np.concatenate(link_rows) if link_rows else np.zeros(0, np.uint64),
                      np.asarray(crows, dtype=np.uint64),
                      self.shares.astype(np.uint64).reshape(-1),
-                     np.asarray(prows, dtype=np.uint64)])
+                     np.asarray(prows, dtype=np.uint64), np.asarray(runs, dtype=np.uint64)])
 
     @classmethod
     def decode(cls, raw: bytes) -> DeltasMsg:
@@ -275,27 +298,9 @@ class DeltasMsg:
     def from_parts(cls, h: dict, arrays: list[np.ndarray]) -> DeltasMsg:
         if h.get("k") != "deltas":
             raise MessageError(f"not a deltas message (kind {h.get('k')!r})")
-        grams, counts, holders = arrays[:3]
-        glist, clist, hlist = grams.tolist(), counts.tolist(), holders.tolist()
         causes = h["c"]
-        if "r" in h:  # version 1
-            rows = h["r"]
-        else:
-            flat = arrays[3].tolist()
-            rows = [flat[i : i + 5] for i in range(0, len(flat), 5)]
-        deltas, gi, ci, hi = [], 0, 0, 0
-        for t, op, n, arg, c in rows:
-            gs = glist[gi : gi + n]
-            gi += n
-            if op == GAIN:
-                arg = []
-                for k in clist[ci : ci + n]:
-                    arg.append(tuple(hlist[hi : hi + k]))
-                    hi += k
-                ci += n
-            elif op == LOSE:
-                arg = None
-            deltas.append(Delta(t, op, gs, arg, causes[c]))
+        deltas = (_deltas_v3(arrays, causes) if h.get("v", 1) >= 3
+                  else _deltas_v2(h, arrays, causes))
         times = {c: t for c, t in zip(causes, h.get("t") or [None] * len(causes), strict=True)
                  if t is not None}
         return cls(deltas, {d: (s, u) for d, s, u in h["n"]}, times,
@@ -304,6 +309,81 @@ class DeltasMsg:
                    *_site_rows(arrays, causes, h.get("u", [])),
                    causes[h["s"]] if "s" in h else "",
                    [(u, o, bool(paired)) for u, o, paired in h.get("m", [])])
+
+
+def _holder_runs(holders: list[tuple[int, ...]], runs: list[int], flat: list[int]) -> int:
+    """Append a GAIN's holders as runs (length, tuple size) to `runs`, each run's tuple
+    once to `flat`; return the number of runs. Consecutive grams of a passage share one
+    tuple object, so identity finds the runs without comparing tuples."""
+    n, last = 0, None
+    for h in holders:
+        if last is not None and (h is last or h == last):
+            runs[-2] += 1
+            continue
+        runs.extend((1, len(h)))
+        flat.extend(h)
+        last = h
+        n += 1
+    return n
+
+
+def _deltas_v3(arrays: list[np.ndarray], causes: list[str]) -> list[Delta]:
+    """Deltas of a version-3 message: each distinct gram list decoded once and shared by
+    the rows that name it (as the gram role made them: engine.postings), a GAIN's holder
+    tuples expanded from their runs, one tuple object a run."""
+    glist, lens, flat = arrays[0].tolist(), arrays[1].tolist(), arrays[2].tolist()
+    lists, off = [], 0
+    for n in lens:
+        lists.append(glist[off : off + n])
+        off += n
+    rows = arrays[3].tolist()
+    runs = arrays[9].tolist() if len(arrays) > 9 else []
+    if len(rows) % 5 or len(runs) % 2 or off != len(glist):
+        raise MessageError("deltas of a deltas message are cut short")
+    deltas, ri, hi = [], 0, 0
+    for i in range(0, len(rows), 5):
+        t, op, at, arg, c = rows[i : i + 5]
+        gs = lists[at]
+        if op == GAIN:
+            tuples: list[tuple[int, ...]] = []
+            for _ in range(arg):
+                r, k = runs[ri], runs[ri + 1]
+                ri += 2
+                tuples += repeat(tuple(flat[hi : hi + k]), r)
+                hi += k
+            if len(tuples) != len(gs):
+                raise MessageError("a GAIN's holders and grams differ in number")
+            arg = tuples
+        elif op == LOSE:
+            arg = None
+        deltas.append(Delta(t, op, gs, arg, causes[c]))
+    return deltas
+
+
+def _deltas_v2(h: dict, arrays: list[np.ndarray], causes: list[str]) -> list[Delta]:
+    """Deltas of a version 1 or 2 message (grams written per delta, a GAIN's holders per
+    gram): still read, from topics and outboxes written before version 3."""
+    grams, counts, holders = arrays[:3]
+    glist, clist, hlist = grams.tolist(), counts.tolist(), holders.tolist()
+    if "r" in h:  # version 1
+        rows = h["r"]
+    else:
+        flat = arrays[3].tolist()
+        rows = [flat[i : i + 5] for i in range(0, len(flat), 5)]
+    deltas, gi, ci, hi = [], 0, 0, 0
+    for t, op, n, arg, c in rows:
+        gs = glist[gi : gi + n]
+        gi += n
+        if op == GAIN:
+            arg = []
+            for k in clist[ci : ci + n]:
+                arg.append(tuple(hlist[hi : hi + k]))
+                hi += k
+            ci += n
+        elif op == LOSE:
+            arg = None
+        deltas.append(Delta(t, op, gs, arg, causes[c]))
+    return deltas
 
 
 def _links(arrays: list[np.ndarray], causes: list[str]) -> list[Link]:

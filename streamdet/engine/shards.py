@@ -45,6 +45,7 @@ from .deltas import ADD, DROP, GAIN, GAIN_FROM, Delta, arrival_stats
 from .doc_role import Dirty, DocRole, Touch
 from .documents import DocResult, DocState
 from .events import shown_by
+from .grams import text_grams
 from .labelled import LabelledSet, shares
 from .messages import DeltasMsg, GramsMsg, MessageError, PageMsg, ShownMsg, unpack
 from .params import Params
@@ -75,6 +76,7 @@ from .sentence_postings import (
 from .site_shard import SITE_SHARD, SitePart, SiteShard, keep_shares, share_rows
 from .sites import site_slot
 from .spam_score import score_events
+from .transaction import Transaction
 
 
 def shown_record(events: list[dict], sent: list[bytes]) -> bytes | None:
@@ -305,7 +307,7 @@ class DocShard:
             if old == docno:  # this very record, applied before a crash: nothing to do
                 return []
             prev = before.pop(old, None) or txn.doc(old).result
-            old_grams = txn.doc_grams(old)
+            old_grams = version_grams(txn, old, self.params.k)
             for g, part in enumerate(split_grams(old_grams, self.shards)):
                 out.append((g, GramsMsg("withdraw", old, part, "", page.url,
                                         page.fetched_at).encode()))
@@ -319,13 +321,25 @@ class DocShard:
             self.documents_added += 1
         before[docno] = prev
         txn.put_name(docno, page.server, page.url)
-        txn.put_doc(docno, DocState(n_grams=len(page.grams)))
-        txn.put_doc_grams(docno, page.grams)
+        txn.put_doc(docno, DocState(n_grams=page.n_grams))
         txn.put_text(docno, page.text)
         txn.put_url(page.url, docno, seq)
         dirty[docno] = Touch(page.url, None)
         self.partials.arrived(txn, partners, paired, docno, page.url, page.sentences)
         return out
+
+
+def version_grams(txn: Transaction, docno: int, k: int) -> np.ndarray:
+    """All grams of a version a doc shard holds, to withdraw: as a state written before
+    kept them, else its kept text hashed again (grams.text_grams), else - a version with
+    no text - its patch grams, all that SPEC §1 needs withdrawn."""
+    kept = txn.doc_grams(docno)
+    if len(kept):
+        return kept
+    grams = text_grams(txn.text(docno), k)
+    if grams is None:
+        return np.asarray(txn.doc(docno).patch_grams(), dtype=np.uint64)
+    return grams
 
 
 def page_adds(page: PageMsg, docno: int, shards: int) -> list[tuple[int, bytes]]:

@@ -29,7 +29,7 @@ from ..engine.messages import DeltasMsg, GramsMsg, PageMsg
 from ..engine.params import Params
 from ..engine.records import Page
 from ..engine.routing import docno_for, split_grams, url_shard
-from ..engine.shards import CLUSTER_SHARD, DocShard, GramShard, page_adds
+from ..engine.shards import CLUSTER_SHARD, DocShard, GramShard, page_adds, version_grams
 from ..state.txn import Store
 from .explain import NEAR_SHOWN, Missing, look_up, near_rows
 from .states import opened_states
@@ -92,7 +92,7 @@ def similar_sharded(docs: dict[int, Store], grams: dict[int, Store], page: Page,
                   arrival.sentences, arrival.sketch, arrival.chunks)
     dtxn = docs[s].begin()
     entry = dtxn.url_entry(arrival.url)
-    old = None if entry is None else (entry[0], dtxn.doc_grams(entry[0]))
+    old = None if entry is None else (entry[0], version_grams(dtxn, entry[0], params.k))
     adds = dict(page_adds(msg, docno, shards))
     mine, near = [], None
     for g, store in grams.items():

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..engine.evidence import newly_covered, packed_spans
+from ..engine.grams import text_grams
 from ..engine.messages import PageMsg
 from ..engine.text import unpack_text
 from ..reading.explain import Missing, explain_json, look_up, verdict_sentence
@@ -59,14 +60,14 @@ def page_of_records(event: dict, page: PageMsg, sources: Sequence[PageMsg | None
     a page no verdict event names (its patch fraction and grams), are None."""
     params = event.get("params") or {}
     k = int(params.get("k") or 0)
-    page_grams = page.grams
+    page_grams = _grams(page, k)
     taken = np.empty(0, dtype=page_grams.dtype)
     shown = []
     for src, rec in zip(event.get("sources") or [], sources, strict=True):
         entry = dict(src)
         entry["passages"] = None
         if rec is not None and k:
-            shared = np.setdiff1d(np.intersect1d(page_grams, rec.grams, assume_unique=True),
+            shared = np.setdiff1d(np.intersect1d(page_grams, _grams(rec, k), assume_unique=True),
                                   taken, assume_unique=True)
             taken = np.union1d(taken, shared)
             entry["passages"] = _passages(rec.text, k, shared)
@@ -96,3 +97,12 @@ def _passages(packed: bytes | None, k: int, grams: np.ndarray) -> list[dict] | N
     if found is None:
         return None
     return passages(unpack_text(packed) or "", found[0])
+
+
+def _grams(record: PageMsg, k: int) -> np.ndarray:
+    """A docs record's grams, sorted and unique: as written before the records stopped
+    carrying them, else its kept text hashed again (grams.text_grams) - none without k."""
+    if len(record.grams) or not record.n_grams or not k:
+        return record.grams
+    grams = text_grams(record.text, k)
+    return record.grams if grams is None else grams

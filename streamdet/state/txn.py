@@ -407,12 +407,13 @@ class Txn:
         return [key_u64(k[1:]) for k in self.tallies.dirty if k.startswith(b"d")]
 
     def newest_version(self) -> int:
-        """The greatest docno whose grams are kept (0: none). In a doc shard that is the
-        last page applied: pages are applied in offset order, docnos grow with the offset,
-        and a version's grams go only when a newer version of its URL replaces it."""
-        key = self.kv.last_key("docgrams")
-        newest = key_u64(key) if key is not None else 0
-        return max([newest, *(d for d, g in self.doc_gram_sets.items() if g is not None)])
+        """The greatest live docno (0: none). In a doc shard that is the last page
+        applied: pages are applied in offset order, docnos grow with the offset, and a
+        version goes only when a newer version of its URL replaces it. A state written
+        before the doc shards stopped keeping versions' grams knows it by those too."""
+        keys = (self.kv.last_key(t) for t in ("docs", "docgrams"))
+        return max([0, *(key_u64(k) for k in keys if k is not None),
+                    *(d for d, doc in self.docs.items() if doc is not None)])
 
     def put_doc(self, docno: int, doc: DocState | None) -> None:
         self.docs[docno] = doc
