@@ -958,6 +958,9 @@ def test_events_carry_the_spam_score_streamdet_run_gives(pipeline, tmp_path):
             for url, verdict in labels:
                 told = streamdet("label", url, verdict, *pipeline.args(), *workers).stderr
                 assert f"{pipeline.prefix}-review-labels".encode() in told
+            missing = streamdet("label", "https://nowhere.example/", "--spam",
+                                *pipeline.args(), *workers, check=False)
+            assert missing.returncode == 2 and b"is not in this state" in missing.stderr
             pipeline.wait_idle()
         pipeline.produce(_write_lines(tmp_path / f"again-{i}.jsonl", [record]))
         pipeline.wait_idle()

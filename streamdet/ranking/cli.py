@@ -136,7 +136,7 @@ def _label_pipeline(args: argparse.Namespace, states: list[str]) -> int:
                          "states (--state DIR, repeated)")
     docs, _, shards = found
     url = args.url.strip()
-    path = docs.get(url_shard(url, shards))
+    path = docs.get(url_shard(url, shards)) if shards else None
     if path is None:
         raise UsageError(f"these worker states lack the doc shard of {url}: give the "
                          "--state of every worker")
