@@ -11,7 +11,10 @@ that order, each once (`apply_labels`): the newest verdict of each of its own UR
 Training needs the signals of every labelled live page, and each doc shard holds only
 its own pages. So a doc shard that applied labels up to label n sends every doc shard,
 itself included, its *examples* for n: the signals of its own live pages judged spam or
-not spam, on the state its round leaves (`own_examples`). Every doc shard keeps what it
+not spam, on the state its round leaves (`own_examples`), once it has applied its docs
+partition up to where it ended when label n was forwarded (`due`): the examples are of
+the pages that were there then, whichever owner and batching apply the label. Every
+doc shard keeps what it
 receives and, once it holds all P doc shards' examples for a label, trains the model from
 them all (engine.spam_training, in URL order: the same examples give the same weights in
 every doc shard) and stores it (`keep_examples`). A doc shard that applies several labels
@@ -21,14 +24,17 @@ complete, and the newest label every shard sent examples for is the one that cou
 Why through the deltas partitions, the shard's own included: a doc shard's model is then
 a function of its deltas partition alone, which a rebuild replays (it sends nothing and
 its examples go nowhere), so a rebuilt shard stores the model it had. A new owner that
-redoes a round after the group's commit sends its examples again, stamped with its seq,
-which ranks it above its last owner's: where they differ the newer replaces the older,
-and the model of that label is trained again, so every doc shard ends with the model of
-the same examples.
+redoes a round after the group's commit sends again the examples its last owner sent,
+found in its partition (engine.shards.sent_examples), so every doc shard keeps the same
+ones. Where its last owner's never reached it, it sends its own, stamped with its seq,
+which ranks them above the last owner's: the newer replaces the older wherever both
+arrive, and the model of that label is trained again, so every doc shard ends with the
+model of the same examples.
 
-Records (table `chunks`, beside `W` and `V<url>`): `N` the newest label applied, `T` the
-label whose examples trained the stored model, `X<label><doc shard>` the examples a doc
-shard sent for a label not yet passed by `T` (stamp, then the examples as JSON)."""
+Records (table `chunks`, beside `W` and `V<url>`): `N` the newest label applied, `O` the
+label whose examples the shard owes and the docs offset they wait for, `T` the label
+whose examples trained the stored model, `X<label><doc shard>` the examples a doc shard
+sent for a label not yet passed by `T` (stamp, then the examples as JSON)."""
 
 from __future__ import annotations
 
@@ -101,6 +107,9 @@ def apply_labels(chunks: KeyedRecords, forwarded: Iterable[tuple[list[ForwardedL
     once it has applied its docs partition up to where it ended when that label was
     forwarded (`due`): the pages that were there then, whichever owner and batching
     applies the label."""
+    forwarded = list(forwarded)
+    if not forwarded:
+        return
     raw = chunks.get(APPLIED)
     done = newest = key_u64(raw) if raw else 0
     docs = 0
@@ -144,6 +153,9 @@ def keep_examples(chunks: KeyedRecords, received: Iterable[Examples], shards: in
     """Keep the examples doc shards sent (a newer stamp replaces an older one of the same
     label and shard; a label older than the trained one is passed over), and store the
     model of the newest label whose examples every doc shard has sent."""
+    received = list(received)
+    if not received:
+        return
     raw = chunks.get(TRAINED)
     trained = start = key_u64(raw) if raw else 0
     retrain = False
