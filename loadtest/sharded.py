@@ -66,7 +66,7 @@ from streamdet.engine.shard_step import (
     resume_catch_up,
     take_over,
 )
-from streamdet.engine.shards import DocShard, GramShard, page_adds
+from streamdet.engine.shards import DocShard, GramShard, label_forwards, page_adds
 from streamdet.reading.phrases import phrase_rows
 from streamdet.reading.views import (
     contains_counts,
@@ -191,6 +191,7 @@ class Simulation:
                      for g in range(shards)]
         self.events: list[dict] = []
         self.published: list = []  # pages, in the order the pages stage sent them
+        self.spam_labels: list[tuple[int, str, str]] = []  # the labels topic (SPEC §10)
         # adds queued per gram partition (index in `published`, bytes), not sent yet
         self.queued: list[list[tuple[int, bytes]]] = [[] for _ in range(shards)]
         self.crashes = self.wipes = 0
@@ -214,6 +215,19 @@ class Simulation:
         owner = keys % np.uint64(self.p)
         for g in range(self.p):
             self.grams_topic[g].append(GramsMsg("label", 0, keys[owner == g], url=cause).encode())
+
+    def spam_label(self, url: str, verdict: str) -> None:
+        """A label on the labels topic (its id: its offset + 1), forwarded by the labels
+        stage to every doc shard with where its docs partition ends now
+        (engine.shards.label_forwards)."""
+        self.spam_labels.append((len(self.spam_labels) + 1, url, verdict))
+        self.forward_labels(self.spam_labels[-1:])
+
+    def forward_labels(self, labels: list[tuple[int, str, str]]) -> None:
+        """The labels stage sends labels to every doc shard (again, after a crash of the
+        stage before its commit: at-least-once)."""
+        for s, raw in label_forwards(labels, [len(t) for t in self.docs_topic]):
+            self.deltas_topic[s].append(raw)
 
     def redeliver(self) -> None:
         """The pages stage crashes: each gram partition's queue keeps a random prefix

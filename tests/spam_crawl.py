@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from streamdet.engine.core import Engine
 from streamdet.engine.params import Params
+from streamdet.engine.spam_model import Model, store_labels
 from streamdet.engine.spam_score import SCORED, page_scores
+from streamdet.ranking.rank import model_of
+from streamdet.ranking.reading import corpus_of
 from streamdet.reading.views import dump_rows
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
@@ -50,16 +53,44 @@ SPAM_PARAMS = Params(c=3, theta=0.3)  # more of the crawl's quilts, of fewer sou
 def run_spam(records: list[dict], batches: list[int]) -> tuple[dict[str, float], list[dict]]:
     """`streamdet run`'s engine on the records in these batches: the score its final
     state gives each live quilt (as `rank` and a new event would), and its events."""
-    params = SPAM_PARAMS
-    store, engine, events = Store(MemoryKV()), Engine(params), []
+    run = SpamRun()
     i = 0
     for b in batches:
-        txn = store.begin()
-        events += engine.process(txn, analysed(records[i : i + b], params))[0]
-        txn.commit({})
+        run.add(records[i : i + b])
         i += b
-    quilts = sorted(r["url"] for r in dump_rows(store, params) if r["quilted"])
-    return page_scores(store.begin(), quilts), events
+    return run.scores(), run.events
+
+
+class SpamRun:
+    """A `streamdet run` state of the spam crawl's parameters, fed batch by batch, and
+    taught labels as `streamdet label` teaches it."""
+
+    def __init__(self) -> None:
+        self.store, self.engine = Store(MemoryKV()), Engine(SPAM_PARAMS)
+        self.store.set_meta("params", SPAM_PARAMS.fingerprint())
+        self.events: list[dict] = []
+
+    def add(self, records: list[dict]) -> list[dict]:
+        """One batch of records; its events."""
+        txn = self.store.begin()
+        events = self.engine.process(txn, analysed(records, SPAM_PARAMS))[0]
+        txn.commit({})
+        self.events += events
+        return events
+
+    def scores(self) -> dict[str, float]:
+        """The score of each live quilt, as `rank` and a new event would give it."""
+        quilts = sorted(r["url"] for r in dump_rows(self.store, SPAM_PARAMS) if r["quilted"])
+        return page_scores(self.store.begin(), quilts)
+
+    def teach(self, verdicts: dict[str, str]) -> Model:
+        """`streamdet label`: the model the labels (URL -> newest verdict) train on the
+        state as it is, stored with the verdicts; the model."""
+        model = model_of(corpus_of(self.store), verdicts)
+        txn = self.store.begin()
+        store_labels(txn.chunks, model, verdicts)
+        txn.commit({})
+        return model
 
 
 def last_scores(events: list[dict], urls: set[str]) -> dict[str, float]:

@@ -33,6 +33,8 @@ from streamdet.adapters.worker import Worker
 from streamdet.engine.params import Params
 from streamdet.engine.routing import url_shard
 from streamdet.engine.shard_step import ShardState
+from streamdet.engine.spam_model import Model, blind, stored_model
+from streamdet.reading.states import worker_shards
 from streamdet.state.rocks import RocksKV
 from streamdet.state.txn import Store
 
@@ -162,7 +164,8 @@ class Pipeline:
     async def _idle(self) -> bool:
         """Every input topic committed up to its end, and no end moved while they were
         read: a message in hand on a topic read later may produce to one read before."""
-        topics = [f"{self.prefix}-{t}" for t in ("pages", "docs", "grams", "deltas")]
+        topics = [f"{self.prefix}-{t}" for t in ("pages", "docs", "grams", "deltas",
+                                                 "review-labels")]
         ends = await topic_ends(self.broker.bootstrap, topics)
         return await self._committed(ends) == ends == await topic_ends(self.broker.bootstrap,
                                                                         topics)
@@ -925,32 +928,86 @@ def test_events_carry_the_spam_score_streamdet_run_gives(pipeline, tmp_path):
     quilts with their own, a template paragraph), each quilt re-fetched with a paragraph
     of its own, one at a time, gets an event whose score is the one `streamdet run`
     gives it on the same records, each re-fetch a batch of its own: what the score
-    reads from other shards has reached the doc shard that makes the event. `rank` on
-    the workers' states ranks as on the `streamdet run` state."""
+    reads from other shards has reached the doc shard that makes the event. Blind for
+    the first half of them; then pages labelled with `streamdet label --broker` (the
+    labels topic) as with `streamdet label` on the run state: every doc shard stores the
+    model the run state stores, and the second half's scores follow it, a labelled
+    page's its own label. `rank` on the workers' states ranks as on the `streamdet run`
+    state, labels included."""
     records, touched = spam_crawl()
     params = ["-c", SPAM_PARAMS.c, "--theta", SPAM_PARAMS.theta]
+    half = len(touched) // 2
     crawl = _write_lines(tmp_path / "spam.jsonl", records)
-    again = _write_lines(tmp_path / "again.jsonl", touched)
-    ref = tmp_path / "ref"
+    ref, desk = tmp_path / "ref", tmp_path / "desk"
     streamdet("run", "--input", crawl, "--state", ref, *params, "--events", tmp_path / "a.jsonl")
-    streamdet("run", "--input", again, "--state", ref, *params, "--batch", 1,
-              "--events", tmp_path / "b.jsonl")
+    want = _refetch_run(tmp_path, ref, params, touched[:half], "b")
+    labels = _labels_for(ref, [r["url"] for r in touched[half:]])
+    for url, verdict in labels:
+        streamdet("label", url, verdict, "--state", ref, "--desk", desk)
+    want |= _refetch_run(tmp_path, ref, params, touched[half:], "c")
     urls = {r["url"] for r in touched}
-    want = last_scores(read_jsonl(tmp_path / "b.jsonl"), urls)
     assert len(want) == len(urls) >= 10 and len(set(want.values())) >= 5
+    assert want[labels[-1][0]] == 0.0
     pipeline.start("w1", *params)
     pipeline.start("w2", *params)
     pipeline.produce(crawl)
     pipeline.wait_idle()
+    workers = ["--state", pipeline.tmp / "w1", "--state", pipeline.tmp / "w2"]
     for i, record in enumerate(touched):
+        if i == half:
+            for url, verdict in labels:
+                told = streamdet("label", url, verdict, *pipeline.args(), *workers).stderr
+                assert f"{pipeline.prefix}-review-labels".encode() in told
+            missing = streamdet("label", "https://nowhere.example/", "--spam",
+                                *pipeline.args(), *workers, check=False)
+            assert missing.returncode == 2 and b"is not in this state" in missing.stderr
+            pipeline.wait_idle()
         pipeline.produce(_write_lines(tmp_path / f"again-{i}.jsonl", [record]))
         pipeline.wait_idle()
     events = pipeline.events()
     assert all("spam_score" in e for e in events if e["event"] in ("quilt", "rescore"))
     assert last_scores(events, urls) == want
     pipeline.stop()  # rank on the workers' shard states, as on the `streamdet run` state
-    ranked = streamdet("rank", "--json", "--state", pipeline.tmp / "w1",
-                       "--state", pipeline.tmp / "w2").stdout
-    assert ranked == streamdet("rank", "--json", "--state", ref).stdout
-    assert {r["url"]: r["score"] for r in map(json.loads, ranked.splitlines())
-            if r["url"] in urls} == want
+    model = _stored_models([ref])[0]
+    assert model != blind() and _stored_models(workers[1::2]) == [model] * SHARDS
+    ranked = streamdet("rank", "--json", *workers).stdout
+    assert ranked == streamdet("rank", "--json", "--state", ref, "--desk", desk).stdout
+    scores = {r["url"]: r["score"] for r in map(json.loads, ranked.splitlines())}
+    assert scores[labels[-1][0]] == 0.0 and scores[labels[0][0]] == 1.0
+
+
+def _stored_models(states: list) -> list[Model]:
+    """The spam model each doc shard of worker states (the newest copy of each), or a
+    `streamdet run` state, stores."""
+    found = worker_shards([str(p) for p in states])
+    dirs = [str(states[0])] if found is None else [found[0][s] for s in sorted(found[0])]
+    out = []
+    for path in dirs:
+        store = Store(RocksKV(path, read_only=True))
+        try:
+            out.append(stored_model(store.begin().chunks))
+        finally:
+            store.close()
+    return out
+
+
+def _refetch_run(tmp_path: Path, ref: Path, params: list, records: list[dict], name: str
+                 ) -> dict[str, float]:
+    """`streamdet run` on these records, each a batch of its own: the newest score of
+    each of their URLs."""
+    path = _write_lines(tmp_path / f"{name}.jsonl", records)
+    streamdet("run", "--input", path, "--state", ref, *params, "--batch", 1,
+              "--events", tmp_path / f"{name}-events.jsonl")
+    return last_scores(read_jsonl(tmp_path / f"{name}-events.jsonl"),
+                       {r["url"] for r in records})
+
+
+def _labels_for(ref: Path, refetched: list[str]) -> list[tuple[str, str]]:
+    """What a reviewer might label, from the blind ranking: the two lowest-scored pages
+    spam and the highest not spam (labels that move the model), and a page re-fetched
+    later not spam (its own label decides its events)."""
+    ranked = [json.loads(x)["url"] for x in streamdet(
+        "rank", "--json", "--state", ref, "--desk", ref.parent / "no-desk").stdout.splitlines()]
+    others = [u for u in ranked if u not in refetched]
+    return [(others[-1], "--spam"), (others[0], "--not-spam"), (others[-2], "--spam"),
+            (refetched[0], "--not-spam")]

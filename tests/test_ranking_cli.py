@@ -119,5 +119,11 @@ def test_unknown_url_and_bad_arguments_exit_2_with_one_line(state, tmp_path):
     Store(RocksKV(str(tmp_path / "workers" / "doc-0"))).close()  # a worker's layout
     assert "worker states" in _one_line_error("label", "https://x.example/", "--spam",
                                               "--state", tmp_path / "workers")
+    # with --broker, label looks the page up in worker states before it writes anything
+    kafka = ["--broker", "127.0.0.1:9"]
+    assert "give the workers' states" in _one_line_error(
+        "label", "https://x.example/", "--spam", *kafka, "--state", state / "state")
+    assert "lack the doc shard of https://x.example/" in _one_line_error(
+        "label", "https://x.example/", "--spam", *kafka, "--state", tmp_path / "workers")
     # rank reads worker states, all of a pipeline's shards
     assert "lack the cluster shard" in _one_line_error("rank", "--state", tmp_path / "workers")

@@ -42,6 +42,7 @@ from streamdet.engine.shards import (
     unsent_events,
 )
 from streamdet.engine.site_shard import share_rows
+from streamdet.engine.spam_model import blind, judged, stored_model
 from streamdet.engine.spam_score import SCORED, page_scores
 from streamdet.reading.views import dump_rows
 from streamdet.state.kv import MemoryKV
@@ -56,7 +57,7 @@ from .harness import (
 )
 from .reference import ref_badness, ref_partials, ref_sites, reference
 from .sharded import sharded_pipeline
-from .spam_crawl import SPAM_PARAMS, last_scores, run_spam, spam_crawl
+from .spam_crawl import SPAM_PARAMS, SpamRun, last_scores, run_spam, spam_crawl
 from .strategies import any_corpus_st, away_and_back_st, batches_st, large_corpus_st
 from .test_chunks import chunk_corpus_st
 from .test_equivalence import quilt_away_and_back
@@ -624,19 +625,73 @@ def test_spam_scores_of_the_shards_equal_streamdet_run(seed, faults):
     assert all("spam_score" in e for e in sim.events if e["event"] in SCORED)
 
 
-@pytest.mark.parametrize(("seed", "faults"), SPAM_SCHEDULES)
-def test_events_made_once_their_figures_arrived_carry_the_score_of_streamdet_run(seed, faults):
+def _reviewer_labels(run: SpamRun, refetched: list[str]) -> list[tuple[str, str]]:
+    """Labels a reviewer might give, in order: the lowest-scored quilts judged spam and
+    the highest not spam (labels that move the model), a quilt that is re-fetched later
+    judged not spam (its own label decides its events), a source page that is no quilt
+    judged not spam, and a quilt judged spam and then unsure (which decides nothing)."""
+    scores = run.scores()
+    order = [u for u in sorted(scores, key=lambda u: (scores[u], u)) if u not in refetched]
+    plain = next(r["url"] for r in dump_rows(run.store, SPAM_PARAMS) if not r["quilted"])
+    return [(order[0], "spam"), (order[-1], "not_spam"), (order[1], "spam"),
+            (refetched[0], "not_spam"), (plain, "not_spam"), (order[2], "spam"),
+            (order[-2], "not_spam"), (order[2], "unsure")]
+
+
+# seed 6: a doc shard is rebuilt after the labels and redoes a round that applied them,
+# sending its last owner's examples again (ShardState.sent)
+LABEL_SCHEDULES = [(0, {}), (6, SPAM_SCHEDULES[1][1])]
+
+
+@pytest.mark.parametrize(("seed", "faults"), LABEL_SCHEDULES)
+def test_events_made_once_their_figures_and_labels_arrived_carry_the_score_of_streamdet_run(
+        seed, faults):
     """An event made once everything it reads has reached its doc shard (each quilt
     re-fetched with a paragraph of its own after the stream, one at a time) carries the
     score `streamdet run` gives it with each re-fetch a batch of its own, under crashes
-    and rebuilds too (a new owner's events are compared with what was shown)."""
+    and rebuilds too (a new owner's events are compared with what was shown): blind for
+    the first half of them. Then labels forwarded to every doc shard (some twice, as a
+    labels stage restarted before its commit does) give each doc shard its pages'
+    verdicts and the model `streamdet label` stores in a `streamdet run` state, bit for
+    bit (SPEC §10), and the second half's events carry the scores `streamdet run` gives
+    after `streamdet label` (a page's own label decides its own)."""
     records, touched = spam_crawl()
     sim = _spam_simulation(records, seed, **faults)
-    start = len(sim.events)
-    for page in analysed(touched, SPAM_PARAMS):
+    run = SpamRun()
+    run.add(records)
+    half = len(touched) // 2
+    blind_scores = _refetched(sim, run, touched[:half])
+    labels = _reviewer_labels(run, [r["url"] for r in touched[half:]])
+    for i, (url, verdict) in enumerate(labels):
+        sim.spam_label(url, verdict)
+        if i == 4:
+            sim.forward_labels(sim.spam_labels[1:4])
+        for _ in range(sim.rng.randint(0, 4)):
+            sim.step(sim.rng.choice(("doc", "gram")), sim.rng.randrange(sim.p))
+    sim.run_until_idle()
+    verdicts = dict(labels)
+    model = run.teach(verdicts)
+    assert model != blind()
+    for s, sh in enumerate(sim.doc):
+        chunks = sh.state.store.begin().chunks
+        assert stored_model(chunks) == model
+        assert judged(chunks) == {u: v for u, v in verdicts.items()
+                                  if v != "unsure" and url_shard(u, sim.p) == s}
+    informed = _refetched(sim, run, touched[half:])
+    assert informed[labels[3][0]] == 0.0
+    assert len(set(blind_scores.values())) >= 3 and len(set(informed.values())) >= 3
+
+
+def _refetched(sim: Simulation, run: SpamRun, records: list[dict]) -> dict[str, float]:
+    """Each record published and the pipeline run until idle, one at a time, and
+    `streamdet run` given each as a batch of its own: the newest score each gives each
+    record's URL, the same in both."""
+    start, ran = len(sim.events), len(run.events)
+    for record, page in zip(records, analysed(records, SPAM_PARAMS), strict=True):
         sim.publish(page)
         sim.run_until_idle()
-    _, ran = run_spam(records + touched, [len(records)] + [1] * len(touched))
-    urls = {r["url"] for r in touched}
-    got = last_scores(sim.events[start:], urls)
-    assert len(got) == len(urls) and got == last_scores(ran, urls)
+        run.add([record])
+    urls = {r["url"] for r in records}
+    got, want = last_scores(sim.events[start:], urls), last_scores(run.events[ran:], urls)
+    assert len(got) == len(urls) and got == want
+    return want

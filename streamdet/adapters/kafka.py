@@ -11,6 +11,8 @@ Topics (SPEC §4 names the public ones; the internal ones are ours):
     streamdet-dead-letter  bad records: the original bytes, the reason in headers
     streamdet-meta         the parameters and shard count of the pipeline (its first
                            record), then one ownership epoch record per shard claimed
+    streamdet-review-labels  the spam team's labels (SPEC §10), one partition: the review
+                           desk's judgements and draws, and `streamdet label --broker`'s
 
 Every topic is created explicitly before any client touches it: a broker that
 auto-creates topics (tansu does, with 4 partitions) would otherwise pick partition counts.
@@ -47,10 +49,12 @@ from .contiguity import Gaps, following_on
 # score reads (parts, pair moves and cluster rows to every doc shard, shares to their
 # documents' doc shards: engine.score_replica), which a shards-7 shard neither sends nor
 # keeps (its events would carry scores of figures it never received). shards-9: a page's
-# record carries its grams' count, not its grams (they go to the gram shards alone), and
-# a deltas message each distinct gram list once (messages version 3), which a shards-8
-# shard would read as a page of no grams or refuse. A pipeline of another format is
-# refused rather than mixed with it.
+# record carries its grams' count, not its grams (they go to the gram shards alone), a
+# deltas message each distinct gram list once (messages version 3), the workers forward
+# the labels topic's labels to every doc shard, and doc shards send each other the
+# examples the model trains on (engine.spam_labels), which a shards-8 shard would read as
+# a page of no grams, refuse, or pass over (the others would wait for its examples for
+# ever). A pipeline of another format is refused rather than mixed with it.
 PIPELINE_FORMAT = "shards-9"
 PRODUCER_BATCH_BYTES = 1 << 20  # per partition and request (see producer())
 COMPRESSION_TYPES = ("zstd", "lz4", "gzip", "none")
@@ -102,13 +106,15 @@ class Topics:
     events: str = "streamdet-events"
     dead: str = "streamdet-dead-letter"
     meta: str = "streamdet-meta"
+    labels: str = "streamdet-review-labels"
 
     @classmethod
     def named(cls, prefix: str = "streamdet") -> Topics:
         """The topics of one pipeline; another prefix runs another pipeline on the same
         cluster (and in tests, on the same broker)."""
         return cls(*(f"{prefix}-{name}" for name in
-                     ("pages", "docs", "grams", "deltas", "events", "dead-letter", "meta")))
+                     ("pages", "docs", "grams", "deltas", "events", "dead-letter", "meta",
+                      "review-labels")))
 
 
 @dataclass(frozen=True)
@@ -170,7 +176,7 @@ async def ensure_topics(broker: str, topics: Topics, shards: int, pages_partitio
     try:
         wanted = {topics.pages: pages_partitions, topics.docs: shards, topics.grams: shards,
                   topics.deltas: shards, topics.events: pages_partitions,
-                  topics.dead: 1, topics.meta: 1}
+                  topics.dead: 1, topics.meta: 1, topics.labels: 1}
         # Create first, one by one: asking a broker that auto-creates topics (tansu) to
         # describe a missing topic would create it with its default partition count.
         for name, n in wanted.items():

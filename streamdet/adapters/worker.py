@@ -51,8 +51,9 @@ from ..engine.shard_step import (
     process_docs,
     process_grams,
 )
-from ..engine.shards import DocShard, GramShard, page_adds
+from ..engine.shards import DocShard, GramShard, label_forwards, page_adds
 from ..engine.site_shard import SITE_SHARD
+from ..engine.spam_labels import label_of_record
 from ..reading.views import monster_counts
 from ..state.budget import MemoryBudget
 from ..state.rocks import RocksKV, RocksMemory, dir_bytes
@@ -69,6 +70,7 @@ from .kafka import (
     Topics,
     connection,
     ensure_topics,
+    high_watermarks,
     join_pipeline,
     producer,
 )
@@ -246,7 +248,8 @@ class Worker:
             max_partition_fetch_bytes=self._fetch_bytes, fetch_max_bytes=self._fetch_bytes,
             fetch_max_wait_ms=FETCH_WAIT_MS,
             **self.timing.group_settings())
-        self.consumer.subscribe([t.pages, t.docs, t.deltas, t.grams], listener=_Rebalance(self))
+        self.consumer.subscribe([t.pages, t.docs, t.deltas, t.grams, t.labels],
+                                listener=_Rebalance(self))
         self.failure = None
         self.opening, self.gaps = [], Gaps()  # a new membership opens what it is given
         self.revoking = False
@@ -421,6 +424,7 @@ class Worker:
                 by_topic.setdefault(tp.topic, {})[tp.partition] = recs
         r = _Round()
         ingest = asyncio.create_task(self._ingest(by_topic.get(t.pages, {}), r))
+        await self._forward_labels(by_topic.get(t.labels, {}), r)
         try:
             docs, deltas = by_topic.get(t.docs, {}), by_topic.get(t.deltas, {})
             steps = [*(self._gram_shard(g, recs, r)
@@ -504,6 +508,24 @@ class Worker:
                                               key=res.url.encode("utf-8"), partition=shard)
             r.sends.append(asyncio.ensure_future(self._send_adds(msg, shard, placed)))
         r.offsets[TopicPartition(self.topics.pages, partition)] = recs[-1].offset + 1
+
+    async def _forward_labels(self, parts: dict[int, list], r: _Round) -> None:
+        """The labels stage (stateless, as the pages stage): the labels of the labels
+        topic, each numbered by its offset, to every doc shard's deltas partition with
+        where its docs partition ends now, whose pages the shard's examples for them
+        wait for (engine.spam_labels). Draws and foreign records are passed over."""
+        t = self.topics
+        found = [lab for recs in parts.values() for rec in recs
+                 if (lab := label_of_record(rec.value, rec.offset)) is not None]
+        if found:
+            ends = await high_watermarks(self.broker, {
+                TopicPartition(t.docs, s): 0 for s in range(self.shards)})
+            for s, raw in label_forwards(found, [ends[TopicPartition(t.docs, s)]
+                                                 for s in range(self.shards)]):
+                r.sends.append(await self.producer.send(t.deltas, value=raw, partition=s))
+            log.info("labels stage: %d labels forwarded to the doc shards", len(found))
+        for p, recs in parts.items():
+            r.offsets[TopicPartition(t.labels, p)] = recs[-1].offset + 1
 
     async def _send_adds(self, msg: PageMsg, shard: int, placed: asyncio.Future) -> None:
         """Once the page's record is on its doc shard's partition, its grams go to the

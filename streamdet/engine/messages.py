@@ -19,7 +19,8 @@ read (no per-gram objects). Nothing here is ever unpickled: internal topics are 
   shard 0, engine.site_shard), also the gram shards' shares of documents' pop(d) and
   contains, and the doc shards' parts of their documents (SPEC §8). To every doc shard,
   also the parts, the cluster rows and the pair moves a page's spam score reads (SPEC
-  §10, engine.score_replica).
+  §10, engine.score_replica), the labels of the labels topic, forwarded, and a doc
+  shard's examples for the model they train (engine.spam_labels).
 - ShownMsg  (a doc shard to its own deltas partition, before a round's events leave):
   what those events show, and the events themselves, for a new owner of the shard
   (engine.shards).
@@ -42,6 +43,7 @@ from .sentence_postings import Link
 from .sentences import NONE, Sentences
 from .site_shard import SHARE_COLUMNS, SitePart
 from .sketches import Sketch
+from .spam_labels import Examples, ForwardedLabel
 
 _NO_U64 = np.zeros(0, dtype=np.uint64)
 
@@ -83,6 +85,19 @@ def pack(header: dict, arrays: list[np.ndarray], blob: bytes = b"") -> bytes:
     head = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     return b"".join([_LEN.pack(len(head)), head,
                      *(np.asarray(a, dtype="<u8").tobytes() for a in arrays), blob])
+
+
+def header(raw: bytes) -> dict:
+    """A message's header alone (its arrays not read): for a reader of a whole partition
+    that wants a few headers' fields."""
+    try:
+        (n,) = _LEN.unpack_from(raw)
+        found = json.loads(raw[4 : 4 + n])
+    except (struct.error, ValueError, TypeError) as exc:
+        raise MessageError(f"not a streamdet message: {exc}") from None
+    if not isinstance(found, dict) or found.get("v") not in READABLE:
+        raise MessageError("not a streamdet message of a version this one reads")
+    return found
 
 
 def unpack(raw: bytes) -> tuple[dict, list[np.ndarray]]:
@@ -206,6 +221,11 @@ class DeltasMsg:
     shares_cause: str = ""  # the newest page of the gram shard's batch that made the shares
     # SPEC §10, to every doc shard: pair moves (url, other, paired: engine.score_replica)
     moves: list[tuple[str, str, bool]] = field(default_factory=list)
+    # SPEC §10, to every doc shard: the labels topic's labels (id, URL, verdict), and a doc
+    # shard's examples for the model they train (engine.spam_labels)
+    labels: list[ForwardedLabel] = field(default_factory=list)
+    labels_docs: int = 0  # where the doc shard's docs partition ended when they were sent
+    examples: Examples | None = None
 
     def __len__(self) -> int:
         """Its items: deltas, links and cluster rows (not the site shard's rows)."""
@@ -278,6 +298,11 @@ class DeltasMsg:
             head["s"] = causes.setdefault(self.shares_cause, len(causes))
         if self.moves:
             head["m"] = [[u, o, int(paired)] for u, o, paired in self.moves]
+        if self.labels:
+            head["l"] = [list(label) for label in self.labels]
+            head["ld"] = self.labels_docs
+        if self.examples is not None:
+            head["x"] = self.examples.to_json()
         head |= {"c": list(causes), "t": [self.times.get(c) for c in causes]}
         return pack(head,
                     [np.fromiter(chain.from_iterable(grams), dtype=np.uint64,
@@ -308,7 +333,10 @@ class DeltasMsg:
                    _cluster_rows(arrays[6], causes, h["i"]) if len(arrays) >= 7 else [],
                    *_site_rows(arrays, causes, h.get("u", [])),
                    causes[h["s"]] if "s" in h else "",
-                   [(u, o, bool(paired)) for u, o, paired in h.get("m", [])])
+                   [(u, o, bool(paired)) for u, o, paired in h.get("m", [])],
+                   [(int(i), str(u), str(v)) for i, u, v in h.get("l", [])],
+                   int(h.get("ld", 0)),
+                   Examples.from_json(h["x"]) if "x" in h else None)
 
 
 def _holder_runs(holders: list[tuple[int, ...]], runs: list[int], flat: list[int]) -> int:

@@ -39,7 +39,15 @@ from typing import Protocol
 
 from .clusters import reconcile_shown
 from .messages import DeltasMsg, GramsMsg, PageMsg, ShownMsg, pack_outbox, unpack_outbox
-from .shards import DocShard, GramShard, last_shown, shown_record, unsent_events
+from .shards import (
+    DocShard,
+    GramShard,
+    last_shown,
+    sent_examples,
+    shown_record,
+    unsent_events,
+)
+from .spam_labels import Examples
 from .transaction import Transaction
 
 
@@ -116,6 +124,8 @@ class ShardState:
         # cut short by a rebalance, or by a crash, takes over again on this disk.
         self.taking_over = store.meta("taking_over") == "1"
         self.shown: dict[str, str] | None = None
+        # while catching up, the examples its deltas partition holds (shards.sent_examples)
+        self.sent: dict[tuple[int, int], Examples] = {}
         self.cleared: list[bytes] = []  # outboxes acknowledged, their keys not deleted yet
 
     def offset(self, name: str) -> int:
@@ -145,7 +155,7 @@ class ShardState:
     def catching_up(self) -> dict[str, str] | None:
         """What consumers were shown, while a new owner redoes its last owner's rounds."""
         if self.shown is not None and self.caught_up():
-            self.shown = None
+            self.shown, self.sent = None, {}
         return self.shown
 
     def commit(self, txn: ShardTxn, offsets: dict[str, int], records: Sequence[Record] = (),
@@ -256,7 +266,8 @@ def process_docs(state: ShardState, role: DocShard, pages: Iterable[tuple[int, P
     base = state.catching_up()
     shown = None if base is None else ChainMap({}, base)  # writes go to a map of their own
     txn = state.store.begin()
-    out, events = role.process(txn, pages, deltas, seq, shown)
+    out, events = role.process(txn, pages, deltas, seq, shown, ends["docs"],
+                               state.sent if shown is not None else None)
     if shown is not None and state.caught_up(ends):
         events += role.end_catch_up(txn, seq, shown)
     records = [(GRAMS_OUT, g, raw) for g, raw in out]
@@ -279,7 +290,7 @@ def replay_docs(state: ShardState, role: DocShard, pages: Iterable[tuple[int, Pa
     events and withdrawals were sent by whoever committed the group's offsets), each
     URL's seq counted on from its last one."""
     txn = state.store.begin()
-    role.process(txn, pages, deltas, 0)
+    role.process(txn, pages, deltas, 0, docs_applied=ends["docs"])
     state.commit(txn, ends, new_documents=role.documents_added)
 
 
@@ -294,6 +305,7 @@ def take_over(state: ShardState, records: Iterable[tuple[int, bytes]], committed
     ends, so a restart sends it again and knows it is catching up."""
     records = list(records)
     state.shown = last_shown(records)
+    state.sent = sent_examples(records)
     state.catch_up = dict(ends)
     txn = state.store.begin()
     txn.put_meta("catch_up", json.dumps(ends, sort_keys=True).encode())
@@ -309,5 +321,7 @@ def resume_catch_up(state: ShardState, records: Iterable[tuple[int, bytes]]) -> 
     """A doc shard restarted on its own disk before it had caught up (needs_shown), its
     outboxes sent: what consumers were shown, read again from its deltas partition's
     (offset, value) pairs from the start to the end. Its own events since the takeover
-    are there too, each recorded before it left."""
+    are there too, each recorded before it left; so are the examples it sent."""
+    records = list(records)
     state.shown = last_shown(records)
+    state.sent = sent_examples(records)

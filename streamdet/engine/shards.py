@@ -34,7 +34,7 @@ seq) is written once, in docs/kafka-protocol.md.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import replace
 from enum import StrEnum
 
@@ -47,7 +47,7 @@ from .documents import DocResult, DocState
 from .events import shown_by
 from .grams import text_grams
 from .labelled import LabelledSet, shares
-from .messages import DeltasMsg, GramsMsg, MessageError, PageMsg, ShownMsg, unpack
+from .messages import DeltasMsg, GramsMsg, MessageError, PageMsg, ShownMsg, header, unpack
 from .params import Params
 from .partials import (
     PAIR_EVENTS,
@@ -60,7 +60,7 @@ from .partials import (
 )
 from .postings import add_document, plan_batch, withdraw_document
 from .rescoring import rescore
-from .routing import docno_for, docno_shard, split_chunks, split_grams, split_rows
+from .routing import docno_for, docno_shard, split_chunks, split_grams, split_rows, url_shard
 from .score_replica import ReplicaInputs, keep_clusters, keep_moves, keep_parts
 from .sentence_postings import (
     LINK,
@@ -75,6 +75,14 @@ from .sentence_postings import (
 )
 from .site_shard import SITE_SHARD, SitePart, SiteShard, keep_shares, share_rows
 from .sites import site_slot
+from .spam_labels import (
+    Examples,
+    ForwardedLabel,
+    apply_labels,
+    due,
+    keep_examples,
+    own_examples,
+)
 from .spam_score import score_events
 from .transaction import Transaction
 
@@ -149,6 +157,23 @@ def unsent_events(records: Iterable[tuple[int, bytes]], committed: int) -> list[
     return [raw for _, raw in sorted(out.values(), key=lambda x: x[0])]
 
 
+def sent_examples(records: Iterable[tuple[int, bytes]]) -> dict[tuple[int, int], Examples]:
+    """The examples among a doc shard's deltas partition's (offset, value) pairs, the
+    newest stamp of each (label, doc shard): a new owner that redoes a round in which its
+    last owner applied labels sends that owner's examples again rather than its own
+    (engine.spam_labels), so that every doc shard keeps the same ones whatever it met."""
+    out: dict[tuple[int, int], Examples] = {}
+    for _, raw in records:
+        try:
+            found = header(raw).get("x")
+            ex = Examples.from_json(found) if found is not None else None
+        except (MessageError, TypeError, ValueError):
+            continue
+        if ex is not None and ex.stamp >= getattr(out.get((ex.label, ex.shard)), "stamp", -1):
+            out[(ex.label, ex.shard)] = ex
+    return out
+
+
 def seq_after(seq: int) -> Callable[[int], int]:
     """A doc shard's next seq for a URL or site last at `last`: at least the batch's
     `seq`, the offsets consumed so far, which only grow on this worker or the next
@@ -166,8 +191,9 @@ class DocShard:
         self.docs = DocRole(params)
         self.partials = PartialRole(params)
         self.site = SiteShard(params, shards) if shard == SITE_SHARD else None
-        # of the last batch: (doc shard, DeltasMsg bytes) of its parts and pair moves, for
-        # the site shard and every doc shard's copies (engine.score_replica)
+        # of the last batch: (doc shard, DeltasMsg bytes) of its parts, pair moves and
+        # examples, for the site shard and every doc shard's copies (engine.score_replica,
+        # engine.spam_labels)
         self.site_parts: list[tuple[int, bytes]] = []
         self._replaced: dict[int, str] = {}  # of the batch: replaced versions -> new URLs
         self.cause_times: dict[str, float] = {}  # of the last batch: cause URL -> fetched_at
@@ -176,11 +202,15 @@ class DocShard:
 
     def process(self, txn, pages: Iterable[tuple[int, PageMsg]],
                 deltas: Iterable[DeltasMsg | ShownMsg], seq: int,
-                shown: MutableMapping[str, str] | None = None
+                shown: MutableMapping[str, str] | None = None, docs_applied: int = 0,
+                sent: Mapping[tuple[int, int], Examples] | None = None
                 ) -> tuple[list[tuple[int, bytes]], list[dict]]:
         """Apply pages (with their input offsets), then deltas (the shard's own ShownMsg
         records among them are skipped); re-score what changed, comparing with what
-        consumers were shown when `shown` is given (rescoring.rescore).
+        consumers were shown when `shown` is given (rescoring.rescore). `docs_applied`:
+        the docs partition's offset after the batch (what labels' examples wait for);
+        `sent`: while a new owner catches up, the examples its partition holds
+        (sent_examples), which it sends again rather than its own.
 
         Returns (gram shard, GramsMsg bytes) to send - the withdrawals of replaced
         versions - and the events, the quilt and rescore ones with their spam_score;
@@ -193,6 +223,8 @@ class DocShard:
         self.documents_added = self.held = 0
         self._replaced = {}
         shares, parts, rows, moves = [], [], [], []
+        labels: list[tuple[list[ForwardedLabel], int]] = []
+        examples: list[Examples] = []
         for offset, page in pages:
             out.extend(self._arrive(txn, offset, page, dirty, before, partners, paired))
             if page.fetched_at is not None:
@@ -210,6 +242,8 @@ class DocShard:
             parts += msg.parts
             moves += msg.moves
             rows += msg.clusters
+            labels += [(msg.labels, msg.labels_docs)] if msg.labels else []
+            examples += [msg.examples] if msg.examples is not None else []
             msg = self._own_rows(msg)
             for docno, (server, url) in msg.names.items():
                 if txn.name(docno) is None:
@@ -234,8 +268,10 @@ class DocShard:
         keep_parts(txn, [*parts, *mine])
         keep_clusters(txn, rows)
         keep_moves(txn, moves)
-        score_events(txn, events, ReplicaInputs(txn, self.shards))
-        self.site_parts = self._broadcast(mine)
+        inputs = ReplicaInputs(txn, self.shards)
+        taught = self._labels(txn, labels, examples, seq, docs_applied, inputs, sent or {})
+        score_events(txn, events, inputs)
+        self.site_parts = self._broadcast(mine, taught)
         partners.flush()
         return out, events
 
@@ -245,17 +281,38 @@ class DocShard:
         own = [r for r in msg.clusters if docno_shard(r.target, self.shards) == self.shard]
         return msg if len(own) == len(msg.clusters) else replace(msg, clusters=own)
 
-    def _broadcast(self, parts: list[SitePart]) -> list[tuple[int, bytes]]:
-        """The batch's parts and pair moves to every other doc shard; the site shard's
-        own parts to itself, as the others' reach it."""
+    def _labels(self, txn, labels: list[tuple[list[ForwardedLabel], int]],
+                examples: list[Examples], seq: int, docs_applied: int,
+                inputs: ReplicaInputs, sent: Mapping[tuple[int, int], Examples]
+                ) -> Examples | None:
+        """Apply the batch's labels and keep the examples doc shards sent
+        (engine.spam_labels); this shard's examples for the newest label it applied, to
+        send every doc shard, once they are due (None: none are): those an earlier owner
+        sent, if its partition holds them (`sent`), else its own."""
+        apply_labels(txn.chunks, labels, lambda url: url_shard(url, self.shards) == self.shard)
+        keep_examples(txn.chunks, examples, self.shards)
+        label = due(txn.chunks, docs_applied)
+        if not label:
+            return None
+        return sent.get((label, self.shard)) or own_examples(txn, inputs, label, self.shard, seq)
+
+    def _broadcast(self, parts: list[SitePart], taught: Examples | None
+                   ) -> list[tuple[int, bytes]]:
+        """The batch's parts, pair moves and examples to every other doc shard; the site
+        shard's own parts to itself, as the others' reach it, and the examples to this
+        shard too (engine.spam_labels: a model made of its deltas partition alone)."""
         moves = self.partials.moves
         out = []
-        shared = DeltasMsg([], parts=parts, moves=moves).encode() if parts or moves else None
+        shared = (DeltasMsg([], parts=parts, moves=moves, examples=taught).encode()
+                  if parts or moves or taught is not None else None)
         for shard in range(self.shards):
-            if shard != self.shard and shared is not None:
-                out.append((shard, shared))  # one message, encoded once for them all
-            elif shard == self.shard == SITE_SHARD and parts:
-                out.append((shard, DeltasMsg([], parts=parts).encode()))
+            if shard != self.shard:
+                if shared is not None:
+                    out.append((shard, shared))  # one message, encoded once for them all
+                continue
+            own = DeltasMsg([], parts=parts if shard == SITE_SHARD else [], examples=taught)
+            if own.parts or taught is not None:
+                out.append((shard, own.encode()))
         return out
 
     def end_catch_up(self, txn, seq: int, shown: MutableMapping[str, str]) -> list[dict]:
@@ -340,6 +397,15 @@ def version_grams(txn: Transaction, docno: int, k: int) -> np.ndarray:
     if grams is None:
         return np.asarray(txn.doc(docno).patch_grams(), dtype=np.uint64)
     return grams
+
+
+def label_forwards(labels: list[ForwardedLabel], docs_ends: Sequence[int]
+                   ) -> list[tuple[int, bytes]]:
+    """(doc shard, DeltasMsg bytes) forwarding labels of the labels topic to every doc
+    shard, each with where that shard's docs partition ends now (`docs_ends`): the pages
+    its examples for them wait for (engine.spam_labels)."""
+    return [(s, DeltasMsg([], labels=labels, labels_docs=end).encode())
+            for s, end in enumerate(docs_ends)]
 
 
 def page_adds(page: PageMsg, docno: int, shards: int) -> list[tuple[int, bytes]]:

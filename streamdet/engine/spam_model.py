@@ -1,8 +1,9 @@
 """The spam score (SPEC §10): a logistic model over the named signals of
 engine.spam_signals, small enough for a reviewer to read, and the records that carry a
 trained model and the pages' own verdicts into a state, so that the engine scores events
-as `streamdet rank` scores pages. Training on labels is ranking.model's (it needs the whole
-state); the engine only reads what `streamdet label` stored.
+as `streamdet rank` scores pages. Training on labels is engine.spam_training's: `streamdet
+label` trains on a whole state and stores the model; a Kafka pipeline's doc shards train it
+from the examples they send each other (engine.spam_labels).
 
 Records (table `chunks`, beside the labelled set L of paragraph chunks: both are what
 users labelled): `W` the trained model (absent: the blind one), `V<url>` the newest
@@ -37,6 +38,7 @@ BLIND_BIAS = -6.0
 BLIND = {"spread": 6.0, "texts": 2.0, "replicated": -3.0, "kin": -3.0, "domains": 1.0,
          "patch": 2.0, "host_quilts": 1.5, "mirrored": -2.0, "boilerplate": -1.5}
 
+VERDICTS = ("spam", "not_spam", "unsure")  # a reviewer's judgements (review.labels)
 VERDICT_SCORE = {"spam": 1.0, "not_spam": 0.0}  # what a label makes of its own page
 MODEL_KEY = b"W"
 VERDICT_PREFIX = b"V"
@@ -89,6 +91,11 @@ def verdict_key(url: str) -> bytes:
     return VERDICT_PREFIX + url.encode("utf-8")
 
 
+def verdict_code(verdict: str) -> bytes | None:
+    """A verdict's record (None: `unsure`, which decides nothing and keeps no record)."""
+    return _VERDICT_CODES.get(verdict)
+
+
 def stored_model(chunks: KeyedRecords) -> Model:
     """The model `streamdet label` last stored (the blind one before any)."""
     raw = chunks.get(MODEL_KEY)
@@ -101,10 +108,16 @@ def stored_verdicts(chunks: KeyedRecords, urls: list[str]) -> list[str | None]:
             for raw in chunks.get_many([verdict_key(u) for u in urls])]
 
 
+def judged(chunks: KeyedRecords) -> dict[str, str]:
+    """Every stored verdict (URL -> spam or not_spam), in URL order."""
+    return {key[len(VERDICT_PREFIX) :].decode("utf-8"): _VERDICTS[code]
+            for key, code in chunks.scan(VERDICT_PREFIX, prefix_end(VERDICT_PREFIX))}
+
+
 def store_labels(chunks: KeyedRecords, model: Model, verdicts: dict[str, str]) -> None:
     """Make the state's records say `model` and exactly these verdicts (URL -> spam or
     not_spam; others are dropped): the records of URLs no longer judged go."""
-    chunks.put(MODEL_KEY, None if model == blind() else model.encode())
+    store_model(chunks, model)
     want = {verdict_key(u): _VERDICT_CODES[v] for u, v in verdicts.items()
             if v in _VERDICT_CODES}
     for key, _ in chunks.scan(VERDICT_PREFIX, prefix_end(VERDICT_PREFIX)):
@@ -112,3 +125,8 @@ def store_labels(chunks: KeyedRecords, model: Model, verdicts: dict[str, str]) -
             chunks.put(key, None)
     for key, code in want.items():
         chunks.put(key, code)
+
+
+def store_model(chunks: KeyedRecords, model: Model) -> None:
+    """Make the state's model record say `model` (none for the blind one)."""
+    chunks.put(MODEL_KEY, None if model == blind() else model.encode())

@@ -20,12 +20,13 @@ from collections.abc import Collection
 from typing import Protocol
 
 from .clusters import cluster_key, group_key
+from .doc_role import current
 from .labelled import shares
 from .pair_index import partners_of
 from .servers import host_of
 from .sites import Contribution, contribution_key, read_totals
 from .spam_model import VERDICT_SCORE, stored_model, stored_verdicts
-from .spam_signals import Page, signals
+from .spam_signals import Page, Signals, signals
 from .transaction import Transaction
 
 SCORED = ("quilt", "rescore")  # the events that carry spam_score
@@ -149,8 +150,16 @@ def page_scores(txn: Transaction, urls: list[str], inputs: Inputs | None = None
 
 def _model_scores(txn: Transaction, inputs: Inputs, urls: list[str]) -> dict[str, float]:
     """The stored model's score of each live, quilted page."""
+    model = stored_model(txn.chunks)
+    return {url: model.rounded(sig.values)
+            for url, sig in page_signals(txn, inputs, urls).items()}
+
+
+def page_signals(txn: Transaction, inputs: Inputs, urls: list[str]) -> dict[str, Signals]:
+    """The signals of each of these live pages on the state as it is, read around them
+    through `inputs`: what the model scores, and what a label trains it on."""
     docnos = {u: txn.url_entry(u)[0] for u in urls}
-    covers = {u: txn.doc(d).result for u, d in docnos.items()}
+    covers = {u: current(txn, txn.doc(d)) for u, d in docnos.items()}  # quilted: not stale
     around: dict[str, int] = dict(docnos)
     for cover in covers.values():
         aligned = len(cover.docnos) == len(cover.sources)
@@ -161,11 +170,10 @@ def _model_scores(txn: Transaction, inputs: Inputs, urls: list[str]) -> dict[str
     near.read(txn, inputs, around, sources)
     hosts = inputs.hosts(sorted({host_of(u) for u in urls}))
     contains = dict(zip(urls, inputs.contains([docnos[u] for u in urls]), strict=True))
-    model = stored_model(txn.chunks)
     out = {}
     for url in urls:
         cover, (pages, quilts) = covers[url], hosts[host_of(url)]
         page = Page(url, cover.patch_fraction, cover.sources, near.cluster_size(url),
                     contains[url], pages, quilts)
-        out[url] = model.rounded(signals(near, page).values)
+        out[url] = signals(near, page)
     return out

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ..engine.spam_model import VERDICT_SCORE
 from .features import Corpus, signals
-from .model import THRESHOLD, Model, blind, trained
+from .model import THRESHOLD, Model, model_from
 from .why import why
 
 
@@ -26,11 +26,9 @@ class Ranked:
 
 def model_of(corpus: Corpus, verdicts: Mapping[str, str]) -> Model:
     """The model the labels train: the blind one moved by every live page judged spam or
-    not spam (`unsure` teaches nothing), taken in URL order."""
-    judged = sorted((u for u, v in verdicts.items() if v in VERDICT_SCORE and u in corpus.rows),
-                    key=lambda u: u.encode("utf-8"))
-    return trained([(signals(corpus, u).values, verdicts[u] == "spam") for u in judged],
-                   blind())
+    not spam (`unsure` teaches nothing), taken in URL order (engine.spam_training)."""
+    return model_from((u, signals(corpus, u).values, v == "spam") for u, v in verdicts.items()
+                      if v in VERDICT_SCORE and u in corpus.rows)
 
 
 def ranking(corpus: Corpus, verdicts: Mapping[str, str] | None = None) -> list[Ranked]:

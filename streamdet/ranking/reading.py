@@ -1,11 +1,13 @@
 """The ranking's inputs from a `streamdet run` state or worker states: the rows `streamdet
 dump` prints (with clusters, pop(d) and contains) and the partial-duplicate pairs, and the
-newest verdict of every label in the review desk's store."""
+newest verdict of every label in the review desk's store or, on worker states, in their
+doc shards."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..engine.spam_model import judged
 from ..reading.shards import state_rows
 from ..reading.states import open_store, state_dirs
 from ..reading.views import dump_rows, partial_pairs
@@ -33,6 +35,19 @@ def pipeline_corpus(states: list[str]) -> Corpus:
         finally:
             store.close()
     return Corpus(state_rows(states, spans=False), pairs)
+
+
+def pipeline_verdicts(states: list[str]) -> dict[str, str]:
+    """The verdicts worker states' doc shards hold (each its own pages': the labels
+    topic's, as the workers applied them; engine.spam_labels)."""
+    out: dict[str, str] = {}
+    for path in state_dirs(states, partial=False)[0]:
+        store = open_store(path, must_exist=True, read_only=True)
+        try:
+            out |= judged(store.begin().chunks)
+        finally:
+            store.close()
+    return out
 
 
 def verdicts_of(labels: Iterable[Label]) -> dict[str, str]:

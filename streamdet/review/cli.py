@@ -117,7 +117,7 @@ def _on_kafka(args: argparse.Namespace) -> int:
 
     if args.action == "serve":
         return _serve_kafka(args, desk_directory(args))
-    labels_topic = f"{args.prefix}-review-labels"
+    labels_topic = Topics.named(args.prefix).labels
     try:
         if args.action == "export":
             _print_export(asyncio.run(read_labels(args.broker, labels_topic)).all())

@@ -65,7 +65,7 @@ class KafkaSettings:
 
     @property
     def labels_topic(self) -> str:
-        return f"{self.prefix}-review-labels"
+        return Topics.named(self.prefix).labels
 
 
 class KafkaDesk:

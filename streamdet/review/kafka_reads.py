@@ -1,19 +1,29 @@
 """`streamdet review sample N | export | precision --broker`: the desk's commands on Kafka,
 with or without a desk running. They read the labels topic (and, to draw, the events
 topic) from the start to its end, the Fetch high watermark (ListOffsets is wrong on the
-test broker), and fold the records as the desk's agents do; a draw is written to the
-labels topic as the desk writes one, so every desk of the pipeline shows it."""
+test broker), and fold the records as the desk's agents do; a draw, or a judgement of
+`streamdet label --broker`, is written to the labels topic as the desk writes one, so
+every desk of the pipeline shows it."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 from aiokafka import TopicPartition
 
-from ..adapters.kafka import Topics, high_watermarks, producer, read_all, topic_names
+from ..adapters.kafka import (
+    Topics,
+    ensure_topic,
+    high_watermarks,
+    producer,
+    read_all,
+    topic_names,
+)
 from .kafka_desk import DeskUnavailable
-from .kafka_labels import KafkaLabels, draw_record, parse_record
+from .kafka_labels import KafkaLabels, draw_record, label_record, parse_record
+from .labels import Label
 from .projection import View, apply, event_of
 from .sampling import draw
 
@@ -67,23 +77,32 @@ async def read_view(broker: str, topics: Topics) -> View:
 async def sample(broker: str, topics: Topics, labels_topic: str, n: int, seed: int,
                  params: dict, at: str) -> dict:
     """Draw n pages quilted now and write the draw to the labels topic; the draw."""
-    from ..adapters.kafka import ensure_topic
-
     view = await read_view(broker, topics)
     quilted = [u for u, ev in view.quilts.items() if ev.get("event") != "unquilt"]
     if not quilted:
         raise DeskUnavailable("no quilted page to draw from yet")
     urls = draw(quilted, n, seed)
+    offset = await _write(broker, labels_topic, draw_record(urls, seed, params, at))
+    return {"name": f"s{offset + 1}", "at": at, "seed": seed, "params": params,
+            "urls": urls}
+
+
+async def write_label(broker: str, labels_topic: str, label: Label) -> Label:
+    """Write a judgement to the labels topic as the desk writes one (every desk of the
+    pipeline shows it, and the workers train on it); the label with its id."""
+    return replace(label, id=await _write(broker, labels_topic, label_record(label)) + 1)
+
+
+async def _write(broker: str, labels_topic: str, value: bytes) -> int:
+    """A record on the labels topic (one partition, made if missing), acknowledged by
+    the brokers; its offset."""
     await ensure_topic(broker, labels_topic, 1)
     p = producer(broker)
     await p.start()
     try:
-        meta = await p.send_and_wait(labels_topic, draw_record(urls, seed, params, at),
-                                     partition=0)
+        return (await p.send_and_wait(labels_topic, value, partition=0)).offset
     finally:
         await p.stop()
-    return {"name": f"s{meta.offset + 1}", "at": at, "seed": seed, "params": params,
-            "urls": urls}
 
 
 def _no_writes(value: bytes) -> int:

@@ -9,7 +9,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from urllib.parse import urlsplit
 
-VERDICTS = ("spam", "not_spam", "unsure")
+from ..engine.spam_model import VERDICTS
+
+__all__ = ["VERDICTS", "Label", "LabelError", "page_kind"]
+
 NOTE_LIMIT = 4000  # characters: a note is a sentence or two, not a document
 WHO_LIMIT = 200
 
