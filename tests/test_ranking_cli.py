@@ -125,5 +125,7 @@ def test_unknown_url_and_bad_arguments_exit_2_with_one_line(state, tmp_path):
         "label", "https://x.example/", "--spam", *kafka, "--state", state / "state")
     assert "lack the doc shard of https://x.example/" in _one_line_error(
         "label", "https://x.example/", "--spam", *kafka, "--state", tmp_path / "workers")
+    assert "lack the doc shard of https://x.example/" in _one_line_error(
+        "label-chunks", "--url", "https://x.example/", *kafka, "--state", tmp_path / "workers")
     # rank reads worker states, all of a pipeline's shards
     assert "lack the cluster shard" in _one_line_error("rank", "--state", tmp_path / "workers")

@@ -215,10 +215,13 @@ def pipeline_chunks(states: list[str] | None, url: str):
         raise UsageError("--url with --broker needs the worker states that hold the page "
                          "(--state DIR, repeated)")
     docs, grams, shards = found
+    if not shards or url_shard(url, shards) not in docs:
+        raise UsageError(f"these worker states lack the doc shard of {url}: give the "
+                         "--state of every worker")
     stores = [open_store(p, must_exist=True, read_only=True)
-              for p in [docs.get(url_shard(url, shards)), *grams.values()] if p]
+              for p in [docs[url_shard(url, shards)], *grams.values()]]
     try:
-        entry = stores[0].begin().url_entry(url) if url_shard(url, shards) in docs else None
+        entry = stores[0].begin().url_entry(url)
         if entry is None:
             raise UsageError(f"{url} is not in these worker states")
         parts = [doc_chunks(s.begin(), entry[0]).keys for s in stores[1:]]
