@@ -48,6 +48,7 @@ import numpy as np
 
 from streamdet.engine.analysis import analyze
 from streamdet.engine.messages import GramsMsg, PageMsg, decode_doc_input
+from streamdet.engine.pair_index import decode_index
 from streamdet.engine.params import Params
 from streamdet.engine.records import BadRecord, page_from_object
 from streamdet.engine.routing import docno_for, url_shard
@@ -403,6 +404,13 @@ class Simulation:
         docs = [sh.state.store for sh in self.doc]
         return phrase_rows([sh.state.store for sh in self.gram], text_reader(docs),
                            lambda: live_docnos(docs), top, self.params)
+
+    def pair_copies(self) -> list[dict[str, list[str]]]:
+        """Each doc shard's copy of every page's partners from both sides
+        (engine.pair_index): what its spam scores read of pairs (engine.score_replica)."""
+        return [{key[1:].decode("utf-8"): decode_index(raw)
+                 for key, raw in sh.state.store.kv.items_between("partials", b"r", b"s")}
+                for sh in self.doc]
 
     def partial_rows(self) -> list[dict]:
         """dump --partials over every doc shard (SPEC §7)."""

@@ -21,10 +21,12 @@ def sharded_pipeline(records: list[dict], params: Params, batches: Sequence[int]
                      events: list[dict] | None = None, stats: dict | None = None,
                      partials: list[dict] | None = None,
                      phrases: list[dict] | None = None, sites: list[dict] | None = None,
-                     hoods: list[dict] | None = None, labels: dict | None = None) -> Rows:
+                     hoods: list[dict] | None = None, labels: dict | None = None,
+                     copies: list[dict[str, list[str]]] | None = None) -> Rows:
     """Records published in `batches` (the stream cut as it arrives), shards running
     in between on a random schedule, then run until idle; `labels[i]` (chunk keys) are
-    labelled before batch i."""
+    labelled before batch i; `copies` gets each doc shard's partners from both sides of
+    every page (engine.pair_index), the figures its spam scores read of pairs."""
     sim = Simulation(params, shards, seed, crash_rate, wipe_rate, lag_rate)
     pages = analysed(records, params)
     i = 0
@@ -51,6 +53,8 @@ def sharded_pipeline(records: list[dict], params: Params, batches: Sequence[int]
         partials.extend(sim.partial_rows())
     if phrases is not None:
         phrases.extend(sim.phrase_rows())
+    if copies is not None:
+        copies.extend(sim.pair_copies())
     if sites is not None:  # SPEC §8: every site, from the site shard
         sites.extend(sites_of(sim.doc[SITE_SHARD].state.store, params, min_pages=1))
     if hoods is not None:

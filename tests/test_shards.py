@@ -143,12 +143,50 @@ def test_partial_pairs_of_the_shards_equal_the_reference(corpus, shards, seed, f
     params = _order_free(records, params, faults.get("dup_rate", 0) > 0)
     events: list[dict] = []
     pairs: list[dict] = []
+    copies: list[dict[str, list[str]]] = []
     sharded_pipeline(records, params, batches, shards=shards, seed=seed, events=events,
-                     partials=pairs, **faults)
+                     partials=pairs, copies=copies, **faults)
     context = f"shards={shards} seed={seed} {faults} params={params}\nrecords={records!r}"
     assert pairs == ref_partials(records, params), context
+    assert copies == [_both_sides(pairs)] * shards, context
     problems = check_pair_events(without_repeats(events), pairs)
     assert not problems, context + "\n" + "\n".join(problems)
+
+
+def _both_sides(pairs: list[dict]) -> dict[str, list[str]]:
+    """Each page's partial duplicates from both sides, as every doc shard keeps them for
+    the spam score (engine.pair_index)."""
+    out: dict[str, list[str]] = {}
+    for row in pairs:
+        out.setdefault(row["url"], []).append(row["other"])
+        out.setdefault(row["other"], []).append(row["url"])
+    return {url: sorted(others) for url, others in sorted(out.items())}
+
+
+PAIR_GONE = [  # a pair, then gone: its owner is a.example.com, on doc shard 1 of 2
+    {"url": "http://a.example.com/", "html": "alpha 日本語 gamma<br>"},
+    {"url": "http://b.shop.co.uk/", "html": "alpha 日本語 gamma<br>" * 3},
+    {"url": "http://b.shop.co.uk/", "html": "<p></p>", "ip": "10.0.0.1"},
+]
+
+
+@pytest.mark.parametrize("seed", [20, 24, 30])
+def test_a_new_owner_withdraws_from_every_copy_a_pair_its_last_owner_moved(seed):
+    """Schedules where the pair's owner reported it and moved it into every doc shard's
+    copies past the group's commit, then lost its disk, and its new owner's redo never
+    formed it: the new owner's record says what consumers hold (partials.reconcile_pairs),
+    so the pair leaves consumers and every copy alike, and the copies the spam score
+    reads equal the pairs."""
+    params = Params(k=5, m=11, c=4, theta=0.5, foreign="domain", gamma=1)
+    pairs: list[dict] = []
+    copies: list[dict[str, list[str]]] = []
+    events: list[dict] = []
+    sharded_pipeline(PAIR_GONE, params, [1, 1, 1], shards=2, seed=seed, events=events,
+                     partials=pairs, copies=copies, crash_rate=0.1, wipe_rate=0.25,
+                     lag_rate=0.7)
+    assert pairs == ref_partials(PAIR_GONE, params) == []
+    assert copies == [{}, {}]
+    assert not check_pair_events(without_repeats(events), pairs)
 
 
 @settings(max_examples=4, database=None, **SETTINGS)

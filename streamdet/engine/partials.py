@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 
 import numpy as np
 
 from .diagonals import Diagonal, diagonals, paired
-from .keyed import u64key
+from .keyed import prefix_end, u64key
 from .pair_index import PairIndex
 from .params import Params
 from .sentence_postings import COMMON, LINK, Link, decode_rows, encode_rows, holding
@@ -162,6 +162,41 @@ def pair_owner(txn, params: Params) -> Callable[[int, int], bool]:
         return (anywhere or mine[0] != theirs[0]) and mine[1] < theirs[1]
 
     return owns
+
+
+def shown_pairs(shown: Mapping[str, str]) -> Iterator[tuple[str, str, str]]:
+    """(URL, other URL, what consumers hold: a digest, "" once gone) of each pair in a doc
+    shard's map of what consumers were shown (pair_slot: the slots with a space)."""
+    for slot, mark in shown.items():
+        if " " in slot:
+            url, other = slot.split(" ", 1)
+            yield url, other, mark
+
+
+def reconcile_pairs(txn, shown: Mapping[str, str]) -> None:
+    """A doc shard's new owner, its state replayed up to the group's commit: make each
+    URL's record of what its pair events showed say what consumers hold (`shown`), and
+    move this shard's copies of the partners from both sides with it. Consumers and the
+    other doc shards' copies (engine.score_replica) hold what the last owner showed and
+    moved, past the commit too; the pair moves follow changes of the record, so a redo
+    that never forms a pair its last owner reported would withdraw it from consumers
+    (`report` compares with `shown`) and leave it in every copy."""
+    held = {key[1:].decode("utf-8"): json.loads(raw)
+            for key, raw in txn.partials.scan(b"u", prefix_end(b"u"))}
+    want = {url: dict(record) for url, record in held.items()}
+    for url, other, mark in shown_pairs(shown):
+        record = want.setdefault(url, {})
+        if mark:
+            record[other] = mark
+        else:
+            record.pop(other, None)
+    both_sides = PairIndex()
+    for url, record in sorted(want.items()):
+        if record != held.get(url, {}):
+            txn.partials.put(shown_key(url),
+                             json.dumps(dict(sorted(record.items()))).encode() if record else None)
+            both_sides.follow(url, held.get(url, {}), record)
+    both_sides.flush(txn.partials)
 
 
 class PartialRole:
@@ -317,10 +352,8 @@ class PartialRole:
         doc shard's owner keeps one while it catches up) and kept current by `report`."""
         if self._shown is not shown:
             self._shown, self._shown_index = shown, {}
-            for slot in shown:
-                if " " in slot:
-                    url, other = slot.split(" ", 1)
-                    self._shown_index.setdefault(url, set()).add(other)
+            for url, other, _ in shown_pairs(shown):
+                self._shown_index.setdefault(url, set()).add(other)
         return self._shown_index
 
     def event(self, kind: str, url: str, other: str, seq: int, diags: list[Diagonal],

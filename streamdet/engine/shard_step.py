@@ -39,6 +39,7 @@ from typing import Protocol
 
 from .clusters import reconcile_shown
 from .messages import DeltasMsg, GramsMsg, PageMsg, ShownMsg, pack_outbox, unpack_outbox
+from .partials import reconcile_pairs
 from .shards import (
     DocShard,
     GramShard,
@@ -311,6 +312,7 @@ def take_over(state: ShardState, records: Iterable[tuple[int, bytes]], committed
     txn.put_meta("catch_up", json.dumps(ends, sort_keys=True).encode())
     txn.put_meta("taking_over", None)
     reconcile_shown(txn, state.shown)
+    reconcile_pairs(txn, state.shown)
     again = [(EVENTS_OUT, 0, raw) for raw in unsent_events(records, committed)]
     outbox = state.commit(txn, state.offsets, again)
     state.taking_over = False
