@@ -27,8 +27,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from prometheus_client import REGISTRY
 
 from streamdet.adapters.batch_sizer import BatchSizer
-from streamdet.adapters.inputs import PREFIX_KEPT
+from streamdet.adapters.inputs import PREFIX_KEPT, open_source
 from streamdet.adapters.kafka import Timing, Topics
+from streamdet.adapters.publish import event_line, produce
 from streamdet.adapters.worker import Worker
 from streamdet.engine.params import Params
 from streamdet.engine.routing import url_shard
@@ -97,9 +98,18 @@ class Pipeline:
         streamdet("produce", *self.args(), "--shards", SHARDS, *(
             ["--rate", rate] if rate else []), path)
 
+    def send(self, path: Path) -> None:
+        """What `produce` does, from this process (no interpreter to start): for a test
+        that sends records one at a time."""
+        run_sync(produce(self.broker.bootstrap, [open_source(str(path))],
+                         Topics.named(self.prefix), shards=SHARDS))
+
     def events(self) -> list[dict]:
-        out = streamdet("events", *self.args(), "--idle", "2").stdout
-        return [json.loads(line) for line in out.splitlines()]
+        """The events topic as `streamdet events` prints it (what is no event skipped),
+        read to its ends: once the pipeline is idle (wait_idle) every event of its inputs
+        is there, as a worker commits a round's inputs once its events are acknowledged."""
+        lines = (event_line(r.value) for r in self.broker.read_topic(f"{self.prefix}-events"))
+        return [json.loads(line) for line in lines if line is not None]
 
     def wait_idle(self, timeout: float = 180) -> None:
         """Until every input of the pipeline is consumed and committed (committed offsets
@@ -171,24 +181,7 @@ class Pipeline:
                                                                         topics)
 
     def dead_letters(self) -> list:
-        async def read():
-            c = AIOKafkaConsumer(bootstrap_servers=self.broker.bootstrap,
-                                 auto_offset_reset="earliest", enable_auto_commit=False)
-            await c.start()
-            try:
-                tp = TopicPartition(f"{self.prefix}-dead-letter", 0)
-                c.assign([tp])
-                await c.seek_to_beginning(tp)
-                end = self.broker.high_watermarks(tp.topic)[0]
-                out: list = []
-                deadline = time.monotonic() + 30
-                while len(out) < end and time.monotonic() < deadline:
-                    got = await c.getmany(tp, timeout_ms=500)
-                    out.extend(got.get(tp, []))
-                return out
-            finally:
-                await c.stop()
-        return run_sync(read())
+        return self.broker.read_topic(f"{self.prefix}-dead-letter")
 
     def dump(self, *extra) -> bytes:
         args = list(extra)
@@ -359,6 +352,10 @@ def _copies(pipeline: Pipeline, urls: set[str]) -> str:
     return "\n".join(lines)
 
 
+def _canonical(event: dict) -> str:
+    return json.dumps(event, sort_keys=True)
+
+
 def _traps(events: list[dict]) -> set[tuple[str, str, int]]:
     return {(e["url"], e["segment"], e["repeats"]) for e in events if e["event"] == "trap"}
 
@@ -378,6 +375,10 @@ def test_two_workers_equal_streamdet_run(pipeline, crawl):
     want = _rows(reference_dump)
     events = pipeline.events()
     _check_events_match(events, want)
+    # `streamdet events` prints them all (it stops once the topic is quiet for --idle s)
+    printed = [json.loads(x) for x in streamdet("events", *pipeline.args(), "--idle", 2).stdout
+               .splitlines()]
+    assert sorted(printed, key=_canonical) == sorted(events, key=_canonical)
     # the traps: an event each, as `streamdet run` gives, and no state holds them
     ran = [json.loads(x) for x in (path.parent / "ref-events.jsonl").read_text().splitlines()]
     assert _traps(events) == _traps(ran) == {
@@ -962,7 +963,7 @@ def test_events_carry_the_spam_score_streamdet_run_gives(pipeline, tmp_path):
                                 *pipeline.args(), *workers, check=False)
             assert missing.returncode == 2 and b"is not in this state" in missing.stderr
             pipeline.wait_idle()
-        pipeline.produce(_write_lines(tmp_path / f"again-{i}.jsonl", [record]))
+        pipeline.send(_write_lines(tmp_path / f"again-{i}.jsonl", [record]))
         pipeline.wait_idle()
     events = pipeline.events()
     assert all("spam_score" in e for e in events if e["event"] in ("quilt", "rescore"))
