@@ -268,6 +268,36 @@ async def stored_bytes(bootstrap: str, ends: Mapping[tuple[str, int], int]) -> d
     return out
 
 
+async def read_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> list[Any]:
+    """Every record of `topic`, from its start up to the high watermarks it has when
+    called (topic_ends), partition by partition in offset order: what a reader that
+    starts now and stops at the end gets, without waiting for the topic to go quiet.
+    Only for a topic nothing writes to any more (all its writes acknowledged)."""
+    from aiokafka import AIOKafkaConsumer
+
+    ends = (await topic_ends(bootstrap, [topic], timeout))[topic]
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        out: dict[int, list[Any]] = {p: [] for p in sorted(ends)}
+        tps = [_tp(topic, p) for p in sorted(ends) if ends[p] > 0]
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, 0)
+        deadline = time.monotonic() + timeout
+        while tps:
+            if time.monotonic() > deadline:
+                raise BrokerError(f"{topic}: not read to its ends {ends} within {timeout} s")
+            got = await consumer.getmany(*tps, timeout_ms=200)
+            for tp, recs in got.items():
+                out[tp.partition] += [r for r in recs if r.offset < ends[tp.partition]]
+            tps = [tp for tp in tps if await consumer.position(tp) < ends[tp.partition]]
+        return [r for p in sorted(out) for r in out[p]]
+    finally:
+        await consumer.stop()
+
+
 async def _partitions(consumer: Any, topic: str) -> set[int]:
     """The topic's partitions as the consumer's metadata knows them, refreshed once when
     it does not know the topic yet; a BrokerError for a topic the broker lacks."""
@@ -356,6 +386,9 @@ class KafkaBroker:
 
     def topic_ends(self, topics: Iterable[str]) -> dict[str, dict[int, int]]:
         return run_sync(topic_ends(self.bootstrap, topics))
+
+    def read_topic(self, topic: str) -> list[Any]:
+        return run_sync(read_topic(self.bootstrap, topic))
 
     def alive(self) -> bool:
         return self.process is None or self.process.poll() is None

@@ -27,6 +27,7 @@ from loadtest.kafka_broker import (  # noqa: F401 - the harness, for the tests
     delete_topics,
     free_port,
     high_watermarks,
+    read_topic,
     run_sync,
     start_broker,
     topic_ends,

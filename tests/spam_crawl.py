@@ -4,6 +4,9 @@ the engine's scores of it."""
 
 from __future__ import annotations
 
+import copy
+import functools
+
 from streamdet.engine.core import Engine
 from streamdet.engine.params import Params
 from streamdet.engine.spam_model import Model, store_labels
@@ -22,6 +25,19 @@ TEMPLATE = ("Sign up for our weekly newsletter to get the latest stories, review
 
 
 def spam_crawl() -> tuple[list[dict], list[dict]]:
+    """The crawl and its re-fetches (see _built), a copy of its own for the caller."""
+    records, touched, _ = _built()
+    return copy.deepcopy(records), copy.deepcopy(touched)
+
+
+def crawl_scores() -> dict[str, float]:
+    """run_spam(records, [len(records)])'s scores of spam_crawl()'s records: the score
+    `streamdet run`'s state gives each live quilt once the crawl is applied."""
+    return dict(_built()[2])
+
+
+@functools.cache
+def _built() -> tuple[list[dict], list[dict], dict[str, float]]:
     """Real pages with planted quilts, boilerplate, re-fetches, mirrors and copies
     (build_crawl), three quilts moved onto one farm host, pages copied to another site
     (sources with near-duplicates), quilts copied on their own domain (quilts with
@@ -39,12 +55,12 @@ def spam_crawl() -> tuple[list[dict], list[dict]]:
         r["html"] = r["html"].replace("</body>", f"<p>{TEMPLATE}</p></body>")
     records += [dict(r, url=r["url"].replace("www.", "news.")) for r in records
                 if "www.quiltfarm2" in r["url"] and "html" in r]  # quilts' own mirrors
-    quilts = run_spam(records, [len(records)])[0]
+    scores = run_spam(records, [len(records)])[0]
     touched = [dict(r, html=r["html"].replace("</body>", "<p>" + " ".join(
         f"zq{i}w{j}" for j in range(12)) + "</p></body>"))
-        for i, r in enumerate(r for r in records if r["url"] in quilts and "html" in r
+        for i, r in enumerate(r for r in records if r["url"] in scores and "html" in r
                               and "quiltfarm2" not in r["url"])]  # not a quilt's mirror
-    return records, list({r["url"]: r for r in touched}.values())
+    return records, list({r["url"]: r for r in touched}.values()), scores
 
 
 SPAM_PARAMS = Params(c=3, theta=0.3)  # more of the crawl's quilts, of fewer sources

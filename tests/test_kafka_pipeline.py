@@ -27,8 +27,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from prometheus_client import REGISTRY
 
 from streamdet.adapters.batch_sizer import BatchSizer
-from streamdet.adapters.inputs import PREFIX_KEPT
+from streamdet.adapters.inputs import PREFIX_KEPT, open_source
 from streamdet.adapters.kafka import Timing, Topics
+from streamdet.adapters.publish import event_line, produce
 from streamdet.adapters.worker import Worker
 from streamdet.engine.params import Params
 from streamdet.engine.routing import url_shard
@@ -39,7 +40,16 @@ from streamdet.state.rocks import RocksKV
 from streamdet.state.txn import Store
 
 from .built_once import built_once
-from .cli_helpers import bad_lines, build_crawl, dump, popen, read_jsonl, streamdet, with_bad
+from .cli_helpers import (
+    bad_lines,
+    build_crawl,
+    dump,
+    parallel,
+    popen,
+    read_jsonl,
+    streamdet,
+    with_bad,
+)
 from .harness import (
     check_cluster_events,
     check_events,
@@ -97,9 +107,18 @@ class Pipeline:
         streamdet("produce", *self.args(), "--shards", SHARDS, *(
             ["--rate", rate] if rate else []), path)
 
+    def send(self, path: Path) -> None:
+        """What `produce` does, from this process (no interpreter to start): for a test
+        that sends records one at a time."""
+        run_sync(produce(self.broker.bootstrap, [open_source(str(path))],
+                         Topics.named(self.prefix), shards=SHARDS))
+
     def events(self) -> list[dict]:
-        out = streamdet("events", *self.args(), "--idle", "2").stdout
-        return [json.loads(line) for line in out.splitlines()]
+        """The events topic as `streamdet events` prints it (what is no event skipped),
+        read to its ends: once the pipeline is idle (wait_idle) every event of its inputs
+        is there, as a worker commits a round's inputs once its events are acknowledged."""
+        lines = (event_line(r.value) for r in self.broker.read_topic(f"{self.prefix}-events"))
+        return [json.loads(line) for line in lines if line is not None]
 
     def wait_idle(self, timeout: float = 180) -> None:
         """Until every input of the pipeline is consumed and committed (committed offsets
@@ -171,24 +190,7 @@ class Pipeline:
                                                                         topics)
 
     def dead_letters(self) -> list:
-        async def read():
-            c = AIOKafkaConsumer(bootstrap_servers=self.broker.bootstrap,
-                                 auto_offset_reset="earliest", enable_auto_commit=False)
-            await c.start()
-            try:
-                tp = TopicPartition(f"{self.prefix}-dead-letter", 0)
-                c.assign([tp])
-                await c.seek_to_beginning(tp)
-                end = self.broker.high_watermarks(tp.topic)[0]
-                out: list = []
-                deadline = time.monotonic() + 30
-                while len(out) < end and time.monotonic() < deadline:
-                    got = await c.getmany(tp, timeout_ms=500)
-                    out.extend(got.get(tp, []))
-                return out
-            finally:
-                await c.stop()
-        return run_sync(read())
+        return self.broker.read_topic(f"{self.prefix}-dead-letter")
 
     def dump(self, *extra) -> bytes:
         args = list(extra)
@@ -299,12 +301,14 @@ def _finish_and_check(pipeline: Pipeline, reference_dump: bytes, reference_pairs
     _check_events_match(events, want)
     pipeline.stop()  # (dump opens the shard states)
     assert not loose_ends(pipeline.tmp)
-    got = _rows(pipeline.dump())
+    # the four commands at once: each opens the states read-only
+    dumped, partials, phrases, listed = parallel(
+        pipeline.dump, lambda: pipeline.dump("--partials"), pipeline.phrases, pipeline.sites)
+    got = _rows(dumped)
     assert {u: normalize_row(r) for u, r in got.items()} == {
         u: normalize_row(r) for u, r in want.items()}
-    assert pipeline.dump("--partials") == reference_pairs
-    assert pipeline.phrases() == REFERENCE["phrases"]  # counted by the gram shards
-    listed = pipeline.sites()
+    assert partials == reference_pairs
+    assert phrases == REFERENCE["phrases"]  # counted by the gram shards
     sites = [json.loads(x) for x in listed.splitlines()]  # kept by the site shard
     if same_sites:
         assert listed == REFERENCE["sites"]
@@ -359,6 +363,10 @@ def _copies(pipeline: Pipeline, urls: set[str]) -> str:
     return "\n".join(lines)
 
 
+def _canonical(event: dict) -> str:
+    return json.dumps(event, sort_keys=True)
+
+
 def _traps(events: list[dict]) -> set[tuple[str, str, int]]:
     return {(e["url"], e["segment"], e["repeats"]) for e in events if e["event"] == "trap"}
 
@@ -384,62 +392,75 @@ def test_two_workers_equal_streamdet_run(pipeline, crawl):
         (u, s, 3) for u, s in zip(TRAPS, ("cal", "x"), strict=True)}
     assert not set(TRAPS) & set(want)
     pipeline.stop()  # (dump opens the shard states)
-    got = pipeline.dump()
+    states = ("--state", pipeline.tmp / "w1", "--state", pipeline.tmp / "w2")
+    ref = ("--state", path.parent / "ref")
+    pairs = [json.loads(line) for line in reference_pairs.splitlines()]
+    url = pairs[0]["other"]
+    selects = {"top": ("--top", 5), "hoods": ("--top", 3, "--level", "neighbourhood"),
+               "monsters": ("--monsters",)}
+    out = _at_once(
+        events=("events", *pipeline.args(), "--idle", 2), dump=("dump", *states),
+        partials=("dump", "--partials", *states), clusters=("dump", "--clusters", *states),
+        explain_pair=("explain", url, *states, "--json"),
+        sites=("sites", *states, "--json", "--min-pages", 1),
+        top=("sites", *states, "--json", "--top", 5, "--min-pages", 1),
+        **{f"{name} {where}": ("sites", *places, "--json", *select)
+           for name, select in selects.items()
+           for where, places in (("states", states), ("ref", ref))})
+    # `streamdet events` prints them all (it stops once the topic is quiet for --idle s)
+    printed = [json.loads(x) for x in out["events"].splitlines()]
+    assert sorted(printed, key=_canonical) == sorted(events, key=_canonical)
+    got = out["dump"]
     assert sum(r["quilted"] for r in want.values()) >= 4  # the corpus has quilts to find
     got_rows = {u: normalize_row(r) for u, r in _rows(got).items()}
     missing = set(want) - set(got_rows)
     assert not missing, _copies(pipeline, missing)
     assert got_rows == {u: normalize_row(r) for u, r in want.items()}
     # SPEC §7 in both modes: the same pairs, told by the pair events
-    assert pipeline.dump("--partials") == reference_pairs
-    pairs = [json.loads(line) for line in reference_pairs.splitlines()]
+    assert out["partials"] == reference_pairs
     assert not check_pair_events(without_repeats(events), pairs)
     # SPEC §6 in both modes: the same clusters (compared with the rows), told by the events
     assert sum(r["cluster_size"] > 1 for r in want.values()) >= 4  # clusters to get right
     assert not check_cluster_events(without_repeats(events), _rows(got))
     # explain names a page's pairs from every doc shard, kept by either page of a pair
-    url = pairs[0]["other"]
     want = sorted([{"other": p["url"], "diagonals": [
         {"spans": d["other_spans"], "other_spans": d["spans"], "sentences": d["sentences"]}
         for d in p["diagonals"]]} for p in pairs if p["other"] == url]
         + [{"other": p["other"], "diagonals": p["diagonals"]} for p in pairs if p["url"] == url],
         key=lambda p: p["other"].encode("utf-8"))
-    states = ["--state", pipeline.tmp / "w1", "--state", pipeline.tmp / "w2"]
-    assert json.loads(streamdet("explain", url, *states, "--json").stdout)["partials"] == want
+    assert json.loads(out["explain_pair"])["partials"] == want
     # and its cluster from the cluster shard, whichever worker holds it
     rows = _rows(got)
     member = next(u for u, r in sorted(rows.items()) if r["cluster_size"] > 1)
-    shown = json.loads(streamdet("explain", member, *states, "--json").stdout)
-    assert (shown["cluster"], shown["cluster_size"], shown["exact_dups"]) == (
+    of_member = _at_once(explain=("explain", member, *states, "--json"),
+                         explain_ref=("explain", member, *ref, "--json"),
+                         similar=("similar", member, *states, "--json"),
+                         similar_ref=("similar", member, *ref, "--json"))
+    explained = json.loads(of_member["explain"])
+    assert (explained["cluster"], explained["cluster_size"], explained["exact_dups"]) == (
         rows[member]["cluster"], rows[member]["cluster_size"], rows[member]["exact_dups"])
-    assert shown["near"] and all(n["url"] in rows for n in shown["near"])
+    assert explained["near"] and all(n["url"] in rows for n in explained["near"])
     members: dict[str, list[str]] = {}
     for u, r in sorted(_rows(reference_dump).items(), key=lambda x: x[0].encode("utf-8")):
         members.setdefault(r["cluster"], []).append(u)
     # similar on worker states answers as on the `streamdet run` state of the same records
-    assert streamdet("similar", member, *states, "--json").stdout == streamdet(
-        "similar", member, "--state", path.parent / "ref", "--json").stdout
-    listed = [json.loads(x) for x in pipeline.dump("--clusters").splitlines()]
+    assert of_member["similar"] == of_member["similar_ref"]
+    listed = [json.loads(x) for x in out["clusters"].splitlines()]
     assert listed == sorted(
         ({"cluster": c, "size": len(m), "members": m} for c, m in members.items() if len(m) > 1),
         key=lambda r: (-r["size"], r["cluster"].encode("utf-8")))
     # explain's pop(d) (SPEC §8) is summed over the gram shards, as dump's is
-    explained = json.loads(streamdet("explain", member, *states, "--json").stdout)
     assert explained["pop"] == rows[member]["pop"] == _rows(reference_dump)[member]["pop"]
     # the sites and neighbourhoods (SPEC §8) from the site shard, as `streamdet run` gives
-    ran = json.loads(streamdet("explain", member, "--state", path.parent / "ref",
-                               "--json").stdout)
+    ran = json.loads(of_member["explain_ref"])
     assert (explained["sites"], explained["neighbourhoods"], explained["contains"]) == (
         ran["sites"], ran["neighbourhoods"], ran["contains"])
     assert explained["sites"] and explained["neighbourhoods"]
-    assert streamdet("sites", *states, "--json", "--min-pages", 1).stdout == REFERENCE["sites"]
-    for select in (("--top", 5), ("--top", 3, "--level", "neighbourhood"), ("--monsters",)):
-        top = streamdet("sites", *states, "--json", *select).stdout
-        assert top == streamdet("sites", "--state", path.parent / "ref", "--json",
-                                *select).stdout
+    assert out["sites"] == REFERENCE["sites"]
+    for name in selects:
+        assert out[f"{name} states"] == out[f"{name} ref"]
     whole = [json.loads(x) for x in REFERENCE["sites"].splitlines()]
-    top = [json.loads(x) for x in streamdet("sites", *states, "--json", "--top", 5,
-                                            "--min-pages", 1).stdout.splitlines()]
+    top = [json.loads(x) for x in out["top"].splitlines()]
     assert top == ([r for r in whole if "site" in r][:5]
                    + [r for r in whole if "neighbourhood" in r][:5])
     assert len(top) == 10
@@ -447,6 +468,14 @@ def test_two_workers_equal_streamdet_run(pipeline, crawl):
     assert sum("neighbourhood" in r for r in listed) >= 100
     assert not check_site_events(without_repeats(events), [r for r in listed if "site" in r],
                                  [r for r in listed if "neighbourhood" in r])
+
+
+def _at_once(**commands: tuple) -> dict[str, bytes]:
+    """What each `streamdet ARGS` prints, the commands run at the same time (they only
+    read: the states they open read-only, the topics)."""
+    names = list(commands)
+    printed = parallel(*(lambda args=commands[n]: streamdet(*args).stdout for n in names))
+    return dict(zip(names, printed, strict=True))
 
 
 def test_two_workers_with_phi_equal_streamdet_run(pipeline, crawl, tmp_path):
@@ -459,15 +488,15 @@ def test_two_workers_with_phi_equal_streamdet_run(pipeline, crawl, tmp_path):
     # sources at or above it
     fourth = sorted(r["sources"][3]["share"] for r in plain.values() if r["quilted"])
     phi = f"{fourth[len(fourth) // 2]:.6f}"
+    pipeline.start("w1", "--phi", phi)
+    pipeline.start("w2", "--phi", phi)
+    pipeline.produce(path)
     streamdet("run", "--input", path, "--state", tmp_path / "ref", "--phi", phi,
-              "--events", tmp_path / "ref-events.jsonl")
+              "--events", tmp_path / "ref-events.jsonl")  # while the workers take the crawl
     reference_dump = dump(tmp_path / "ref")
     with_phi = _rows(reference_dump)
     assert {u for u, r in with_phi.items() if r["quilted"]} < {
         u for u, r in plain.items() if r["quilted"]}
-    pipeline.start("w1", "--phi", phi)
-    pipeline.start("w2", "--phi", phi)
-    pipeline.produce(path)
     log = _finish_and_check(pipeline, reference_dump, reference_pairs, same_sites=False)
     assert "worker stopped" in log
     quilted = [r for r in _rows(pipeline.dump()).values() if r["quilted"]]
@@ -475,9 +504,10 @@ def test_two_workers_with_phi_equal_streamdet_run(pipeline, crawl, tmp_path):
     # a reviewer reads a page from the workers' states as from `streamdet run`'s
     states = ["--state", pipeline.tmp / "w1", "--state", pipeline.tmp / "w2"]
     url = quilted[0]["url"]
-    text = streamdet("text", url, *states).stdout
-    assert text and text == streamdet("text", url, "--state", tmp_path / "ref").stdout
-    explained = json.loads(streamdet("explain", url, *states, "--json").stdout)
+    out = _at_once(text=("text", url, *states), text_ref=("text", url, "--state", tmp_path / "ref"),
+                   explain=("explain", url, *states, "--json"))
+    assert out["text"] and out["text"] == out["text_ref"]
+    explained = json.loads(out["explain"])
     assert explained["sources"] == with_phi[url]["sources"] and explained["quilted"]
 
 
@@ -876,11 +906,14 @@ def test_labels_reach_the_pipeline(pipeline, crawl, tmp_path):
     clean = [dict(r, url=f"http://{('one', 'two')[i % 2]}.example/docs/{i}.html")
              for i, r in enumerate(pages[4:])]
     _write_lines(path, records + farm + clean)
-    ref = tmp_path / "ref"
+    pipeline.start("w1")
+    pipeline.start("w2")
+    pipeline.produce(path)
+    ref = tmp_path / "ref"  # while the workers join and take the crawl
     streamdet("run", "--input", path, "--state", ref, "--events", tmp_path / "ref-ev.jsonl")
     text = tmp_path / "labelled.txt"
-    text.write_bytes(b"\n".join(streamdet("text", r["url"], "--state", ref).stdout
-                                for r in farm))
+    farm_texts = _at_once(**{r["url"]: ("text", r["url"], "--state", ref) for r in farm})
+    text.write_bytes(b"\n".join(farm_texts[r["url"]] for r in farm))
     told = streamdet("label-chunks", "--text", text, "--state", ref).stdout
     # labelled, the farm is bad, and the last `site` event about it says so: label-chunks
     # tells it, unless the run already had (blind discovery labels the template chunks of
@@ -889,9 +922,6 @@ def test_labels_reach_the_pipeline(pipeline, crawl, tmp_path):
                                *map(json.loads, told.splitlines())]
             if e.get("neighbourhood") == "farm.example/blog/"]
     assert said and said[-1] is True
-    pipeline.start("w1")
-    pipeline.start("w2")
-    pipeline.produce(path)
     pipeline.wait_idle()
     sent = streamdet("label-chunks", "--text", text, *pipeline.args())
     assert f"sent to the pipeline's {SHARDS} gram shards".encode() in sent.stderr
@@ -938,7 +968,10 @@ def test_events_carry_the_spam_score_streamdet_run_gives(pipeline, tmp_path):
     params = ["-c", SPAM_PARAMS.c, "--theta", SPAM_PARAMS.theta]
     half = len(touched) // 2
     crawl = _write_lines(tmp_path / "spam.jsonl", records)
-    ref, desk = tmp_path / "ref", tmp_path / "desk"
+    pipeline.start("w1", *params)
+    pipeline.start("w2", *params)
+    pipeline.produce(crawl)
+    ref, desk = tmp_path / "ref", tmp_path / "desk"  # while the workers take the crawl
     streamdet("run", "--input", crawl, "--state", ref, *params, "--events", tmp_path / "a.jsonl")
     want = _refetch_run(tmp_path, ref, params, touched[:half], "b")
     labels = _labels_for(ref, [r["url"] for r in touched[half:]])
@@ -948,9 +981,6 @@ def test_events_carry_the_spam_score_streamdet_run_gives(pipeline, tmp_path):
     urls = {r["url"] for r in touched}
     assert len(want) == len(urls) >= 10 and len(set(want.values())) >= 5
     assert want[labels[-1][0]] == 0.0
-    pipeline.start("w1", *params)
-    pipeline.start("w2", *params)
-    pipeline.produce(crawl)
     pipeline.wait_idle()
     workers = ["--state", pipeline.tmp / "w1", "--state", pipeline.tmp / "w2"]
     for i, record in enumerate(touched):
@@ -962,7 +992,7 @@ def test_events_carry_the_spam_score_streamdet_run_gives(pipeline, tmp_path):
                                 *pipeline.args(), *workers, check=False)
             assert missing.returncode == 2 and b"is not in this state" in missing.stderr
             pipeline.wait_idle()
-        pipeline.produce(_write_lines(tmp_path / f"again-{i}.jsonl", [record]))
+        pipeline.send(_write_lines(tmp_path / f"again-{i}.jsonl", [record]))
         pipeline.wait_idle()
     events = pipeline.events()
     assert all("spam_score" in e for e in events if e["event"] in ("quilt", "rescore"))
@@ -970,8 +1000,10 @@ def test_events_carry_the_spam_score_streamdet_run_gives(pipeline, tmp_path):
     pipeline.stop()  # rank on the workers' shard states, as on the `streamdet run` state
     model = _stored_models([ref])[0]
     assert model != blind() and _stored_models(workers[1::2]) == [model] * SHARDS
-    ranked = streamdet("rank", "--json", *workers).stdout
-    assert ranked == streamdet("rank", "--json", "--state", ref, "--desk", desk).stdout
+    out = _at_once(ranked=("rank", "--json", *workers),
+                   ref=("rank", "--json", "--state", ref, "--desk", desk))
+    ranked = out["ranked"]
+    assert ranked == out["ref"]
     scores = {r["url"]: r["score"] for r in map(json.loads, ranked.splitlines())}
     assert scores[labels[-1][0]] == 0.0 and scores[labels[0][0]] == 1.0
 

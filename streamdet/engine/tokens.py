@@ -9,7 +9,9 @@ before it in its run is dropped.
 Categories come from `unicodedata` and scripts from the Unicode Script property (via the
 `regex` module), read once, at the first tokenization, into plain character classes for
 the stdlib `re` engine: matching a large class there is as fast as `\\w`, while `regex`
-with property classes and set operations is 2-10x slower on the hot path.
+with property classes and set operations is 2-10x slower on the hot path. The classes of
+the Basic Multilingual Plane are read at the first tokenization, those of every code
+point only at the first text holding an astral letter, number or mark.
 """
 
 from __future__ import annotations
@@ -57,10 +59,11 @@ def _span(lo: int, hi: int) -> str:
     return re.escape(chr(lo)) if lo == hi else f"{re.escape(chr(lo))}-{re.escape(chr(hi))}"
 
 
-def _class_members() -> tuple[list[int], list[int], list[int], list[int]]:
-    """Code points of the segmented letters, run starts, run continuations and marks."""
+def _class_members(end: int) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Code points below `end` of the segmented letters, run starts, run continuations
+    and marks."""
     seg, start, cont, marks = [], [], [], []
-    for cp in range(sys.maxunicode + 1):
+    for cp in range(end):
         major = unicodedata.category(chr(cp))[0]
         if major == "L":
             if _SEGMENTED.match(chr(cp)):
@@ -80,9 +83,7 @@ def _class_members() -> tuple[list[int], list[int], list[int], list[int]]:
 class _Patterns(NamedTuple):
     simple: re.Pattern[str]
     bmp: re.Pattern[str]
-    all: re.Pattern[str]
     seg_letter: re.Pattern[str]
-    cutting: dict[re.Pattern[str], re.Pattern[str]]  # each pattern, capturing (token_spans)
 
 
 # sre matches a BMP-only class through a constant-time block bitmap but a class holding
@@ -92,17 +93,28 @@ class _Patterns(NamedTuple):
 # astral characters are emoji (symbols, not tokens).
 @cache
 def _patterns() -> _Patterns:
-    """The token patterns, built on first use: reading the classes off every code point
-    takes half a second, which a command that never tokenizes (`sites`) should not pay."""
-    members = _class_members()
-    seg, start, cont, marks = (_char_class(m) for m in members)
-    seg_b, start_b, cont_b, marks_b = (_char_class(cp for cp in m if cp < 0x10000)
-                                       for m in members)
-    simple = re.compile(f"[{start_b}][{cont_b}]*")
-    bmp = re.compile(f"[{start_b}][{cont_b}]*|[{seg_b}][{marks_b}]*")
-    every = re.compile(f"[{start}][{cont}]*|[{seg}][{marks}]*")
-    return _Patterns(simple, bmp, every, re.compile(f"[{seg_b}]"),
-                     {p: re.compile(f"({p.pattern})") for p in (simple, bmp, every)})
+    """The patterns exact for text without astral letters, numbers or marks, built on
+    first use (a command that never tokenizes, `sites`, never reads a class) from the
+    code points of the Basic Multilingual Plane, a seventeenth of them all."""
+    seg, start, cont, marks = (_char_class(m) for m in _class_members(0x10000))
+    simple = re.compile(f"[{start}][{cont}]*")
+    bmp = re.compile(f"[{start}][{cont}]*|[{seg}][{marks}]*")
+    return _Patterns(simple, bmp, re.compile(f"[{seg}]"))
+
+
+@cache
+def _every() -> re.Pattern[str]:
+    """The pattern exact for any text, built on first use from every code point: only
+    a process that meets an astral letter, number or mark pays for reading them all
+    (every process that analyses pages would, and most never meet one)."""
+    seg, start, cont, marks = (_char_class(m) for m in _class_members(sys.maxunicode + 1))
+    return re.compile(f"[{start}][{cont}]*|[{seg}][{marks}]*")
+
+
+@cache
+def _cutting(pattern: re.Pattern[str]) -> re.Pattern[str]:
+    """The pattern, capturing (token_spans)."""
+    return re.compile(f"({pattern.pattern})")
 
 
 _ASTRAL = re.compile("[\\U00010000-\\U0010FFFF]")
@@ -142,7 +154,7 @@ def _pattern_for(text: str) -> re.Pattern[str]:
     p = _patterns()
     astral = _ASTRAL.findall(text)
     if astral and any(unicodedata.category(ch)[0] in "LNM" for ch in set(astral)):
-        return p.all
+        return _every()
     return p.bmp if p.seg_letter.search(text) else p.simple
 
 
@@ -161,7 +173,7 @@ def token_spans(text: str) -> tuple[list[str], np.ndarray, np.ndarray]:
     whole text first can change its length (ß -> ss), and cuts the same tokens only
     because no character but FOLD_SHIFTS folds into another class. The offsets are the
     parts' lengths summed, so no Python code runs per token but the folding."""
-    parts = _patterns().cutting[_pattern_for(text)].split(text)
+    parts = _cutting(_pattern_for(text)).split(text)
     ends = np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)))
     tokens = [t.casefold() for t in parts[1::2]]
     return tokens, ends[0::2][: len(tokens)], ends[1::2]
