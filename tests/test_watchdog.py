@@ -185,7 +185,12 @@ def test_sigterm_stops_a_run_whatever_page_is_in_hand(tmp_path, monkeypatch, sta
     proc = popen("run", "--input", src, "--state", tmp_path / "s", "--events",
                  tmp_path / "events.jsonl", "--page-timeout", "600", "--batch", "10",
                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    until_stalled(stall_fourth, lambda: proc.poll() is None)  # in the first batch
+    try:
+        until_stalled(stall_fourth, lambda: proc.poll() is None)  # in the first batch
+    except AssertionError:
+        proc.kill()  # (it would stay stalled)
+        proc.wait()
+        raise
     assert proc.poll() is None
     began = time.monotonic()
     proc.send_signal(signal.SIGTERM)
