@@ -211,8 +211,11 @@ async def topic_ends(bootstrap: str, topics: Iterable[str],
     from aiokafka import AIOKafkaConsumer
 
     names = list(topics)
+    # the broker answers a fetch at once (no wait for records to arrive), and each look
+    # at the answers waits 5 ms: a look takes ~5 ms, not the 50 + 100 ms it waited for
+    # nothing (most partitions it reads are at their end)
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                                enable_auto_commit=False, fetch_max_wait_ms=50,
+                                enable_auto_commit=False, fetch_max_wait_ms=1,
                                 max_partition_fetch_bytes=1024)
     await consumer.start()
     try:
@@ -226,7 +229,7 @@ async def topic_ends(bootstrap: str, topics: Iterable[str],
         while any(consumer.highwater(tp) is None for tp in tps):
             if time.monotonic() > deadline:
                 raise BrokerError(f"no fetch response for {names} within {timeout} s")
-            await consumer.getmany(*tps, timeout_ms=100)
+            await consumer.getmany(*tps, timeout_ms=5)
         ends: dict[str, dict[int, int]] = {topic: {} for topic in names}
         for tp in tps:
             ends[tp.topic][tp.partition] = int(consumer.highwater(tp))

@@ -19,6 +19,12 @@ TOKEN = "t0ken-for-the-review-desk-tests"
 
 def planted_state(tmp: Path) -> tuple[Path, Path, dict]:
     """(state, events file, the quilt's event); the records are in tmp/in.jsonl."""
+    make_planted(tmp)
+    return planted_in(tmp)
+
+
+def make_planted(tmp: Path) -> None:
+    """The planted records in tmp/in.jsonl, and a `streamdet run` of them."""
     words = [[f"s{i}w{j}" for j in range(60)] for i in range(5)]
     records = [{"url": f"http://s{i}.example/p", "text": " ".join(w)}
                for i, w in enumerate(words)]
@@ -27,9 +33,13 @@ def planted_state(tmp: Path) -> tuple[Path, Path, dict]:
     records.append({"url": QUILT, "text": " <script>alert(1)</script> ".join(taken)})
     records.append({"url": "http://plain.example/", "text": "nothing copied here at all"})
     write_jsonl(tmp / "in.jsonl", records)
+    streamdet("run", "--input", tmp / "in.jsonl", "--state", tmp / "state", "--events",
+              tmp / "events.jsonl", "-k", "3")
+
+
+def planted_in(tmp: Path) -> tuple[Path, Path, dict]:
+    """(state, events file, the quilt's event) of the run make_planted made in tmp."""
     state, events = tmp / "state", tmp / "events.jsonl"
-    streamdet("run", "--input", tmp / "in.jsonl", "--state", state, "--events", events,
-              "-k", "3")
     [quilt] = [e for e in map(json.loads, events.read_text().splitlines())
                if e["event"] == "quilt"]
     assert quilt["url"] == QUILT and [len(s["spans"]) for s in quilt["sources"]][0] == 2

@@ -29,8 +29,9 @@ from streamdet.state.rocks import RocksKV
 from streamdet.state.schema import decode_url_entry
 from streamdet.state.txn import Store
 
+from .built_once import built_once
 from .cli_helpers import SAMPLE, build_crawl, streamdet, write_jsonl
-from .review_helpers import QUILT, TOKEN, planted_state
+from .review_helpers import QUILT, TOKEN, make_planted, planted_in
 
 BASE = "http://desk.test"
 GETS = ["/quilts", "/page?url=" + quote(QUILT, safe=""), "/sites", "/clusters", "/precision",
@@ -42,7 +43,8 @@ API_GETS = ["/api/quilts", "/api/page?url=" + quote(QUILT, safe=""), "/api/sites
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
-    return planted_state(tmp_path_factory.mktemp("review"))
+    """Built once a test run: its tests only read the state and the events file."""
+    return planted_in(built_once(tmp_path_factory, "review-planted", make_planted))
 
 
 class Desked:

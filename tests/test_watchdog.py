@@ -10,6 +10,8 @@ import json
 import signal
 import subprocess
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -62,9 +64,21 @@ def test_tombstones_and_empty_records_are_dead_letters():
 
 
 @pytest.fixture
-def stall_fourth(monkeypatch):
-    """Each analysis process stalls on the 4th page it is given (its replacement too)."""
+def stall_fourth(monkeypatch, tmp_path) -> Path:
+    """Each analysis process stalls on the 4th page it is given (its replacement too),
+    and creates the file returned once it stalls."""
     monkeypatch.setenv("STREAMDET_FAILPOINT", "analysis-page:4:stall")
+    monkeypatch.setenv("STREAMDET_FAILPOINT_STALLED", str(tmp_path / "stalled"))
+    return tmp_path / "stalled"
+
+
+def until_stalled(marker: Path, alive: Callable[[], bool], timeout: float = 120) -> None:
+    """Until an analysis process has stalled at its failpoint (it created `marker`), the
+    run or pool that started it still alive."""
+    deadline = time.monotonic() + timeout
+    while not marker.exists():
+        assert alive() and time.monotonic() < deadline, "no analysis process stalled"
+        time.sleep(0.05)
 
 
 def two_jobs(pool: AnalysisPool, first: int, total: int) -> list:
@@ -132,7 +146,7 @@ def test_abort_does_not_wait_for_the_page_in_hand(stall_fourth):
     pool = AnalysisPool(1, Params(), MAX_BODY, page_timeout=600)
     try:
         fut = pool.submit([page(i) for i in range(6)])
-        time.sleep(3)  # on its 4th page, stalled
+        until_stalled(stall_fourth, lambda: not fut.done())  # on its 4th page
         began = time.monotonic()
         pool.abort()
         with pytest.raises(Aborted):
@@ -163,16 +177,20 @@ def test_run_dead_letters_too_slow_pages_and_finishes(tmp_path, monkeypatch):
                for e in dead)  # the original record, to replay it later
 
 
-def test_sigterm_stops_a_run_whatever_page_is_in_hand(tmp_path, monkeypatch):
+def test_sigterm_stops_a_run_whatever_page_is_in_hand(tmp_path, monkeypatch, stall_fourth):
     """A page the analysis never finishes, a timeout far away: SIGTERM still stops the
     run within 10 s, and the next run continues exactly where the state stands."""
-    monkeypatch.setenv("STREAMDET_FAILPOINT", "analysis-page:4:stall")
     src = tmp_path / "pages.jsonl"
     _pages_file(src, 40)
     proc = popen("run", "--input", src, "--state", tmp_path / "s", "--events",
                  tmp_path / "events.jsonl", "--page-timeout", "600", "--batch", "10",
                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(6)  # started, and stalled in the first batch
+    try:
+        until_stalled(stall_fourth, lambda: proc.poll() is None)  # in the first batch
+    except AssertionError:
+        proc.kill()  # (it would stay stalled)
+        proc.wait()
+        raise
     assert proc.poll() is None
     began = time.monotonic()
     proc.send_signal(signal.SIGTERM)

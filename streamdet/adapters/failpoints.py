@@ -4,9 +4,11 @@ rather than hoping a SIGKILL lands there.
 
 `STREAMDET_FAILPOINT=name:n` makes the n-th pass through `hit(name)` end the process at
 once with exit status 137, as SIGKILL would (no cleanup, no flush); `name:n:stall` makes
-it hang there instead, as a page that the parser never finishes would; `name:n:raise`
-raises `Failpoint` there, as a send the broker never acknowledges would. Unset, `hit` is
-one dictionary lookup.
+it hang there instead, as a page that the parser never finishes would (and, when
+STREAMDET_FAILPOINT_STALLED names a file, creates that file first, so that a test acts
+on the stall the moment it holds, not after a guess at how long reaching it takes);
+`name:n:raise` raises `Failpoint` there, as a send the broker never acknowledges would.
+Unset, `hit` is one dictionary lookup.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ def hit(name: str) -> None:
     _passes[name] = _passes.get(name, 0) + 1
     if _passes[name] == armed[1]:
         if armed[2] == "stall":
+            if marker := os.environ.get("STREAMDET_FAILPOINT_STALLED"):
+                open(marker, "w").close()  # noqa: SIM115 - created, nothing to write
             while True:
                 time.sleep(3600)
         if armed[2] == "raise":
