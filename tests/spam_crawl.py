@@ -66,10 +66,11 @@ def _built() -> tuple[list[dict], list[dict], dict[str, float]]:
 SPAM_PARAMS = Params(c=3, theta=0.3)  # more of the crawl's quilts, of fewer sources
 
 
-def run_spam(records: list[dict], batches: list[int]) -> tuple[dict[str, float], list[dict]]:
+def run_spam(records: list[dict], batches: list[int], params: Params = SPAM_PARAMS
+             ) -> tuple[dict[str, float], list[dict]]:
     """`streamdet run`'s engine on the records in these batches: the score its final
     state gives each live quilt (as `rank` and a new event would), and its events."""
-    run = SpamRun()
+    run = SpamRun(params)
     i = 0
     for b in batches:
         run.add(records[i : i + b])
@@ -81,22 +82,23 @@ class SpamRun:
     """A `streamdet run` state of the spam crawl's parameters, fed batch by batch, and
     taught labels as `streamdet label` teaches it."""
 
-    def __init__(self) -> None:
-        self.store, self.engine = Store(MemoryKV()), Engine(SPAM_PARAMS)
-        self.store.set_meta("params", SPAM_PARAMS.fingerprint())
+    def __init__(self, params: Params = SPAM_PARAMS) -> None:
+        self.params = params
+        self.store, self.engine = Store(MemoryKV()), Engine(params)
+        self.store.set_meta("params", params.fingerprint())
         self.events: list[dict] = []
 
     def add(self, records: list[dict]) -> list[dict]:
         """One batch of records; its events."""
         txn = self.store.begin()
-        events = self.engine.process(txn, analysed(records, SPAM_PARAMS))[0]
+        events = self.engine.process(txn, analysed(records, self.params))[0]
         txn.commit({})
         self.events += events
         return events
 
     def scores(self) -> dict[str, float]:
         """The score of each live quilt, as `rank` and a new event would give it."""
-        quilts = sorted(r["url"] for r in dump_rows(self.store, SPAM_PARAMS) if r["quilted"])
+        quilts = sorted(r["url"] for r in dump_rows(self.store, self.params) if r["quilted"])
         return page_scores(self.store.begin(), quilts)
 
     def teach(self, verdicts: dict[str, str]) -> Model:
