@@ -18,7 +18,7 @@ read (no per-gram objects). Nothing here is ever unpickled: internal topics are 
   from the cluster shard, the cluster rows of its documents. To the site shard (doc
   shard 0, engine.site_shard), also the gram shards' shares of documents' pop(d) and
   contains, and the doc shards' parts of their documents (SPEC §8). To every doc shard,
-  also the parts, the cluster rows and the pair moves a page's spam score reads (SPEC
+  also the parts, the cluster rows and the pair records a page's spam score reads (SPEC
   §10, engine.score_replica), the labels of the labels topic, forwarded, and a doc
   shard's examples for the model they train (engine.spam_labels).
 - ShownMsg  (a doc shard to its own deltas partition, before a round's events leave):
@@ -39,6 +39,7 @@ import numpy as np
 from .chunks import NO_CHUNKS, Chunks
 from .clusters import ClusterRow
 from .deltas import GAIN, LOSE, Delta
+from .pair_records import PairRecords
 from .sentence_postings import Link
 from .sentences import NONE, Sentences
 from .site_shard import SHARE_COLUMNS, SitePart
@@ -219,8 +220,12 @@ class DeltasMsg:
     shares: np.ndarray = field(default_factory=lambda: np.zeros((0, SHARE_COLUMNS), np.uint64))
     parts: list[SitePart] = field(default_factory=list)
     shares_cause: str = ""  # the newest page of the gram shard's batch that made the shares
-    # SPEC §10, to every doc shard: pair moves (url, other, paired: engine.score_replica)
+    # SPEC §10, pair moves (url, other, paired) to every doc shard: read from messages of
+    # pipeline format shards-9, which sent them instead of pair records (engine.score_replica)
     moves: list[tuple[str, str, bool]] = field(default_factory=list)
+    # SPEC §10, to every doc shard: owned partners of URLs whose pairs moved
+    # (engine.pair_records)
+    pairs: PairRecords | None = None
     # SPEC §10, to every doc shard: the labels topic's labels (id, URL, verdict), and a doc
     # shard's examples for the model they train (engine.spam_labels)
     labels: list[ForwardedLabel] = field(default_factory=list)
@@ -298,6 +303,8 @@ class DeltasMsg:
             head["s"] = causes.setdefault(self.shares_cause, len(causes))
         if self.moves:
             head["m"] = [[u, o, int(paired)] for u, o, paired in self.moves]
+        if self.pairs is not None:
+            head["p"] = self.pairs.to_json()
         if self.labels:
             head["l"] = [list(label) for label in self.labels]
             head["ld"] = self.labels_docs
@@ -334,6 +341,7 @@ class DeltasMsg:
                    *_site_rows(arrays, causes, h.get("u", [])),
                    causes[h["s"]] if "s" in h else "",
                    [(u, o, bool(paired)) for u, o, paired in h.get("m", [])],
+                   PairRecords.from_json(h["p"]) if "p" in h else None,
                    [(int(i), str(u), str(v)) for i, u, v in h.get("l", [])],
                    int(h.get("ld", 0)),
                    Examples.from_json(h["x"]) if "x" in h else None)

@@ -30,7 +30,8 @@ from collections.abc import Iterable
 
 from .clusters import ClusterRow
 from .keyed import u64key
-from .pair_index import apply_moves
+from .pair_index import PairIndex, apply_moves, partners_of
+from .pair_records import PairRecords, newest, owned_partners
 from .servers import host_of
 from .site_shard import SitePart, share_totals
 from .transaction import Transaction
@@ -38,6 +39,8 @@ from .transaction import Transaction
 QUILTED = b"\x02q"  # + URL -> stamp, quilted
 HOST = b"\x02h"  # + host -> live pages, quilts
 CLUSTER = b"\x02c"  # + docno -> stamp, size, then the cluster id
+PAIRS = b"\x02p"  # + URL -> stamp of its newest pair record
+_STAMP = struct.Struct("<Q")
 _QUILTED = struct.Struct("<QB")
 _HOST = struct.Struct("<qq")
 _CLUSTER = struct.Struct("<QQ")
@@ -91,6 +94,28 @@ def keep_moves(txn: Transaction, moves: list[tuple[str, str, bool]]) -> None:
     """Another doc shard's pair moves, applied to this shard's partners from both sides."""
     if moves:
         apply_moves(txn.partials, moves)
+
+
+def keep_pairs(txn: Transaction, moves: list[tuple[str, str, bool]],
+               records: list[PairRecords]) -> None:
+    """Other doc shards' pair moves (messages of pipeline format shards-9, read from
+    partitions written before, in their order), then their pair records: each URL's
+    newest, unless an older one than kept, replaces the URL's owned partners, moving
+    each pair in or out of both pages' partners (one batched read of each kind)."""
+    if moves:
+        apply_moves(txn.partials, moves)
+    found = newest(records)
+    urls = sorted(found)
+    keys = [PAIRS + u.encode("utf-8") for u in urls]
+    kept = {u: _STAMP.unpack(raw)[0] for u, raw in zip(urls, txn.sites.get_many(keys),
+                                                        strict=True) if raw}
+    urls = [u for u in urls if kept.get(u, -1) <= found[u][0]]
+    both_sides = PairIndex()
+    for url, partners in zip(urls, partners_of(txn.partials, urls), strict=True):
+        stamp, owned = found[url]
+        both_sides.follow(url, owned_partners(url, partners), owned)
+        txn.sites.put(PAIRS + url.encode("utf-8"), _STAMP.pack(stamp))
+    both_sides.flush(txn.partials)
 
 
 class ReplicaInputs:
