@@ -8,7 +8,10 @@ import json
 
 from loadtest.sharded import analysed
 from streamdet.engine.messages import DeltasMsg, GramsMsg, PageMsg, ShownMsg, unpack
+from streamdet.engine.pair_index import partners_of
+from streamdet.engine.pair_records import PairRecords
 from streamdet.engine.params import Params
+from streamdet.engine.partials import pair_slot
 from streamdet.engine.routing import docno_for
 from streamdet.engine.shard_step import (
     DELTAS_OUT,
@@ -197,6 +200,23 @@ def test_a_new_owner_sends_again_the_events_recorded_after_the_commit():
     # committed round, which follows its events' acknowledgement
     assert take_over(ShardState(Store(MemoryKV())), partition, 2,
                      {"docs": 3, "deltas": 2}) is None
+
+
+def test_a_new_owner_sends_the_pair_records_of_the_urls_it_reconciled():
+    """What consumers were shown holds a pair the replayed state lacks (its last owner
+    reported it past the group's commit): the new owner's record and its own copy take
+    the pair, and its take-over tells every other doc shard the URL's owned partners,
+    stamped above every earlier owner's records, whatever those copies received."""
+    a, b = "http://a.example/", "http://b.example/"
+    shown = ShownMsg({pair_slot(a, b): [(2 << EPOCH_SHIFT) + 5, "d1"]}).encode()
+    state = ShardState(Store(MemoryKV()))
+    state.set_epoch(3, taking_over=True)
+    outbox = take_over(state, [(0, shown)], 0, {"docs": 0, "deltas": 1}, shard=1, shards=3)
+    assert outbox is not None and outbox.events() == []
+    assert [(c, p) for c, p, _v in outbox.first()] == [(DELTAS_OUT, 0), (DELTAS_OUT, 2)]
+    told = [DeltasMsg.decode(v).pairs for _c, _p, v in outbox.first()]
+    assert told == [PairRecords(3 << EPOCH_SHIFT, {a: [b]})] * 2
+    assert partners_of(state.store.begin().partials, [a, b]) == [[b], [a]]
 
 
 def test_a_restart_on_its_own_disk_while_catching_up_reads_what_was_shown_again():

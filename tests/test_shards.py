@@ -33,6 +33,7 @@ from streamdet.engine.messages import (
 from streamdet.engine.params import Params
 from streamdet.engine.routing import docno_for, docno_shard, split_grams, url_shard
 from streamdet.engine.score_replica import ReplicaInputs
+from streamdet.engine.shard_step import DELTAS_OUT
 from streamdet.engine.shards import (
     DocShard,
     GramShard,
@@ -57,7 +58,7 @@ from .harness import (
 )
 from .reference import ref_badness, ref_partials, ref_sites, reference
 from .sharded import sharded_pipeline
-from .spam_crawl import SPAM_PARAMS, SpamRun, crawl_scores, last_scores, spam_crawl
+from .spam_crawl import SPAM_PARAMS, SpamRun, crawl_scores, last_scores, run_spam, spam_crawl
 from .strategies import any_corpus_st, away_and_back_st, batches_st, large_corpus_st
 from .test_chunks import chunk_corpus_st
 from .test_equivalence import quilt_away_and_back
@@ -733,3 +734,85 @@ def _refetched(sim: Simulation, run: SpamRun, records: list[dict]) -> dict[str, 
     got, want = last_scores(sim.events[start:], urls), last_scores(run.events[ran:], urls)
     assert len(got) == len(urls) and got == want
     return want
+
+
+def _send_pairs_then_die(sim: Simulation, owner: int) -> list[bool]:
+    """Make doc shard `owner` die amid the sends of its first round that tells the other
+    doc shards of its pairs: those records reach them, its record of what it showed (and
+    its events) does not, the group's offsets stay behind, and its disk is lost. Returns
+    a flag that turns True once that happened."""
+    died = [False]
+    send = sim._send
+
+    def sending(sh, outboxes):
+        news = [r for o in outboxes for r in o.first()
+                if r[0] == DELTAS_OUT and r[1] != owner and _tells_pairs(r[2])]
+        if died[0] or sh.kind != "doc" or sh.index != owner or not news:
+            return send(sh, outboxes)
+        for record in news:
+            sim._deliver(record)
+        died[0] = True
+        sim.wipe(sh)
+        return None
+
+    sim._send = sending
+    return died
+
+
+def _tells_pairs(raw: bytes) -> bool:
+    msg = decode_doc_input(raw)
+    return isinstance(msg, DeltasMsg) and bool(msg.moves or getattr(msg, "pairs", None))
+
+
+def _steps(sim: Simulation, skip: tuple[str, int], until=lambda: False) -> None:
+    """Step every shard and the pages stage but `skip` until none progresses, or
+    `until` says so."""
+    steps = [(kind, i) for kind in ("pages", "gram", "doc") for i in range(sim.p)
+             if (kind, i) != skip]
+    while not until() and any([sim.step(kind, i) for kind, i in steps]):
+        pass
+
+
+_A = ("alpha 日本語 gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron "
+      "pi rho sigma tau")
+_C = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
+A_URL, B_URL = "http://a.example.com/", "http://b.shop.co.uk/x"
+DEAD_OWNER = [  # pairs owned by a.example.com (doc shard 1 of 2); the rest on doc shard 0
+    {"url": A_URL, "html": f"<p>{_A}</p>"},
+    {"url": "http://c.other.net/", "html": f"<p>{_C}</p>"},
+    {"url": B_URL, "html": f"<p>{_A}</p>" * 3},
+    {"url": "http://q.elsewhere.org/", "html": f"<p>{_A}</p><p>{_C}</p>"},  # a quilt of a, c
+    {"url": B_URL, "html": "<p></p>", "ip": "10.0.0.1"},  # a's pair with b gone
+]
+
+
+@pytest.mark.parametrize("records", [DEAD_OWNER, DEAD_OWNER[::2]], ids=["quilt", "alone"])
+def test_pairs_a_dead_owner_sent_but_never_recorded_leave_every_copy(records):
+    """A doc shard (the pairs' owner) formed pairs and died amid its round's sends: the
+    other doc shard received its pair records, its record of what it showed never left,
+    the group's offsets were not committed, and its disk was lost. Its new owner, whose
+    redo reads the pair's pages and the re-fetch that ends it in one round, never forms
+    the pair with b; its records say so absolutely (also where its record of a's pairs
+    ends as the rebuilt one began: "alone"), so at rest every doc shard's partners from
+    both sides equal the reference's and the quilt's score, which reads a's partners,
+    equals `streamdet run`'s."""
+    params = Params(k=5, m=11, c=2, theta=0.5, foreign="domain", gamma=1)
+    assert {url_shard(r["url"], 2) for r in records[1:]} == {0} != {url_shard(A_URL, 2)}
+    sim = Simulation(params, 2, seed=0, lag_rate=1.0)
+    sim._take = lambda topic, start: len(topic)  # every step reads all there is
+    died = _send_pairs_then_die(sim, owner=1)
+    pages = analysed(records, params)
+    for page in pages[:-1]:
+        sim.publish(page)
+    _steps(sim, skip=("pages", -1), until=lambda: died[0])
+    assert died[0]
+    sim.publish(pages[-1])
+    _steps(sim, skip=("doc", 1))  # the re-fetch's withdrawal reaches the gram shards
+    assert B_URL in sim.pair_copies()[0][A_URL]
+    sim.run_until_idle()
+    pairs = sim.partial_rows()
+    assert pairs == ref_partials(records, params)
+    assert sim.pair_copies() == [_both_sides(pairs)] * 2
+    want, _ = run_spam(records, [len(records)], params)
+    assert list(want) == (["http://q.elsewhere.org/"] if len(records) > 3 else [])
+    assert _shard_scores(sim) == want

@@ -54,8 +54,11 @@ from .contiguity import Gaps, following_on
 # the labels topic's labels to every doc shard, and doc shards send each other the
 # examples the model trains on (engine.spam_labels), which a shards-8 shard would read as
 # a page of no grams, refuse, or pass over (the others would wait for its examples for
-# ever). A pipeline of another format is refused rather than mixed with it.
-PIPELINE_FORMAT = "shards-9"
+# ever). shards-10: doc shards tell each other's copies of the pairs from both sides each
+# URL's whole set of owned partners, stamped (engine.pair_records), not pair moves, which
+# a shards-9 shard would pass over (its copies would keep pairs that are gone). A pipeline
+# of another format is refused rather than mixed with it.
+PIPELINE_FORMAT = "shards-10"
 PRODUCER_BATCH_BYTES = 1 << 20  # per partition and request (see producer())
 COMPRESSION_TYPES = ("zstd", "lz4", "gzip", "none")
 

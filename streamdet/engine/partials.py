@@ -173,14 +173,16 @@ def shown_pairs(shown: Mapping[str, str]) -> Iterator[tuple[str, str, str]]:
             yield url, other, mark
 
 
-def reconcile_pairs(txn, shown: Mapping[str, str]) -> None:
+def reconcile_pairs(txn, shown: Mapping[str, str]) -> dict[str, list[str]]:
     """A doc shard's new owner, its state replayed up to the group's commit: make each
     URL's record of what its pair events showed say what consumers hold (`shown`), and
     move this shard's copies of the partners from both sides with it. Consumers and the
     other doc shards' copies (engine.score_replica) hold what the last owner showed and
-    moved, past the commit too; the pair moves follow changes of the record, so a redo
-    that never forms a pair its last owner reported would withdraw it from consumers
-    (`report` compares with `shown`) and leave it in every copy."""
+    sent, past the commit too; this shard's copy follows changes of the record, so a
+    redo that never forms a pair its last owner reported would withdraw it from
+    consumers (`report` compares with `shown`) and leave it in this copy. Returns the
+    owned partners of each URL whose record moved, for the other doc shards' copies
+    (engine.pair_records), which may hold less than its last owner showed."""
     held = {key[1:].decode("utf-8"): json.loads(raw)
             for key, raw in txn.partials.scan(b"u", prefix_end(b"u"))}
     want = {url: dict(record) for url, record in held.items()}
@@ -190,13 +192,15 @@ def reconcile_pairs(txn, shown: Mapping[str, str]) -> None:
             record[other] = mark
         else:
             record.pop(other, None)
-    both_sides = PairIndex()
+    both_sides, owned = PairIndex(), {}
     for url, record in sorted(want.items()):
         if record != held.get(url, {}):
             txn.partials.put(shown_key(url),
                              json.dumps(dict(sorted(record.items()))).encode() if record else None)
             both_sides.follow(url, held.get(url, {}), record)
+            owned[url] = sorted(record)
     both_sides.flush(txn.partials)
+    return owned
 
 
 class PartialRole:
@@ -204,9 +208,10 @@ class PartialRole:
         self.params = params
         self._shown: MutableMapping[str, str] | None = None
         self._shown_index: dict[str, set[str]] = {}
-        # of the last report: its pairs' moves, both sides (a Kafka doc shard sends them
-        # to the others: engine.score_replica)
-        self.moves: list[tuple[str, str, bool]] = []
+        # of the last report: the owned partners of the URLs whose pairs moved, or of
+        # every URL it looked at while a new owner catches up (a Kafka doc shard sends
+        # them to the others' copies: engine.pair_records)
+        self.owned: dict[str, list[str]] = {}
 
     @staticmethod
     def replaced(txn, partners: Partners, dirty: PairDirty, old: int) -> None:
@@ -289,8 +294,11 @@ class PartialRole:
         """The pair events of the dirty documents, against what each URL's events last
         showed: the URL's record, or `shown` (by pair_slot) where a doc shard's new
         owner knows what consumers were shown (engine.shards). Their seq is the URL's,
-        shared with its quilt events (SPEC §3: seq increases per URL)."""
-        events = []
+        shared with its quilt events (SPEC §3: seq increases per URL). `self.owned` gets the
+        owned partners of each URL whose partners moved, and while a new owner catches up
+        (`shown`) of each it looked at: its last owner may have sent records for them it
+        never recorded (engine.pair_records)."""
+        events, owned = [], {}
         both_sides = PairIndex()
         index = self._index(shown) if shown is not None else {}
         live = [d for d in dirty if txn.doc(d) is not None]
@@ -323,7 +331,9 @@ class PartialRole:
             if fresh != record:
                 txn.partials.put(shown_key(url), json.dumps(fresh).encode() if fresh else None)
                 both_sides.follow(url, record, fresh)
-        self.moves = list(both_sides.moves)
+            if shown is not None or fresh.keys() != record.keys():
+                owned[url] = list(fresh)
+        self.owned = owned
         both_sides.flush(txn.partials)
         return events
 

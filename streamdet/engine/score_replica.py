@@ -16,12 +16,14 @@ score"):
   id and size (`C<docno>`);
 - a gram shard's shares of a document go to its doc shard as well as to the site shard,
   kept as the site shard keeps them (engine.site_shard.keep_shares);
-- the pair moves a doc shard's owners make (engine.pair_index) go to every doc shard,
-  which applies them to its own `r<url>` records: the partners from both sides.
+- each doc shard's owned partners of the URLs whose pairs it moved (engine.pair_records)
+  go to every doc shard, which moves each pair in and out of its own `r<url>` records:
+  the partners from both sides; the newest stamp of each URL's record is kept (`P<url>`).
 
-Every record is absolute and stamped, or (pairs) a set's add or remove, so repeats change
-nothing. Records live in table `sites` under the prefix byte 0x02, apart from the site
-shard's own. A batch reads each kind in one multi-get."""
+Every record is absolute and stamped, so repeats change nothing and the newest wins.
+Records live in table `sites` under the prefix byte 0x02, apart from the site shard's own
+(pairs: in table `partials`, as `streamdet run` keeps them). A batch reads each kind in
+one multi-get."""
 
 from __future__ import annotations
 
@@ -88,12 +90,6 @@ def keep_clusters(txn: Transaction, rows: list[ClusterRow]) -> None:
             continue
         stamps[key] = r.stamp
         txn.sites.put(key, _CLUSTER.pack(r.stamp, r.size) + r.cluster.encode("utf-8"))
-
-
-def keep_moves(txn: Transaction, moves: list[tuple[str, str, bool]]) -> None:
-    """Another doc shard's pair moves, applied to this shard's partners from both sides."""
-    if moves:
-        apply_moves(txn.partials, moves)
 
 
 def keep_pairs(txn: Transaction, moves: list[tuple[str, str, bool]],

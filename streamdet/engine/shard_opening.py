@@ -202,14 +202,14 @@ async def _open_doc(shard_log: ShardLog, state: ShardState, s: int, params: Para
     if state.taking_over:
         # a take-over resumed on a state replayed in part reads what it did not replay
         earlier = await _records(shard_log, s, 0, replayed_from) if replayed_from else []
-        await _take_over(shard_log, state, s, earlier + shown, ce)
+        await _take_over(shard_log, state, s, earlier + shown, ce, shards)
     elif state.needs_shown():
         await _resume_catch_up(shard_log, state, s)
     return {"docs": cd, "deltas": ce}
 
 
 async def _take_over(shard_log: ShardLog, state: ShardState, s: int,
-                     replayed: list[tuple[int, bytes]], committed: int) -> None:
+                     replayed: list[tuple[int, bytes]], committed: int, shards: int) -> None:
     """The last owner may have processed records after the group's commit, up to at
     most what the partitions hold now, and published events for them: until this owner
     is past those ends, events compare with what consumers were shown, read from the
@@ -220,12 +220,12 @@ async def _take_over(shard_log: ShardLog, state: ShardState, s: int,
                                     "deltas": state.offset("deltas")})
     records = replayed + await _records(shard_log, s, state.offset("deltas"), ends["deltas"])
     outbox = await shard_log.run(take_over, state, records, committed,
-                                 {"docs": ends["docs"], "deltas": ends["deltas"]})
+                                 {"docs": ends["docs"], "deltas": ends["deltas"]}, s, shards)
     if state.catching_up() is not None:
         log.info("doc shard %d: taken over; %d URLs shown, %d events recorded after the "
                  "group's commit sent again; comparing with what was shown up to docs "
                  "%d, deltas %d", s, len(state.shown),
-                 len(outbox.records) if outbox else 0, ends["docs"], ends["deltas"])
+                 len(outbox.events()) if outbox else 0, ends["docs"], ends["deltas"])
     else:
         log.info("doc shard %d: taken over; nothing past the group's commit", s)
     if outbox is not None:

@@ -39,6 +39,7 @@ from typing import Protocol
 
 from .clusters import reconcile_shown
 from .messages import DeltasMsg, GramsMsg, PageMsg, ShownMsg, pack_outbox, unpack_outbox
+from .pair_records import PairRecords
 from .partials import reconcile_pairs
 from .shards import (
     DocShard,
@@ -296,14 +297,16 @@ def replay_docs(state: ShardState, role: DocShard, pages: Iterable[tuple[int, Pa
 
 
 def take_over(state: ShardState, records: Iterable[tuple[int, bytes]], committed: int,
-              ends: dict[str, int]) -> Outbox | None:
+              ends: dict[str, int], shard: int = 0, shards: int = 1) -> Outbox | None:
     """A doc shard's new owner, its state replayed up to the group's committed offsets:
     `records` are its deltas partition's (offset, value) pairs from the start to `ends`
     (where its partitions end now; the ShownMsg records among them count), `committed`
     the group's deltas offset. Until the offsets reach `ends` events compare with what
     consumers were shown; the events recorded past `committed` go out again, as their
-    owner may have died before sending them. Returns that outbox, committed with the
-    ends, so a restart sends it again and knows it is catching up."""
+    owner may have died before sending them, and so do the pair records of the URLs
+    whose record of what they showed it reconciled, to the other doc shards (`shard` of
+    `shards`). Returns that outbox, committed with the ends, so a restart sends it again
+    and knows it is catching up."""
     records = list(records)
     state.shown = last_shown(records)
     state.sent = sent_examples(records)
@@ -312,11 +315,22 @@ def take_over(state: ShardState, records: Iterable[tuple[int, bytes]], committed
     txn.put_meta("catch_up", json.dumps(ends, sort_keys=True).encode())
     txn.put_meta("taking_over", None)
     reconcile_shown(txn, state.shown)
-    reconcile_pairs(txn, state.shown)
-    again = [(EVENTS_OUT, 0, raw) for raw in unsent_events(records, committed)]
+    owned = reconcile_pairs(txn, state.shown)
+    again = _pair_records(owned, (state.epoch << EPOCH_SHIFT) + sum(state.offsets.values()),
+                          shard, shards)
+    again += [(EVENTS_OUT, 0, raw) for raw in unsent_events(records, committed)]
     outbox = state.commit(txn, state.offsets, again)
     state.taking_over = False
     return outbox
+
+
+def _pair_records(owned: dict[str, list[str]], stamp: int, shard: int, shards: int
+                  ) -> list[Record]:
+    """Pair records (engine.pair_records) of these URLs, to every doc shard but `shard`."""
+    if not owned:
+        return []
+    raw = DeltasMsg([], pairs=PairRecords(stamp, owned)).encode()
+    return [(DELTAS_OUT, s, raw) for s in range(shards) if s != shard]
 
 
 def resume_catch_up(state: ShardState, records: Iterable[tuple[int, bytes]]) -> None:

@@ -48,6 +48,7 @@ from .events import shown_by
 from .grams import text_grams
 from .labelled import LabelledSet, shares
 from .messages import DeltasMsg, GramsMsg, MessageError, PageMsg, ShownMsg, header, unpack
+from .pair_records import PairRecords
 from .params import Params
 from .partials import (
     PAIR_EVENTS,
@@ -61,7 +62,7 @@ from .partials import (
 from .postings import add_document, plan_batch, withdraw_document
 from .rescoring import rescore
 from .routing import docno_for, docno_shard, split_chunks, split_grams, split_rows, url_shard
-from .score_replica import ReplicaInputs, keep_clusters, keep_moves, keep_parts
+from .score_replica import ReplicaInputs, keep_clusters, keep_pairs, keep_parts
 from .sentence_postings import (
     LINK,
     Link,
@@ -191,7 +192,7 @@ class DocShard:
         self.docs = DocRole(params)
         self.partials = PartialRole(params)
         self.site = SiteShard(params, shards) if shard == SITE_SHARD else None
-        # of the last batch: (doc shard, DeltasMsg bytes) of its parts, pair moves and
+        # of the last batch: (doc shard, DeltasMsg bytes) of its parts, pair records and
         # examples, for the site shard and every doc shard's copies (engine.score_replica,
         # engine.spam_labels)
         self.site_parts: list[tuple[int, bytes]] = []
@@ -222,7 +223,7 @@ class DocShard:
         self.cause_times = {}
         self.documents_added = self.held = 0
         self._replaced = {}
-        shares, parts, rows, moves = [], [], [], []
+        shares, parts, rows, moves, pairs = [], [], [], [], []
         labels: list[tuple[list[ForwardedLabel], int]] = []
         examples: list[Examples] = []
         for offset, page in pages:
@@ -241,6 +242,7 @@ class DocShard:
             shares.append((msg.shares, msg.shares_cause))
             parts += msg.parts
             moves += msg.moves
+            pairs += [msg.pairs] if msg.pairs is not None else []
             rows += msg.clusters
             labels += [(msg.labels, msg.labels_docs)] if msg.labels else []
             examples += [msg.examples] if msg.examples is not None else []
@@ -267,11 +269,11 @@ class DocShard:
         mine = self._parts(txn, dirty, seq)
         keep_parts(txn, [*parts, *mine])
         keep_clusters(txn, rows)
-        keep_moves(txn, moves)
+        keep_pairs(txn, moves, pairs)
         inputs = ReplicaInputs(txn, self.shards)
         taught = self._labels(txn, labels, examples, seq, docs_applied, inputs, sent or {})
         score_events(txn, events, inputs)
-        self.site_parts = self._broadcast(mine, taught)
+        self.site_parts = self._broadcast(mine, PairRecords(seq, self.partials.owned), taught)
         partners.flush()
         return out, events
 
@@ -296,15 +298,15 @@ class DocShard:
             return None
         return sent.get((label, self.shard)) or own_examples(txn, inputs, label, self.shard, seq)
 
-    def _broadcast(self, parts: list[SitePart], taught: Examples | None
+    def _broadcast(self, parts: list[SitePart], pairs: PairRecords, taught: Examples | None
                    ) -> list[tuple[int, bytes]]:
-        """The batch's parts, pair moves and examples to every other doc shard; the site
-        shard's own parts to itself, as the others' reach it, and the examples to this
-        shard too (engine.spam_labels: a model made of its deltas partition alone)."""
-        moves = self.partials.moves
+        """The batch's parts, pair records and examples to every other doc shard; the
+        site shard's own parts to itself, as the others' reach it, and the examples to
+        this shard too (engine.spam_labels: a model made of its deltas partition alone)."""
         out = []
-        shared = (DeltasMsg([], parts=parts, moves=moves, examples=taught).encode()
-                  if parts or moves or taught is not None else None)
+        told = pairs if pairs.owned else None
+        shared = (DeltasMsg([], parts=parts, pairs=told, examples=taught).encode()
+                  if parts or told or taught is not None else None)
         for shard in range(self.shards):
             if shard != self.shard:
                 if shared is not None:
