@@ -68,11 +68,18 @@ def _same_quilts(base: str, want: dict) -> bool:
     return _quilted(base) == want
 
 
+def _shown(run, embedded) -> dict:
+    """The quilts of the embedded desk, once the Kafka desk shows the same (each test
+    waits for them: a process may run any of them first)."""
+    want = _verdicts(embedded.quilts(QuiltFilter(), 0, 1000)["rows"])
+    wait_for(lambda: _same_quilts(run.base, want), timeout=180)
+    return want
+
+
 def test_the_kafka_desk_shows_what_the_embedded_desk_shows(review):
     run, embedded = review
-    want = _verdicts(embedded.quilts(QuiltFilter(), 0, 1000)["rows"])
+    want = _shown(run, embedded)
     assert len(want) >= 4  # quilts to show
-    wait_for(lambda: _same_quilts(run.base, want), timeout=180)
     assert _quilted(run.base) == want
     for url in want:
         got, ref = _get(run.base, "/api/page", url=url), embedded.page(url)
@@ -99,8 +106,7 @@ def _covers(outer: list[dict], inner: list[dict]) -> bool:
 
 def test_two_instances_share_the_view_the_labels_and_the_draws(review):
     run, embedded = review
-    want = _verdicts(embedded.quilts(QuiltFilter(), 0, 1000)["rows"])
-    wait_for(lambda: _same_quilts(run.base, want), timeout=180)
+    want = _shown(run, embedded)
     b = run.start("b")
     wait_for(lambda: _same_quilts(b, want), timeout=60)
     assert _quilted(b) == want
@@ -124,8 +130,14 @@ def test_two_instances_share_the_view_the_labels_and_the_draws(review):
 
 def test_the_commands_read_and_write_the_labels_topic(review):
     """`review export | precision | sample N --broker` without a desk's help: the same
-    labels as the desks export, and a draw every desk then shows."""
+    labels as the desks export, and a draw every desk then shows. It labels two pages
+    itself: a process may run it without the test above (pytest-xdist deals tests out)."""
     run, embedded = review
+    want = _shown(run, embedded)
+    for url, verdict in zip(sorted(want)[-2:], ("spam", "not_spam"), strict=True):
+        _post(run.base, "/api/labels", {"url": url, "verdict": verdict})
+    wait_for(lambda: len(httpx.get(run.base + "/api/labels.jsonl", headers=AUTH
+                                   ).text.splitlines()) >= 2, timeout=30)
     args = [*run.args]
     exported = streamdet("review", "export", *args).stdout.decode()
     assert exported == httpx.get(run.base + "/api/labels.jsonl", headers=AUTH).text
@@ -143,6 +155,7 @@ def test_the_commands_read_and_write_the_labels_topic(review):
 
 def test_an_acknowledged_label_survives_a_kill_9(review):
     run, embedded = review
+    _shown(run, embedded)
     url = sorted(_quilted(run.base))[-1]
     label = _post(run.base, "/api/labels", {"url": url, "verdict": "unsure", "note": "kill"})
     run.desks["a"].send_signal(signal.SIGKILL)
@@ -158,6 +171,7 @@ def test_records_that_are_not_events_or_labels_change_nothing(review, kafka_brok
     from aiokafka import AIOKafkaProducer
 
     run, embedded = review
+    _shown(run, embedded)
     before = _quilted(run.base)
     url = sorted(before)[0]
     junk = [b"not json", b"[1, 2]", b'{"event": "quilt", "url": "x", "seq": "1"}',
