@@ -8,6 +8,8 @@ import pytest
 
 from streamdet.engine.analysis import analyze
 from streamdet.engine.core import Engine
+from streamdet.engine.documents import add_record
+from streamdet.engine.keyed import key_u64, u64key
 from streamdet.engine.params import Params
 from streamdet.engine.records import page_from_object
 from streamdet.reading.views import dump_rows
@@ -72,3 +74,87 @@ def test_every_prefix_reads_its_pending_sources():
     records, params = _stream(), Params()
     for n in range(1, len(records) + 1):
         assert_same_rows(reference(records[:n], params), _run(records[:n], params, [1] * n)[0])
+
+
+class _ReadsOf(MemoryKV):
+    """A MemoryKV that counts the keys read from each table."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: dict[str, list[bytes]] = {}
+
+    def get(self, table, key):
+        self.reads.setdefault(table, []).append(key)
+        return super().get(table, key)
+
+    def get_many(self, table, keys):
+        self.reads.setdefault(table, []).extend(keys)
+        return super().get_many(table, keys)
+
+
+def _batches(kv: MemoryKV, records: list[dict], params: Params) -> None:
+    """The records a batch each, each batch on a store opened anew (nothing cached)."""
+    for record in records:
+        store, engine = Store(kv), Engine(params)
+        txn = store.begin()
+        engine.process(txn, [analyze(page_from_object(record), params)])
+        txn.commit({})
+        store.close()
+
+
+def _docno(kv: MemoryKV, url: str) -> int:
+    store = Store(kv)
+    try:
+        return store.begin().url_entry(url)[0]
+    finally:
+        store.close()
+
+
+def test_a_stale_page_takes_its_copies_sources_unread():
+    """Once the first copy made the victim stale (and marked it so), the next copies'
+    additions are stored as records of their own, one a copy, and the victim's document
+    is not read - neither by the deltas nor to re-score it - until it is needed."""
+    records, params = _stream(), Params()
+    kv = _ReadsOf()
+    _batches(kv, records[:2], params)
+    victim = u64key(_docno(kv, "http://victim.example.org/p"))
+    assert kv.get("stale", victim) is not None  # stale, marked
+    kv.reads.clear()
+    _batches(kv, records[2:7], params)
+    assert victim not in kv.reads.get("docs", [])
+    assert victim not in kv.reads.get("slots", [])
+    added = [k for k, _ in kv.items_between("docadds", victim, u64key(key_u64(victim) + 1))]
+    assert len(added) == 5 and all(len(k) == 24 for k in added)  # one record a copy
+    store = Store(kv)
+    try:
+        assert_same_rows(reference(records[:7], params),
+                         {r["url"]: r for r in dump_rows(store, params)})
+    finally:
+        store.close()
+
+
+def test_pending_additions_stored_in_one_record_are_read_and_written_as_records():
+    """A state of format 15 kept a document's pending additions in one record under its
+    docno, and no stale marks: such a document is read before it takes more, its record
+    is read with it, and the additions are written again as records of their own."""
+    records, params = _stream(), Params()
+    kv = MemoryKV()
+    _batches(kv, records[:5], params)
+    victim = u64key(_docno(kv, "http://victim.example.org/p"))
+    end = u64key(key_u64(victim) + 1)
+    kept = list(kv.items_between("docadds", victim, end))
+    assert len(kept) == 3
+    one = b"".join(add_record(key_u64(k[8:16]), v) for k, v in kept)
+    kv.write([*(("docadds", k, None) for k, _ in kept), ("docadds", victim, one),
+              *(("stale", k, None) for k, _ in list(kv.items("stale")))])
+    _batches(kv, records[5:7], params)  # two more copies: still stale, pending five
+    now = [k for k, _ in kv.items_between("docadds", victim, end)]
+    assert len(now) == 5 and all(len(k) == 24 for k in now)
+    assert kv.get("stale", victim) is not None  # rewritten: marked
+    _batches(kv, records[7:], params)
+    store = Store(kv)
+    try:
+        assert_same_rows(reference(records, params),
+                         {r["url"]: r for r in dump_rows(store, params)})
+    finally:
+        store.close()

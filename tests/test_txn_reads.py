@@ -57,7 +57,7 @@ def test_batched_reads_give_what_single_reads_give_and_need_no_more_gets(tmp_pat
         batched = Store(counting).begin()
         batched.load_docs(asked)
         batched.load_names([*names, absent])
-        assert counting.many == 5 and counting.gets == 0  # docs, slots, docdelta, docadds; names
+        assert counting.many == 4 and counting.gets == 0  # docs, slots, docdelta; names
         docs = [batched.doc(d) for d in asked]
         got_names = [batched.name(d) for d in [*names, absent]]
         assert counting.gets == 0  # everything was read already

@@ -132,10 +132,10 @@ class Engine:
             d: (None, url) for d, url in withdrawn.items()}
         popped = [d for d in txn.pop_changed() if d not in withdrawn]
         live = list({*causes, *popped})  # re-scored ones are live: _arrive undirties the old
-        for d, pop in zip(live, txn.pop_many(live), strict=True):
-            doc = txn.doc(d)
+        for d, pop, (n_patch, n_grams, quilted) in zip(
+                live, txn.pop_many(live), txn.figures(live), strict=True):
             url = txn.url_of(d)
-            out[d] = (Contribution.of(url, pop, doc.n_patch, doc.n_grams, doc.result.quilted),
+            out[d] = (Contribution.of(url, pop, n_patch, n_grams, quilted),
                       causes.get(d, newest or url))
         return out
 

@@ -27,22 +27,34 @@ from .params import Params
 
 class Touch:
     """What happened to a document in this batch: the URL that last caused a change, and
-    the sources it gained (`added`), or None once anything else changed (full re-score)."""
+    the sources it gained (`added`), or None once anything else changed (full re-score).
+    `pending`: it only took pending additions (DocState.defer_add), which leave a stale
+    result as it is: nothing to re-score, and its figures are as stored."""
 
-    __slots__ = ("cause", "added")
+    __slots__ = ("cause", "added", "pending")
 
-    def __init__(self, cause: str, added: set[int] | None) -> None:
+    def __init__(self, cause: str, added: set[int] | None, pending: bool = False) -> None:
         self.cause = cause
         self.added = added
+        self.pending = pending
 
     def full(self, cause: str) -> None:
         self.cause = cause
         self.added = None
+        self.pending = False
+
+    def deferred(self, cause: str) -> None:
+        """A pending addition: a document touched otherwise is re-scored in full."""
+        if self.pending:
+            self.cause = cause
+        else:
+            self.full(cause)
 
     def gained(self, cause: str, source: int, doc: DocState) -> None:
         """A foreign source; it counts as added only when the document had no pairs with
         it before this batch (an old source growing would change old gains)."""
         self.cause = cause
+        self.pending = False
         if self.added is not None and (source in self.added or not doc.held_before(source)):
             self.added.add(source)
         else:
@@ -57,6 +69,8 @@ class DocView:
 
     def doc(self, docno: int) -> DocState | None: ...
     def load_docs(self, docnos: Iterable[int]) -> None: ...
+    def stale_unread(self, docnos: Iterable[int]) -> set[int]: ...
+    def defer_add(self, docno: int, source: int, grams: list[int]) -> None: ...
     def load_names(self, docnos: Iterable[int]) -> None: ...
     def touch_doc(self, docno: int) -> None: ...
     def name(self, docno: int) -> tuple[str, str] | None: ...
@@ -91,15 +105,22 @@ class DocRole:
         Returns the documents this call changed."""
         deltas = deltas if isinstance(deltas, list) else list(deltas)
         self.applied += len(deltas)
-        self._load(txn, deltas)
+        unread = self._load(txn, deltas)
         changed: set[int] = set()
         for t, op, grams, arg, cause in deltas:
-            doc = txn.doc(t)
-            if doc is None:  # withdrawn meanwhile
+            doc = None
+            if t not in unread and (doc := txn.doc(t)) is None:  # withdrawn meanwhile
                 continue
+            # a stale document's cover waits for a reader: so may an addition's slots
+            pending = op == ADD and (doc is None or doc.result.stale)
             touch = dirty.get(t)
             if touch is None:
-                touch = dirty[t] = Touch(cause, set())
+                touch = dirty[t] = Touch(cause, set(), pending)
+            if pending:
+                if self.is_foreign(txn, t, arg):
+                    self._defer(txn, t, doc, arg, grams, cause, touch)
+                    changed.add(t)
+                continue
             if op == GAIN:
                 src, slots = doc.holder_pairs(doc.gain(grams), arg)
                 foreign = self._foreign_mask(txn, t, src)
@@ -112,16 +133,12 @@ class DocRole:
                     doc.add_source(arg, at)
                 else:
                     touch.cause = cause  # more patch grams, same sources
+                    touch.pending = False
             elif op == ADD:
                 if not self.is_foreign(txn, t, arg):
                     continue
-                if doc.result.stale:  # its cover waits for a reader: so may the slots
-                    self.deferred += 1
-                    touch.full(cause)
-                    doc.defer_add(arg, grams)
-                else:
-                    touch.gained(cause, arg, doc)
-                    doc.add_source(arg, doc.slots_of(grams))
+                touch.gained(cause, arg, doc)
+                doc.add_source(arg, doc.slots_of(grams))
             elif op == LOSE:
                 doc.lose(grams)
                 touch.full(cause)
@@ -134,12 +151,29 @@ class DocRole:
             changed.add(t)
         return changed
 
-    def _load(self, txn: DocView, deltas: list[Delta]) -> None:
+    def _defer(self, txn: DocView, t: int, doc: DocState | None, source: int,
+               grams: list[int], cause: str, touch: Touch) -> None:
+        """A stale document's new source, left pending (DocState.defer_add): given to the
+        document when read (`doc`), else to the transaction, which stores it without
+        reading the document (most of what an arrival does to earlier documents)."""
+        self.deferred += 1
+        touch.deferred(cause)
+        if doc is None:
+            txn.defer_add(t, source, grams)
+        else:
+            doc.defer_add(source, grams)
+            txn.touch_doc(t)
+
+    def _load(self, txn: DocView, deltas: list[Delta]) -> set[int]:
         """Read the deltas' documents, and the names their foreign checks need, with one
-        multi-get each instead of a get per document."""
-        txn.load_docs(d.target for d in deltas)
+        multi-get each instead of a get per document. Returns the documents left unread:
+        stale ones that only take additions (Txn.stale_unread)."""
+        only_adds = {d.target for d in deltas}
+        only_adds.difference_update(d.target for d in deltas if d.op != ADD)
+        unread = txn.stale_unread(only_adds) if only_adds else set()
+        txn.load_docs(d.target for d in deltas if d.target not in unread)
         if self._anywhere:
-            return
+            return unread
         docnos = set()
         for t, op, _, arg, _ in deltas:
             docnos.add(t)
@@ -152,6 +186,7 @@ class DocRole:
             elif arg is not None:
                 docnos.add(arg)
         txn.load_names(docnos)
+        return unread
 
     def score(self, txn: DocView, doc: DocState, touch: Touch | None = None,
               exact: bool = False) -> DocResult:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import heapq
 import struct
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 
@@ -83,11 +84,14 @@ class DocState:
     read whole (`settle_adds`): most of what an arrival does to earlier documents is to
     give a stale one another source, and that then costs neither the gram -> slot index
     nor a rewrite of its pairs. `modified` says whether anything but those additions
-    changed since it was stored, `adds_changed` whether they did (table `docadds`).
+    changed since it was stored. The additions are stored as records of their own, one
+    an addition (table `docadds`): the first `adds_stored` bytes of `adds` are stored,
+    the rest is new, and `adds_gone` holds the stored ones settled since (to delete), so
+    a document that takes source after source writes each addition once.
     """
 
     __slots__ = ("n_grams", "slots", "_index", "free", "pairs", "_result", "slots_changed",
-                 "unsaved", "has_delta", "adds", "adds_changed", "modified")
+                 "unsaved", "has_delta", "adds", "adds_stored", "adds_gone", "modified")
 
     def __init__(self, n_grams: int, slots: array | None = None,
                  pairs: SourcePairs | None = None, result: DocResult | None = None,
@@ -104,10 +108,10 @@ class DocState:
         self._result = result or DocResult()
         self.free: list[int] = free or []  # a heap (ascending order is one)
         self._index: SlotIndex | None = None
-        # pending additions: records of (source, n, n grams), as stored; appended in place,
-        # so a document that takes source after source copies each addition once
+        # pending additions: records of (source, n, n grams) (`add_records`)
         self.adds = bytearray()
-        self.adds_changed = False
+        self.adds_stored = 0
+        self.adds_gone = b""
         self.modified = slots is None  # a new document is not stored yet
 
     @property
@@ -267,18 +271,39 @@ class DocState:
         stale document then needs no gram -> slot index, and keeps its stored pairs, as
         it gains source after source). Any other change settles them first, so the grams
         of every pending addition are patch grams at the slots they had when it came."""
-        self.adds += _ADD_HEAD.pack(source, len(grams)) + np.asarray(
-            grams, dtype="<u8").tobytes()
-        self.adds_changed = True
+        if not len(grams):
+            return
+        self.adds += add_record(source, np.asarray(grams, dtype="<u8").tobytes())
+        self.settle_outgrown()
+
+    def take_adds(self, raw: bytes) -> None:
+        """Pending additions given while the document was not read (Txn.defer_add),
+        in the stored layout: new, as if given to `defer_add` one by one."""
+        self.adds += raw
+        self.settle_outgrown()
+
+    def settle_outgrown(self) -> None:
+        """Settle the pending additions once they outgrow the document's slots: they
+        stay a bounded share of what it weighs, in memory and on disk."""
         if len(self.adds) > ADDS_PER_SLOT * len(self.slots) + ADDS_MIN_BYTES:
             self.settle_adds()
+
+    @property
+    def adds_changed(self) -> bool:
+        """Whether the pending additions differ from the stored ones."""
+        return bool(self.adds_gone) or len(self.adds) != self.adds_stored
+
+    def adds_saved(self) -> None:
+        """The pending additions are stored as they are now (Txn.commit)."""
+        self.adds_stored, self.adds_gone = len(self.adds), b""
 
     def settle_adds(self) -> None:
         """Apply the pending additions to the pairs (they are then written with them)."""
         if not self.adds:
             return
         src, grams = _decode_adds(self.adds)
-        self.adds, self.adds_changed = bytearray(), True
+        self.adds_gone += bytes(self.adds[: self.adds_stored])
+        self.adds, self.adds_stored = bytearray(), 0
         at = self.index.find(grams)
         held = at >= 0
         self.add_pairs(src[held], at[held])
@@ -316,15 +341,26 @@ class DocState:
         return self.pairs.held_slots()
 
 
-def _decode_adds(raw: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """Pending additions' (source, gram) pairs: one source per gram."""
-    sources, counts, grams, off = [], [], [], 0
+def add_records(raw: bytes) -> Iterator[tuple[int, bytes]]:
+    """Pending additions' records in the layout `DocState.adds` keeps: (source, the
+    bytes of its grams, uint64 LE)."""
+    off = 0
     while off < len(raw):
         source, n = _ADD_HEAD.unpack_from(raw, off)
         off += _ADD_HEAD.size
-        sources.append(source)
-        counts.append(n)
-        grams.append(np.frombuffer(raw, dtype="<u8", count=n, offset=off))
+        yield source, bytes(raw[off : off + 8 * n])
         off += 8 * n
-    src = np.repeat(np.asarray(sources, dtype=np.uint64), counts)
+
+
+def add_record(source: int, grams: bytes) -> bytes:
+    """One pending addition in the layout `DocState.adds` keeps (`grams`: uint64 LE)."""
+    return _ADD_HEAD.pack(source, len(grams) // 8) + grams
+
+
+def _decode_adds(raw: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Pending additions' (source, gram) pairs: one source per gram."""
+    records = list(add_records(raw))
+    grams = [np.frombuffer(g, dtype="<u8") for _, g in records]
+    src = np.repeat(np.asarray([s for s, _ in records], dtype=np.uint64),
+                    [len(g) for g in grams])
     return src, np.concatenate(grams).astype(np.uint64)

@@ -28,8 +28,12 @@ def rescore(role: DocRole, txn, dirty: Dirty, before: dict[int, DocResult],
     updated. A doc shard's new owner needs this while it redoes what the last owner did
     after the group's last commit: that owner's events of those rounds are out, and may
     show states this owner, batching differently, never passes through (a page quilted
-    and unquilted again within one of its batches)."""
+    and unquilted again within one of its batches). Then every dirty document is scored;
+    else those that only took pending additions are not: their stale result stands
+    (DocRole.score would return it), and they are left unread."""
     events = []
+    if shown is None:  # a document that only took pending additions keeps its result
+        dirty = {d: touch for d, touch in dirty.items() if not touch.pending}
     txn.load_docs(dirty)
     if shown is not None:
         txn.load_names(dirty)

@@ -329,10 +329,10 @@ class DocShard:
         (engine.site_shard) and the doc shards' copies, stamped with the offsets consumed
         (`seq`)."""
         parts = [SitePart(old, seq, "", cause=url) for old, url in self._replaced.items()]
-        for d, touch in dirty.items():
-            doc = txn.doc(d)
-            parts.append(SitePart(d, seq, txn.url_of(d), doc.n_patch, doc.n_grams,
-                                  doc.result.quilted, touch.cause))
+        docnos = list(dirty)
+        for d, (n_patch, n_grams, quilted) in zip(docnos, txn.figures(docnos), strict=True):
+            parts.append(SitePart(d, seq, txn.url_of(d), n_patch, n_grams, quilted,
+                                  dirty[d].cause))
         return parts
 
     @staticmethod

@@ -15,7 +15,7 @@ from .write_counts import WriteCounts, count_ops
 
 TABLES = ("grams", "segs", "docs", "slots", "names", "urls", "dead", "meta", "docgrams",
           "docdelta", "docadds", "recent", "early", "texts", "partials", "near",
-          "popular", "sites", "chunks")
+          "popular", "sites", "chunks", "stale")
 
 
 class DeleteRange:

@@ -12,8 +12,14 @@
           of its text), and a stream of small batches re-scores each document again and
           again: rewriting all of its ~100 sources each time was the doc shard's largest
           cost. A delta is rewritten while it stays small; then the snapshot is.
-- docadds: docno -> a stale document's pending source additions (DocState.defer_add):
-          (source, its grams) records, applied to its pairs when it is next read whole.
+- docadds: docno, source, first gram -> a stale document's pending source addition
+          (DocState.defer_add): the source's grams, applied to its pairs when it is next
+          read whole. A record an addition, written once: a stale document takes source
+          after source, mostly without being read (engine.doc_role). A state of an older
+          format holds them as one record under the docno alone, read the same.
+- stale:  docno -> the patch grams and grams of a document whose result is stale, for
+          every such document: what tells the engine it may leave an addition pending
+          without reading the document, and the figures its site totals need.
 - slots:  docno -> the DocState's patch-gram slots, a key of its own because most
           re-scores change sources but not the patch set: only changed slots are rewritten.
 - names:  docno -> server and URL of a live document version (sources need both).
@@ -41,6 +47,7 @@ _DOC_HEADER = struct.Struct("<QIIIIB")  # ..., result flag: 0, 1 (quilted) or _S
 _STALE = 2  # the result's cover was not computed (DocResult.stale)
 _PAIRS = 4  # flag bit: sources are slot lists (paircodec), not bitmasks (maskcodec)
 _URL_ENTRY = struct.Struct("<QQ")
+_STALE_MARK = struct.Struct("<QQ")
 _BIG_ENDIAN = sys.byteorder == "big"
 
 
@@ -191,6 +198,14 @@ def _decode_slots(b: bytes, n_slots: int) -> tuple[array, list[int]]:
     occupied = np.unpackbits(np.frombuffer(b, dtype=np.uint8, offset=8 * n_slots),
                              count=n_slots, bitorder="little")
     return slots, np.flatnonzero(occupied == 0).tolist()
+
+
+def encode_stale(n_patch: int, n_grams: int) -> bytes:
+    return _STALE_MARK.pack(n_patch, n_grams)
+
+
+def decode_stale(b: bytes) -> tuple[int, int]:
+    return _STALE_MARK.unpack(b)
 
 
 def encode_name(server: str, url: str) -> bytes:

@@ -17,26 +17,28 @@ from functools import cached_property
 
 import numpy as np
 
-from ..engine.documents import DocState, Posting
+from ..engine.documents import DocState, Posting, add_record, add_records
 from ..engine.keyed import key_u64, u64key, u64keys
 from .bloom import Probe
 from .budget import MemoryBudget
 from .cache import Generations
 from .doc_cache import DocCache
 from .keyed import KeyedTable
-from .kv import KV, Op
+from .kv import KV, DeleteRange, Op
 from .posting_cache import PostingCache
 from .recent import RecentPairs
 from .schema import (
     decode_doc,
     decode_name,
     decode_posting,
+    decode_stale,
     decode_url_entry,
     encode_doc_delta,
     encode_doc_packing,
     encode_name,
     encode_posting,
     encode_slots,
+    encode_stale,
     encode_url_entry,
 )
 from .segment_files import SegmentFiles
@@ -155,6 +157,11 @@ class Txn:
         self.dirty_postings: dict[int, Posting] = {}  # also in postings_cache
         self.docs: dict[int, DocState | None] = {}
         self.dirty_docs: set[int] = set()
+        # pending additions of stale documents left unread (defer_add), by docno, in the
+        # layout DocState.adds keeps; and stale documents' marks read (stale_unread)
+        self.deferred: dict[int, bytearray] = {}
+        self._marks: dict[int, tuple[int, int]] = {}
+        self._legacy_adds: set[int] = set()  # documents whose additions were one record
         # Documents handed out whose gram -> slot index may be built, oldest first, with
         # the slots each was counted at: with the store's cached documents they stay
         # within the budget's document share, the oldest folded (DocState.fold) past it.
@@ -301,8 +308,8 @@ class Txn:
             if d is None:
                 key = u64key(docno)
                 raw = self.kv.get("docs", key)
-                d = None if raw is None else decode_doc(
-                    raw, *(self.kv.get(t, key) for t in ("slots", "docdelta", "docadds")))
+                d = None if raw is None else self._decoded(
+                    docno, raw, *(self.kv.get(t, key) for t in ("slots", "docdelta")))
             self.docs[docno] = d
         if d is not None:
             self._unfold(docno, d.weight)
@@ -324,10 +331,79 @@ class Txn:
         if not missing:
             return
         keys = u64keys(missing)
-        raws, *parts = (self.kv.get_many(t, keys)
-                        for t in ("docs", "slots", "docdelta", "docadds"))
+        raws, *parts = (self.kv.get_many(t, keys) for t in ("docs", "slots", "docdelta"))
         for d, raw, *more in zip(missing, raws, *parts, strict=True):
-            docs[d] = None if raw is None else decode_doc(raw, *more)
+            docs[d] = None if raw is None else self._decoded(d, raw, *more)
+
+    def _decoded(self, docno: int, raw: bytes, slots: bytes | None, delta: bytes | None
+                 ) -> DocState:
+        """A stored document, with its pending additions: the stored records (a stale
+        document's only: no other has any) and those this transaction gave it unread."""
+        d = decode_doc(raw, slots, delta)
+        if d.result.stale:
+            stored, legacy = bytearray(), b""
+            for key, value in self.kv.items_between("docadds", u64key(docno),
+                                                    u64key(docno + 1)):
+                if len(key) == 8:  # a state's older layout: all of them in one record,
+                    legacy = value  # written again as records by this commit
+                    self._legacy_adds.add(docno)
+                    self.dirty_docs.add(docno)
+                else:
+                    stored += add_record(key_u64(key[8:16]), value)
+            d.adds, d.adds_stored = stored, len(stored)
+            if legacy:
+                d.take_adds(legacy)
+        if (given := self.deferred.pop(docno, None)) is not None:
+            d.take_adds(given)
+        return d
+
+    def stale_unread(self, docnos: Iterable[int]) -> set[int]:
+        """Of these documents, the stale ones that neither this transaction nor the
+        store's cache holds (their stored mark says so: table `stale`): they take pending
+        additions unread (defer_add). Cached ones are taken in (they are read already)."""
+        unread, missing = set(), []
+        for d in docnos:
+            if d in self.docs:
+                continue
+            if d in self.deferred or d in self._marks:
+                unread.add(d)
+            elif (cached := self.store.take_doc(d)) is not None:
+                self.docs[d] = cached
+            else:
+                missing.append(d)
+        if missing:
+            for d, raw in zip(missing, self.kv.get_many("stale", u64keys(missing)),
+                              strict=True):
+                if raw is not None:
+                    self._marks[d] = decode_stale(raw)
+                    unread.add(d)
+        return unread
+
+    def defer_add(self, docno: int, source: int, grams: list[int]) -> None:
+        """A pending addition (DocState.defer_add) to a stale document left unread: kept
+        here, stored as a record of its own by commit, given to the document if read."""
+        if len(grams):
+            self.deferred.setdefault(docno, bytearray()).extend(
+                add_record(source, np.asarray(grams, dtype="<u8").tobytes()))
+
+    def figures(self, docnos: list[int]) -> list[tuple[int, int, bool]]:
+        """(patch grams, grams, quilted) of live documents: as those held stand, else
+        as their stale marks say (a stale result is not quilted), else read."""
+        unknown = [d for d in docnos if d not in self.docs and d not in self._marks]
+        if unknown:
+            for d, raw in zip(unknown, self.kv.get_many("stale", u64keys(unknown)),
+                              strict=True):
+                if raw is not None:
+                    self._marks[d] = decode_stale(raw)
+        out = []
+        for d in docnos:
+            mark = None if d in self.docs else self._marks.get(d)
+            if mark is None:
+                doc = self.doc(d)
+                out.append((doc.n_patch, doc.n_grams, doc.result.quilted))
+            else:
+                out.append((*mark, False))
+        return out
 
     def held_slots(self) -> int:
         """Slots of the documents this transaction holds (DocState.held_weight): what its
@@ -418,6 +494,7 @@ class Txn:
     def put_doc(self, docno: int, doc: DocState | None) -> None:
         self.docs[docno] = doc
         self.dirty_docs.add(docno)
+        self.deferred.pop(docno, None)
         if doc is not None:
             doc.modified = True
             self._unfold(docno, doc.weight)
@@ -551,7 +628,10 @@ class Txn:
             yield from (("grams", key, raw)
                         for key, raw in zip(keys, self._encoded_postings(), strict=True))
         for docno in sorted(self.dirty_docs):
-            yield from self._doc_ops(docno, self.docs[docno], self._as_delta)
+            yield from self._doc_ops(docno, self.docs[docno], self._as_delta,
+                                     docno in self._legacy_adds)
+        for docno in sorted(self.deferred):
+            yield from _add_puts(docno, self.deferred[docno])
         for docno, grams in self.doc_gram_sets.items():
             yield ("docgrams", u64key(docno),
                    None if grams is None else np.asarray(grams, dtype="<u8").tobytes())
@@ -613,18 +693,25 @@ class Txn:
         return ops + keys + [manifest]
 
     @staticmethod
-    def _doc_ops(docno: int, d: DocState | None, as_delta: set[int]) -> list[Op]:
+    def _doc_ops(docno: int, d: DocState | None, as_delta: set[int], legacy: bool
+                 ) -> list[Op]:
         """A changed document's writes: its delta while that stays small (its docno goes
         into `as_delta`), else a new snapshot (and the delta deleted); its slots when they
-        changed; its pending additions when they did. A document that only gained pending
-        additions is not rewritten."""
+        changed; its stale mark; its pending additions' records when they changed
+        (`legacy`: the older layout's one record goes). A document that only gained
+        pending additions is not rewritten."""
         key = u64key(docno)
         if d is None:
             return [("docs", key, None), ("slots", key, None), ("docdelta", key, None),
-                    ("docadds", key, None)]
-        ops: list[Op] = []
-        if d.adds_changed:
-            ops.append(("docadds", key, bytes(d.adds) or None))
+                    ("docadds", key, DeleteRange(u64key(docno + 1))), ("stale", key, None)]
+        ops: list[Op] = [("docadds", key, None)] if legacy else []
+        mark = ("stale", key, encode_stale(d.n_patch, d.n_grams) if d.result.stale else None)
+        if d.adds_changed:  # marked too: a document stored unmarked (format 15) is read
+            ops += [("docadds", _add_key(docno, source, grams), None)  # until it is
+                    for source, grams in add_records(d.adds_gone)]
+            ops += _add_puts(docno, d.adds[d.adds_stored:])
+            if not d.modified:
+                ops.append(mark)
         if not d.modified:
             return ops
         delta = d.delta_pairs()
@@ -637,6 +724,7 @@ class Txn:
                 ops.append(("docdelta", key, None))
         if d.slots_changed:
             ops.append(("slots", key, encode_slots(d)))
+        ops.append(mark)
         return ops
 
     def commit(self, positions: dict[str, int] | None = None) -> None:
@@ -649,7 +737,7 @@ class Txn:
         self.store.postings.update(self.dirty_postings)
         for docno in self.dirty_docs:
             if (d := self.docs[docno]) is not None:  # stored now
-                d.adds_changed = False
+                d.adds_saved()
                 if not d.modified:
                     continue
                 d.modified = d.slots_changed = False
@@ -667,3 +755,16 @@ class Txn:
             self.store.recent.flushed()
         if self._logged is not None:
             self.store.recent.logged(*self._logged)
+
+
+def _add_key(docno: int, source: int, grams: bytes) -> bytes:
+    """A pending addition's key: its document, its source and its first gram (the lists
+    a source gives a document have no gram in common, and the same list given twice is
+    the same record)."""
+    return u64key(docno) + u64key(source) + grams[:8]
+
+
+def _add_puts(docno: int, raw: bytes | bytearray) -> Iterator[Op]:
+    """Pending additions (DocState.adds layout) as records of table `docadds`."""
+    for source, grams in add_records(raw):
+        yield ("docadds", _add_key(docno, source, grams), grams)
