@@ -72,7 +72,7 @@ def without_section_8():
     postings._join_common = lambda *args: None
     core.turn_away_traps = lambda pages, params: (list(pages), [])
     core.Engine._version_grams = lambda self, txn, docno: txn.doc(docno).patch_grams()
-    core.Engine._contributions = lambda self, txn, causes, withdrawn, newest: {}
+    core.Engine._contributions = lambda self, txn, causes, scored, withdrawn, newest: {}
     core.Engine._places = lambda self, txn, arrived, withdrawn: {}
     labelled.LabelledSet.add = lambda *args: None
     labelled.LabelledSet.withdraw = lambda *args: None

@@ -104,10 +104,12 @@ class Engine:
                 withdrawn[old] = page.url
             self._pair(txn, page, docno, old, partners, paired)
         causes = {d: t.cause for d, t in dirty.items()}
+        scored = [d for d, t in dirty.items() if not t.pending]
         events = traps + rescore(self.docs, txn, dirty, before, lambda last: last + 1)
         newest = next(reversed(arrived.values()), "")
-        events += self.sites.settle(txn, self._contributions(txn, causes, withdrawn, newest),
-                                    lambda last: last + 1)
+        events += self.sites.settle(
+            txn, self._contributions(txn, causes, scored, withdrawn, newest),
+            lambda last: last + 1)
         events += self.badness.settle(txn, self._places(txn, arrived, withdrawn),
                                       lambda last: last + 1)
         events += self.partials.report(txn, partners, paired, lambda last: last + 1)
@@ -115,23 +117,26 @@ class Engine:
         events += cluster_events(txn, rows, lambda last: last + 1, self.params.to_dict())
         partners.flush()
         score_events(txn, events)  # on the state the batch leaves
-        stats.rescored = len(dirty)
+        stats.rescored = len(scored)
         stats.held_slots = txn.held_slots()
         stats.deltas = self.docs.applied - applied
         stats.deferred = self.docs.deferred - deferred
         self._rows, self._fresh = {}, self._fresh[:0]  # the batch's: not held until the next
         return events, stats
 
-    def _contributions(self, txn: Transaction, causes: dict[int, str], withdrawn: dict[int, str],
-                       newest: str) -> dict[int, tuple[Contribution | None, str]]:
+    def _contributions(self, txn: Transaction, causes: dict[int, str], scored: list[int],
+                       withdrawn: dict[int, str], newest: str
+                       ) -> dict[int, tuple[Contribution | None, str]]:
         """What each document the batch changed (re-scored, pop(d) moved, replaced) now
         adds to its sites' totals (None: nothing, it is gone), with its cause (SPEC §8):
         one whose pop(d) alone moved names the batch's newest page, as the Kafka site
-        shard does (engine.site_shard), not itself: it may have come long before."""
+        shard does (engine.site_shard), not itself: it may have come long before. One
+        that only took pending additions (not `scored`) adds what it added, unless its
+        pop(d) moved: it is left out, as SiteRole.settle would pass it over."""
         out: dict[int, tuple[Contribution | None, str]] = {
             d: (None, url) for d, url in withdrawn.items()}
         popped = [d for d in txn.pop_changed() if d not in withdrawn]
-        live = list({*causes, *popped})  # re-scored ones are live: _arrive undirties the old
+        live = list({*scored, *popped})  # re-scored ones are live: _arrive undirties the old
         for d, pop, (n_patch, n_grams, quilted) in zip(
                 live, txn.pop_many(live), txn.figures(live), strict=True):
             url = txn.url_of(d)
