@@ -271,10 +271,9 @@ class DocState:
         stale document then needs no gram -> slot index, and keeps its stored pairs, as
         it gains source after source). Any other change settles them first, so the grams
         of every pending addition are patch grams at the slots they had when it came."""
-        if not len(grams):
-            return
-        self.adds += add_record(source, np.asarray(grams, dtype="<u8").tobytes())
-        self.settle_outgrown()
+        if len(grams):
+            self.adds += new_addition(source, grams)
+            self.settle_outgrown()
 
     def take_adds(self, raw: bytes) -> None:
         """Pending additions given while the document was not read (Txn.defer_add),
@@ -355,6 +354,11 @@ def add_records(raw: bytes) -> Iterator[tuple[int, bytes]]:
 def add_record(source: int, grams: bytes) -> bytes:
     """One pending addition in the layout `DocState.adds` keeps (`grams`: uint64 LE)."""
     return _ADD_HEAD.pack(source, len(grams) // 8) + grams
+
+
+def new_addition(source: int, grams: list[int]) -> bytes:
+    """A pending addition of these grams (DocState.defer_add, Txn.defer_add)."""
+    return add_record(source, np.asarray(grams, dtype="<u8").tobytes())
 
 
 def _decode_adds(raw: bytes) -> tuple[np.ndarray, np.ndarray]:

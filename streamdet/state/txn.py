@@ -17,7 +17,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..engine.documents import DocState, Posting, add_record, add_records
+from ..engine.documents import DocState, Posting, add_record, add_records, new_addition
 from ..engine.keyed import key_u64, u64key, u64keys
 from .bloom import Probe
 from .budget import MemoryBudget
@@ -371,30 +371,29 @@ class Txn:
                 self.docs[d] = cached
             else:
                 missing.append(d)
-        if missing:
-            for d, raw in zip(missing, self.kv.get_many("stale", u64keys(missing)),
+        self._read_marks(missing)
+        return unread | {d for d in missing if d in self._marks}
+
+    def _read_marks(self, docnos: list[int]) -> None:
+        """The stale marks of these documents (none: not stale, or stored unmarked), in
+        one multi-get, kept for the transaction: a document not held changes only
+        through it."""
+        if docnos:
+            for d, raw in zip(docnos, self.kv.get_many("stale", u64keys(docnos)),
                               strict=True):
                 if raw is not None:
                     self._marks[d] = decode_stale(raw)
-                    unread.add(d)
-        return unread
 
     def defer_add(self, docno: int, source: int, grams: list[int]) -> None:
         """A pending addition (DocState.defer_add) to a stale document left unread: kept
         here, stored as a record of its own by commit, given to the document if read."""
         if len(grams):
-            self.deferred.setdefault(docno, bytearray()).extend(
-                add_record(source, np.asarray(grams, dtype="<u8").tobytes()))
+            self.deferred.setdefault(docno, bytearray()).extend(new_addition(source, grams))
 
     def figures(self, docnos: list[int]) -> list[tuple[int, int, bool]]:
         """(patch grams, grams, quilted) of live documents: as those held stand, else
         as their stale marks say (a stale result is not quilted), else read."""
-        unknown = [d for d in docnos if d not in self.docs and d not in self._marks]
-        if unknown:
-            for d, raw in zip(unknown, self.kv.get_many("stale", u64keys(unknown)),
-                              strict=True):
-                if raw is not None:
-                    self._marks[d] = decode_stale(raw)
+        self._read_marks([d for d in docnos if d not in self.docs and d not in self._marks])
         out = []
         for d in docnos:
             mark = None if d in self.docs else self._marks.get(d)
@@ -706,8 +705,8 @@ class Txn:
                     ("docadds", key, DeleteRange(u64key(docno + 1))), ("stale", key, None)]
         ops: list[Op] = [("docadds", key, None)] if legacy else []
         mark = ("stale", key, encode_stale(d.n_patch, d.n_grams) if d.result.stale else None)
-        if d.adds_changed:  # marked too: a document stored unmarked (format 15) is read
-            ops += [("docadds", _add_key(docno, source, grams), None)  # until it is
+        if d.adds_changed:  # marked as well: one stored unmarked (format 15) is read
+            ops += [("docadds", _add_key(docno, source, grams), None)  # until marked
                     for source, grams in add_records(d.adds_gone)]
             ops += _add_puts(docno, d.adds[d.adds_stored:])
             if not d.modified:
