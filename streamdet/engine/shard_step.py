@@ -256,6 +256,12 @@ def process_grams(state: ShardState, role: GramShard, msgs: list[GramsMsg],
     return Step(state, txn, {"grams": end}, records)
 
 
+def round_seq(epoch: int, offsets: dict[str, int]) -> int:
+    """The seq of a doc shard's round that consumed up to `offsets`: its events' seq and
+    its pair records' stamp, above every earlier owner's (a lower epoch)."""
+    return (epoch << EPOCH_SHIFT) + sum(offsets.values())
+
+
 def process_docs(state: ShardState, role: DocShard, pages: Iterable[tuple[int, PageMsg]],
                  deltas: Iterable[DeltasMsg | ShownMsg], ends: dict[str, int]) -> Step:
     """A doc shard's batch, its pages (with their offsets) then its deltas, the partitions
@@ -264,7 +270,7 @@ def process_docs(state: ShardState, role: DocShard, pages: Iterable[tuple[int, P
     while a new owner catches up, events compare with what consumers were shown, and the
     changes to that apply on commit; the batch that ends the catch-up also corrects the
     site statuses consumers hold (DocShard.end_catch_up)."""
-    seq = (state.epoch << EPOCH_SHIFT) + sum(ends.values())
+    seq = round_seq(state.epoch, ends)
     base = state.catching_up()
     shown = None if base is None else ChainMap({}, base)  # writes go to a map of their own
     txn = state.store.begin()
@@ -316,8 +322,7 @@ def take_over(state: ShardState, records: Iterable[tuple[int, bytes]], committed
     txn.put_meta("taking_over", None)
     reconcile_shown(txn, state.shown)
     owned = reconcile_pairs(txn, state.shown)
-    again = _pair_records(owned, (state.epoch << EPOCH_SHIFT) + sum(state.offsets.values()),
-                          shard, shards)
+    again = _pair_records(owned, round_seq(state.epoch, state.offsets), shard, shards)
     again += [(EVENTS_OUT, 0, raw) for raw in unsent_events(records, committed)]
     outbox = state.commit(txn, state.offsets, again)
     state.taking_over = False
