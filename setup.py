@@ -6,7 +6,8 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 KERNELS = ["streamdet.engine.greedy", "streamdet.engine.markup_scan", "streamdet.engine.minhash",
-           "streamdet.engine.pair_kernels", "streamdet.state.bloom_kernels"]
+           "streamdet.engine.pair_kernels", "streamdet.state.bloom_kernels",
+           "streamdet.state.gram_table"]
 
 setup(ext_modules=cythonize(
     [Extension(name, [name.replace(".", "/") + ".pyx"], include_dirs=[numpy.get_include()],

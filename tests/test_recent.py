@@ -48,9 +48,11 @@ def test_hash_table_and_its_log_equal_a_dict(tail, batches, probes, monkeypatch)
         assert recent.n == len(model)
     asked = list(dict.fromkeys([*model, *probes]))
     for r in (recent, RecentPairs(kv, CAPACITY)):  # and read back from the log
-        found, rest = r.find(asked)
-        assert found == {g: model[g] for g in asked if g in model}
-        assert rest == [g for g in asked if g not in model]
+        held, holders, rest = r.find(np.asarray(asked, dtype=np.uint64))
+        assert dict(zip(held.tolist(), holders.tolist(), strict=True)) == {
+            g: model[g] for g in asked if g in model}
+        assert held.tolist() == [g for g in asked if g in model]
+        assert rest.tolist() == [g for g in asked if g not in model]
         assert r.maybe(np.asarray(asked, dtype=np.uint64)).tolist() == [
             g in model for g in asked]
         _, grams, docnos = r.flush_ops()
@@ -97,6 +99,7 @@ def test_pairs_that_do_not_fit_go_into_one_segment_with_the_recent_ones(backend,
     txn = store.begin()
     grams = np.asarray(sorted(truth), dtype=np.uint64)
     assert txn.prefetch(grams).all()
-    assert dict(zip(grams.tolist(), txn.prefetched(grams), strict=True)) == {
+    assert dict(zip(grams.tolist(), map(txn.posting_of, txn.prefetched(grams).tolist()),
+                    strict=True)) == {
         g: (d,) for g, d in truth.items()}
     store.close()

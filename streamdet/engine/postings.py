@@ -29,10 +29,10 @@ class GramIndexView:
     """What the gram role needs from the state (implemented by state.txn.Txn)."""
 
     def prefetch(self, grams: np.ndarray) -> np.ndarray: ...
-    def prefetched(self, grams: np.ndarray) -> list[Posting | None]: ...
+    def prefetched(self, grams: np.ndarray) -> np.ndarray: ...
+    def posting_of(self, posting_id: int) -> Posting | None: ...
     def postings(self, grams: np.ndarray) -> list[Posting | None]: ...
-    def set_posting(self, gram: int, posting: Posting) -> None: ...
-    def set_postings(self, grams: list[int], posting: Posting) -> None: ...
+    def set_postings(self, grams: np.ndarray, posting: Posting) -> None: ...
     def add_fresh(self, grams: np.ndarray, docno: int, remember: np.ndarray) -> None: ...
     def live(self, posting: tuple[int, ...]) -> tuple[int, ...]: ...
     def tally_many(self, grams: list[int]) -> list[bytes | None]: ...
@@ -109,14 +109,14 @@ def add_document(txn: GramIndexView, docno: int, grams: np.ndarray, plan: PagePl
         n = len(holders)
         pop.added(docno, holders, len(at))
         if n == 0:
-            txn.set_postings(gs.tolist(), (docno,))
+            txn.set_postings(gs, (docno,))
         elif n < m:
-            txn.set_postings(gs.tolist(), holders + (docno,))
+            txn.set_postings(gs, holders + (docno,))
             gained.append(at)
             gained_holders.append((holders, len(at)))
             (first if n == 1 else shared).append((holders, at))
         else:
-            txn.set_postings(gs.tolist(), COMMON)
+            txn.set_postings(gs, COMMON)
             lost.append((holders, at))
             raw = Tally.of((docno, *holders), popular - 1).encode()
             for g in gs.tolist():
@@ -159,12 +159,12 @@ def _by_live_holders(txn: GramIndexView, known: np.ndarray
     """The known grams grouped by their live holders (None: no posting after all), as
     positions in `known`, ascending; groups in order of first appearance. The common
     grams' positions come apart."""
-    index: dict = {}
-    raw = np.fromiter((index.setdefault(p, len(index)) for p in txn.prefetched(known)),
-                      dtype=np.intp, count=len(known))
+    ids = txn.prefetched(known)
+    distinct, first, raw = np.unique(ids, return_index=True, return_inverse=True)
     live: dict = {}  # live holders -> group number
-    to_group = np.empty(len(index), dtype=np.intp)
-    for p, i in index.items():
+    to_group = np.empty(len(distinct), dtype=np.intp)
+    for i in np.argsort(first).tolist():  # postings in order of first appearance
+        p = txn.posting_of(int(distinct[i]))
         key = _SKIP if p == COMMON else None if p is None else txn.live(p)
         to_group[i] = live.setdefault(key, len(live))
     group = to_group[raw]
@@ -219,6 +219,7 @@ def withdraw_document(
     dropped: dict[int, list[int]] = {}
     pop = PopChanges(popular)
     common: list[int] = []
+    left: dict[tuple[int, ...], list[int]] = {}  # holders left -> their grams
     for g, p in zip(grams, txn.postings(np.asarray(grams, dtype=np.uint64)), strict=True):
         if p is None:
             continue
@@ -232,12 +233,14 @@ def withdraw_document(
         if not rest:
             continue  # it was docno's alone: the stale posting is read through the withdrawn set
         pop.withdrawn(rest)
-        txn.set_posting(g, rest)
+        left.setdefault(rest, []).append(g)
         if len(rest) == 1:
             alone.setdefault(rest[0], []).append(g)
         else:
             for y in rest:
                 dropped.setdefault(y, []).append(g)
+    for rest, gs in left.items():
+        txn.set_postings(np.asarray(gs, dtype=np.uint64), rest)
     width = popular - 1
     for g, raw in zip(common, txn.tally_many(common), strict=True):
         if raw is not None:  # none: common in a state from before tallies (format 9)

@@ -7,8 +7,8 @@ of them, and a gram that fell out was read again from RocksDB (a batched multi-g
 µs a key when every block is cached, against ~0.1 µs for a lookup here).
 
 Two parts:
-- `young`, a dict of the postings written or read since the last packing (decoded tuples,
-  as the engine uses them);
+- `young`, the postings written or read since the last packing (a state.posting_map:
+  gram -> interned posting, decoded tuples as the engine uses them);
 - the packed part: keys sorted (uint64), each entry's holders in one array (CSR:
   `starts` into `holders`; uint32 while every docno fits, uint64 from the first that
   does not), a flag for COMMON, and the packing round each entry was last used in. ~21
@@ -36,6 +36,10 @@ import numpy as np
 from ..engine.documents import COMMON, Posting
 from ..engine.sorted_search import locate
 from ..engine.sorting import sorted_unique
+from .posting_map import PostingMap
+
+# keys, the postings they name, and which of them each key has (PostingCache.find)
+Part = tuple[np.ndarray, list[Posting | None], np.ndarray]
 
 YOUNG_ENTRY_BYTES = 240  # a dict entry: key, tuple of ~4 holders, their ints, dict slot
 ENTRY_BYTES = 21  # a packed entry but its holders: key 8, start 8, round 4, COMMON flag 1
@@ -46,12 +50,12 @@ CHUNK = 1 << 16  # entries a step of a packing moves: its temporaries stay a few
 
 
 class PostingCache:
-    """Overlay postings in `capacity` bytes (about): get_many / update."""
+    """Overlay postings in `capacity` bytes (about): find / put."""
 
     def __init__(self, capacity: int) -> None:
         self.young_entries = max(1, capacity // YOUNG_SHARE // YOUNG_ENTRY_BYTES)
         self.packed_bytes = max(0, capacity - self.young_entries * YOUNG_ENTRY_BYTES)
-        self.young: dict[int, Posting] = {}
+        self.young = PostingMap()
         # the packed arrays are views of the front of these buffers: keys, starts (entry
         # i's holders are starts[i]:starts[i+1]), holders (widened to uint64 when
         # needed), COMMON flags, the packing round of each entry's last use
@@ -73,50 +77,52 @@ class PostingCache:
         return sum(a.nbytes for a in (self.keys, self.starts, self.holders, self.common,
                                       self.used))
 
-    def get_many(self, keys: list[int], into: dict) -> list[int]:
-        """Copy the postings of `keys` into `into`; return the keys not held, in order."""
+    def find(self, keys: np.ndarray) -> tuple[list[Part], np.ndarray]:
+        """The postings of `keys` held here, as parts (keys, postings, which: keys[i]'s
+        posting is postings[which[i]]), and the keys not held."""
         young = self.young
-        missing = []
-        for k in keys:
-            v = young.get(k)
-            if v is None:
-                missing.append(k)
-            else:
-                into[k] = v
-        if not missing or not len(self.keys):
-            return missing
-        q = np.array(missing, dtype=np.uint64)
-        at, hit = locate(self.keys, q)
-        if not hit.any():
-            return missing
-        at = at[hit]
+        parts: list[Part] = []
+        ids = young.ids(keys)
+        hit = ids >= 0
+        if hit.any():
+            parts.append((keys[hit], young.postings, ids[hit]))
+        missing = keys[~hit]
+        if not len(missing) or not len(self.keys):
+            return parts, missing
+        at, held = locate(self.keys, missing)
+        if not held.any():
+            return parts, missing
+        at = at[held]
         self.used[at] = self.round
-        self._postings(q[hit], at, into)
-        return q[~hit].tolist()
+        parts.extend(self._parts(missing[held], at))
+        return parts, missing[~held]
 
-    def _postings(self, keys: np.ndarray, at: np.ndarray, into: dict) -> None:
-        """Copy packed entries `at` (of `keys`) into `into` as tuples: the entries of one
-        length are cut from one gathered array at once (most have 2 to 5 holders)."""
+    def _parts(self, keys: np.ndarray, at: np.ndarray) -> list[Part]:
+        """Packed entries `at` (of `keys`) as parts, the entries of one length at once:
+        each distinct row of holders becomes one posting (a passage's grams share one)."""
         starts = self.starts[at]
         lengths = self.starts[at + 1] - starts
         common = self.common[at]
+        parts: list[Part] = []
         if common.any():
-            into.update(dict.fromkeys(keys[common].tolist(), COMMON))
+            parts.append((keys[common], [COMMON], np.zeros(int(common.sum()), np.intp)))
             lengths[common] = -1
         for n in sorted_unique(lengths).tolist():
             if n < 0:
                 continue
             rows = lengths == n
-            flat = self.holders[starts[rows][:, None] + np.arange(n)].ravel().tolist()
-            # n-tuples straight from one flat list (zip over one iterator n times): a third
-            # of the time of a nested list made into tuples
-            tuples = (zip(*[iter(flat)] * n, strict=True) if n
-                      else itertools.repeat((), int(rows.sum())))
-            into.update(zip(keys[rows].tolist(), tuples, strict=True))
+            if not n:
+                parts.append((keys[rows], [()], np.zeros(int(rows.sum()), np.intp)))
+                continue
+            block = self.holders[starts[rows][:, None] + np.arange(n)]
+            distinct, which = np.unique(block, axis=0, return_inverse=True)
+            parts.append((keys[rows], list(map(tuple, distinct.tolist())), which.ravel()))
+        return parts
 
-    def update(self, entries: dict[int, Posting]) -> None:
-        """Put many entries at once (one dict update, then at most one packing)."""
-        self.young.update(entries)
+    def put(self, keys: np.ndarray, postings: list[Posting | None], which: np.ndarray
+            ) -> None:
+        """keys[i]'s posting is postings[which[i]] (then at most one packing)."""
+        self.young.assign_from(keys, postings, which)
         if len(self.young) >= self.young_entries:
             self.pack()
 
@@ -127,8 +133,9 @@ class PostingCache:
         move forward, then the young ones are merged in from the back."""
         if not self.young:
             return
-        ykeys, ystarts, yholders, ycommon = _packed(self.young)
-        self.young = {}
+        ykeys, ystarts, yholders, ycommon = _packed(*self.young.contents(),
+                                                    self.young.postings)
+        self.young = PostingMap()
         if self.holders.dtype == np.uint32 and len(yholders) and yholders.max() >> 32:
             self._widen()  # a docno past 32 bits
         incoming = ENTRY_BYTES * len(ykeys) + self.holders.itemsize * len(yholders)
@@ -270,23 +277,19 @@ def _grown(buffer: np.ndarray, size: int, live: int, dtype: type | None = None
     return out
 
 
-def _packed(postings: dict[int, Posting]
+def _packed(keys: np.ndarray, ids: np.ndarray, postings: list[Posting | None]
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(keys sorted, starts, holders, common) of decoded postings."""
-    n = len(postings)
-    keys = np.fromiter(postings.keys(), dtype=np.uint64, count=n)
-    values = list(postings.values())
-    lengths = np.fromiter(map(len, values), dtype=np.int64, count=n)
-    common = np.zeros(n, dtype=bool)
-    for i in np.flatnonzero(lengths == len(COMMON)).tolist():  # COMMON is a str
-        if values[i] == COMMON:
-            common[i] = True
-            values[i] = ()
-    lengths[common] = 0
-    holders = np.fromiter(itertools.chain.from_iterable(values), dtype=np.uint64,
-                          count=int(lengths.sum()))
-    order = np.argsort(keys)
-    first = (np.cumsum(lengths) - lengths)[order]  # where each entry's holders start
-    lengths = lengths[order]
+    """(keys, starts, holders, common) of keys (sorted) and their postings' ids: each
+    distinct posting is read once."""
+    used, inverse = np.unique(ids, return_inverse=True)
+    values = [postings[i] for i in used.tolist()]
+    distinct_common = np.fromiter((p == COMMON for p in values), dtype=bool,
+                                  count=len(values))
+    values = [() if c else p for p, c in zip(values, distinct_common.tolist(), strict=True)]
+    distinct_lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+    flat = np.fromiter(itertools.chain.from_iterable(values), dtype=np.uint64,
+                       count=int(distinct_lengths.sum()))
+    lengths = distinct_lengths[inverse]
     starts = np.concatenate(([0], np.cumsum(lengths)))
-    return keys[order], starts, holders[_runs(first, lengths)], common[order]
+    first = (np.cumsum(distinct_lengths) - distinct_lengths)[inverse]
+    return keys, starts, flat[_runs(first, lengths)], distinct_common[inverse]

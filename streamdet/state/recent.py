@@ -93,14 +93,12 @@ class RecentPairs:
         """True where a recent pair holds the gram (exactly: no false positives)."""
         return self.lookup(grams)[0]
 
-    def find(self, grams: list[int]) -> tuple[dict[int, int], list[int]]:
-        """(gram -> first holder for the grams held here, the other grams)."""
+    def find(self, grams: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(the grams held here, their first holders, the other grams)."""
         if not self.n:
-            return {}, grams
-        arr = np.asarray(grams, dtype=np.uint64)
-        found, holder = self.lookup(arr)
-        hits = dict(zip(arr[found].tolist(), holder[found].tolist(), strict=True))
-        return hits, arr[~found].tolist()
+            return grams[:0], np.zeros(0, dtype=np.uint64), grams
+        found, holder = self.lookup(grams)
+        return grams[found], holder[found].astype(np.uint64), grams[~found]
 
     # -- writing ----------------------------------------------------------------------
     def log_ops(self, grams: np.ndarray, docnos: np.ndarray) -> list[Op]:

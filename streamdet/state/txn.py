@@ -23,9 +23,11 @@ from .bloom import Probe
 from .budget import MemoryBudget
 from .cache import Generations
 from .doc_cache import DocCache
+from .gram_table import GramTable
 from .keyed import KeyedTable
 from .kv import KV, DeleteRange, Op
 from .posting_cache import PostingCache
+from .posting_map import PostingMap
 from .recent import RecentPairs
 from .schema import (
     decode_doc,
@@ -153,8 +155,10 @@ class Txn:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.kv = store.kv
-        self.postings_cache: dict[int, Posting | None] = {}
-        self.dirty_postings: dict[int, Posting] = {}  # also in postings_cache
+        # The postings the batch knows (state.posting_map): every gram read or written
+        # (posting None: no document holds it), and, by their ids there, those written.
+        self._known = PostingMap()
+        self._dirty = GramTable()
         self.docs: dict[int, DocState | None] = {}
         self.dirty_docs: set[int] = set()
         # pending additions of stale documents left unread (defer_add), by docno, in the
@@ -216,76 +220,74 @@ class Txn:
         admitted = self.store.segments.maybe(Probe(grams))
         maybe = np.flatnonzero(admitted.any | self.store.recent.maybe(grams))
         self._resolve(grams[maybe], admitted)
-        cache = self.postings_cache
-        held[maybe] = [cache.get(g) is not None for g in grams[maybe].tolist()]
+        held[maybe] = self._known.ids(grams[maybe]) > 0
         return held
 
     def _resolve(self, grams: np.ndarray, admitted: Admitted | None = None) -> None:
         """Overlay first (the store's cache of it, then the KV), then the recent pairs,
-        then segments, for grams not in the transaction's cache. `admitted`: the
+        then segments, for grams the transaction does not know yet. `admitted`: the
         segments' filters' answers for these grams, when the caller has them."""
-        cache = self.postings_cache
-        glist = [g for g in grams.tolist() if g not in cache] if cache else grams.tolist()
-        rest = self.store.postings.get_many(glist, cache)
-        if rest and not self.store.overlay_cached:
+        known = self._known
+        parts, rest = self.store.postings.find(grams[known.ids(grams) < 0])
+        for part in parts:
+            known.assign_from(*part)
+        if len(rest) and not self.store.overlay_cached:
             rest = self._read_overlay(rest)
-        if rest:
-            found, rest = self.store.recent.find(rest)
-            for g, holder in found.items():
-                cache[g] = (holder,)
-        if rest:
-            rest_grams = np.asarray(rest, dtype=np.uint64)
-            for g, holder in self.store.segments.find(rest_grams, admitted).items():
-                cache[g] = (holder,)
+        if len(rest):
+            held, holders, left = self.store.recent.find(rest)
+            self._learn_first_holders(held, holders)
+            if len(left):
+                self._learn_first_holders(*self.store.segments.find_pairs(left, admitted))
 
-    def _read_overlay(self, grams: list[int]) -> list[int]:
+    def _read_overlay(self, grams: np.ndarray) -> np.ndarray:
         """Read grams' overlay entries from the KV; return the grams that have none."""
         raws = self.kv.get_many("grams", u64keys(grams))
-        rest = []
-        found = {}
-        for g, raw in zip(grams, raws, strict=True):
-            if raw is None:
-                rest.append(g)
-            else:
-                found[g] = decode_posting(raw)
-        self.postings_cache.update(found)
-        self.store.postings.update(found)  # committed values: valid in the store's cache now
-        return rest
+        held = np.fromiter((raw is not None for raw in raws), dtype=bool, count=len(raws))
+        if held.any():
+            postings = [decode_posting(raw) for raw in raws if raw is not None]
+            which = np.arange(len(postings))
+            self._known.assign_from(grams[held], postings, which)
+            # committed values: valid in the store's cache now
+            self.store.postings.put(grams[held], postings, which)
+        return grams[~held]
 
-    def prefetched(self, grams: np.ndarray) -> list[Posting | None]:
-        """Postings of prefetched grams, in one pass (None: no document holds it)."""
-        return list(map(self.postings_cache.get, grams.tolist()))
+    def _learn_first_holders(self, grams: np.ndarray, holders: np.ndarray) -> None:
+        """Grams whose only holder is their first (a first-holder pair, no overlay
+        entry): one posting a distinct holder."""
+        if len(grams):
+            distinct, which = np.unique(holders, return_inverse=True)
+            self._known.assign_from(grams, [(h,) for h in distinct.tolist()], which)
+
+    def prefetched(self, grams: np.ndarray) -> np.ndarray:
+        """Posting ids of prefetched grams (int32; `posting_of` gives the posting, 0 is
+        None: no document holds the gram)."""
+        ids = self._known.ids(grams)
+        ids[ids < 0] = 0
+        return ids
+
+    def posting_of(self, posting_id: int) -> Posting | None:
+        return self._known.postings[posting_id]
 
     def postings(self, grams: np.ndarray) -> list[Posting | None]:
         """Posting of each gram, prefetched or not."""
-        cache = self.postings_cache
-        missing = [g for g in grams.tolist() if g not in cache]
-        if missing:
-            self._resolve(np.asarray(missing, dtype=np.uint64))
-            for g in missing:
-                cache.setdefault(g, None)
-        return [cache[g] for g in grams.tolist()]
+        known = self._known
+        missing = grams[known.ids(grams) < 0]
+        if len(missing):
+            self._resolve(missing)
+            known.assign(missing[known.ids(missing) < 0], None)
+        return [known.postings[i] for i in known.ids(grams).tolist()]
 
     def add_fresh(self, grams: np.ndarray, docno: int, remember: np.ndarray) -> None:
         """Grams no document held: `docno` is their first holder (a segment pair). Those a
-        later page of the batch repeats (`remember`) also go to the in-memory cache."""
+        later page of the batch repeats (`remember`) are also known to the transaction."""
         if not len(grams):
             return
-        single = (docno,)
-        cache = self.postings_cache
-        for g in grams[remember].tolist():
-            cache[g] = single
+        self._known.assign(grams[remember], (docno,))
         self.fresh.append((grams, docno))
 
-    def set_posting(self, gram: int, posting: Posting) -> None:
-        self.postings_cache[gram] = posting
-        self.dirty_postings[gram] = posting
-
-    def set_postings(self, grams: list[int], posting: Posting) -> None:
-        """The same posting for many grams."""
-        same = dict.fromkeys(grams, posting)
-        self.postings_cache.update(same)
-        self.dirty_postings.update(same)
+    def set_postings(self, grams: np.ndarray, posting: Posting) -> None:
+        """The same posting for many grams (uint64)."""
+        self._dirty.assign(grams, self._known.assign(grams, posting))
 
     def live(self, posting: tuple[int, ...]) -> tuple[int, ...]:
         """The holders of a posting that are not withdrawn versions."""
@@ -622,10 +624,9 @@ class Txn:
         """Every buffered change but the first-holder pairs as KV operations, made one
         table at a time as they are written: a batch's ~200,000 operations are never all
         held as Python objects beside the write batch they go into."""
-        if self.dirty_postings:
-            keys = u64keys(list(self.dirty_postings))
-            yield from (("grams", key, raw)
-                        for key, raw in zip(keys, self._encoded_postings(), strict=True))
+        if len(self._dirty):
+            grams, ids = self._dirty.contents()
+            yield from zip(itertools.repeat("grams"), u64keys(grams), self._encoded(ids))
         for docno in sorted(self.dirty_docs):
             yield from self._doc_ops(docno, self.docs[docno], self._as_delta,
                                      docno in self._legacy_adds)
@@ -657,17 +658,12 @@ class Txn:
         if positions is not None:
             yield ("meta", b"positions", json.dumps(positions, sort_keys=True).encode())
 
-    def _encoded_postings(self) -> list[bytes]:
-        """The dirty postings' bytes, each posting object encoded once: the grams of a
+    def _encoded(self, ids: np.ndarray) -> list[bytes]:
+        """The bytes of these postings, each distinct one encoded once: the grams of a
         passage share one (Txn.set_postings)."""
-        done: dict[int, bytes] = {}
-        out = []
-        for p in self.dirty_postings.values():
-            raw = done.get(id(p))  # every posting stays alive in dirty_postings meanwhile
-            if raw is None:
-                raw = done[id(p)] = encode_posting(p)
-            out.append(raw)
-        return out
+        postings = self._known.postings
+        done = {i: encode_posting(postings[i]) for i in np.unique(ids).tolist()}
+        return list(map(done.__getitem__, ids.tolist()))
 
     def _fresh_ops(self) -> list[Op]:
         """The batch's new first-holder pairs: logged among the recent pairs while they
@@ -733,7 +729,9 @@ class Txn:
             self.kv.ingest(self._segment_keys)
             self._segment_keys = []
         self.kv.write(itertools.chain(fresh, self._buffered_ops(positions)))
-        self.store.postings.update(self.dirty_postings)
+        if len(self._dirty):
+            grams, ids = self._dirty.contents()
+            self.store.postings.put(grams, self._known.postings, ids)
         for docno in self.dirty_docs:
             if (d := self.docs[docno]) is not None:  # stored now
                 d.adds_saved()

@@ -1,0 +1,112 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""A compiled map of grams (uint64) to small ints, answered and written a batch at a time.
+
+A transaction knows the posting of every gram its batch reaches (state.txn). Held as a
+dict of Python ints to tuples, each gram cost a hash probe and an object per lookup and
+per write, in Python: a batch's known grams (hundreds a page once copies pile up) passed
+through such dicts five times on their way from the lookups to the commit. Here a gram
+maps to the id of its posting (postings are interned: a passage's grams share one), and a
+whole array of grams is looked up, or given one id or an id each, in one call.
+
+Open addressing with linear probing over power-of-two arrays, grown at half full; grams
+are hashes already, and are remixed by one multiply so that a clustered set of grams
+spreads too. Entries are never removed (a transaction's table lives for one batch).
+"""
+
+import numpy as np
+
+from libc.stdint cimport int32_t, uint8_t, uint64_t
+
+cdef uint64_t REMIX = 0x9E3779B97F4A7C15ULL
+
+
+cdef class GramTable:
+    """gram -> int32 value; lookups answer -1 for a gram not in the table."""
+
+    cdef uint64_t[::1] _keys
+    cdef int32_t[::1] _values
+    cdef uint8_t[::1] _used
+    cdef int _shift
+    cdef Py_ssize_t _n
+
+    def __init__(self, Py_ssize_t capacity=1024):
+        cdef int bits = 4
+        while (<Py_ssize_t>1 << bits) < 2 * capacity:
+            bits += 1
+        self._alloc(bits)
+
+    cdef void _alloc(self, int bits):
+        size = 1 << bits
+        self._keys = np.zeros(size, dtype=np.uint64)
+        self._values = np.zeros(size, dtype=np.int32)
+        self._used = np.zeros(size, dtype=np.uint8)
+        self._shift = 64 - bits
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    cdef inline Py_ssize_t _slot(self, uint64_t key) noexcept nogil:
+        """The slot holding `key`, or the empty one where it would go."""
+        cdef Py_ssize_t mask = self._keys.shape[0] - 1
+        cdef Py_ssize_t i = <Py_ssize_t>((key * REMIX) >> self._shift)
+        while self._used[i] and self._keys[i] != key:
+            i = (i + 1) & mask
+        return i
+
+    cdef void _reserve(self, Py_ssize_t more):
+        """Room for `more` new entries at under half full (rehashing everything)."""
+        if 2 * (self._n + more) <= self._keys.shape[0]:
+            return
+        old_keys, old_values, old_used = self._keys, self._values, self._used
+        cdef int bits = 64 - self._shift
+        while (<Py_ssize_t>1 << bits) < 2 * (self._n + more):
+            bits += 1
+        self._alloc(bits)
+        held = np.flatnonzero(np.asarray(old_used))
+        self._put(np.asarray(old_keys)[held], np.asarray(old_values)[held])
+
+    cdef void _put(self, const uint64_t[::1] keys, const int32_t[::1] values):
+        cdef Py_ssize_t j, i
+        with nogil:
+            for j in range(keys.shape[0]):
+                i = self._slot(keys[j])
+                if not self._used[i]:
+                    self._used[i] = 1
+                    self._keys[i] = keys[j]
+                    self._n += 1
+                self._values[i] = values[j]
+
+    def lookup(self, grams):
+        """The value of each gram (int32), -1 where the table has none."""
+        cdef const uint64_t[::1] g = np.ascontiguousarray(grams, dtype=np.uint64)
+        out_a = np.empty(g.shape[0], dtype=np.int32)
+        cdef int32_t[::1] out = out_a
+        cdef Py_ssize_t j, i
+        with nogil:
+            for j in range(g.shape[0]):
+                i = self._slot(g[j])
+                out[j] = self._values[i] if self._used[i] else -1
+        return out_a
+
+    def assign(self, grams, int32_t value) -> None:
+        """Give every gram of `grams` the same value."""
+        cdef const uint64_t[::1] g = np.ascontiguousarray(grams, dtype=np.uint64)
+        self._reserve(g.shape[0])
+        self._put(g, np.full(g.shape[0], value, dtype=np.int32))
+
+    def assign_each(self, grams, values) -> None:
+        """Give grams[i] the value values[i] (a gram given twice keeps the last)."""
+        cdef const uint64_t[::1] g = np.ascontiguousarray(grams, dtype=np.uint64)
+        cdef const int32_t[::1] v = np.ascontiguousarray(values, dtype=np.int32)
+        if v.shape[0] != g.shape[0]:
+            raise ValueError("assign_each: as many values as grams")
+        self._reserve(g.shape[0])
+        self._put(g, v)
+
+    def contents(self):
+        """(grams ascending uint64, their values int32)."""
+        held = np.flatnonzero(np.asarray(self._used))
+        keys = np.asarray(self._keys)[held]
+        order = np.argsort(keys)
+        return keys[order], np.asarray(self._values)[held][order]
