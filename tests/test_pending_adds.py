@@ -16,7 +16,7 @@ from streamdet.reading.views import dump_rows
 from streamdet.state.kv import MemoryKV
 from streamdet.state.txn import Store
 
-from .harness import assert_same_rows, cut
+from .harness import assert_same_rows, cut, memory_reopen_pipeline, memory_tight_pipeline
 from .reference import reference
 
 
@@ -158,3 +158,34 @@ def test_pending_additions_stored_in_one_record_are_read_and_written_as_records(
                          {r["url"]: r for r in dump_rows(store, params)})
     finally:
         store.close()
+
+
+# In the last batch, b.example.com/'s new version gives a/p3 (stale, unread) a pending
+# source; then ü's new version withdraws ü's old one, which held a gram with a/p3: its
+# delta makes the transaction read a/p3, and is then skipped (the same host is no
+# source). The page read must keep the addition it took unread.
+_READ_AFTER_AN_UNREAD_ADDITION = [
+    {"url": "http://a.example.com/", "text": "alpha alpha alpha gamma ", "ip": "10.0.0.1"},
+    {"url": "http://a.example.com/p1", "text": "alpha alpha alpha "},
+    {"url": "http://a.example.com/p2", "text": "alpha alpha alpha alpha alpha "},
+    {"url": "http://b.example.com/", "text": "alpha alpha alpha alpha alpha alpha alpha "},
+    {"url": "http://a.example.com/Z", "ip": "10.0.0.1",
+     "html": "<body><p><b>alpha</b> </p><p>alpha </p><p><b>alpha</b> </p></body>"},
+    {"url": "http://a.example.com/ü", "ip": "10.0.0.1",
+     "html": "<body>gamma alpha alpha <p><b>alpha</b> </p></body>"},
+    {"url": "http://a.example.com/", "ip": "10.0.0.1",
+     "html": "<body><p><b>alpha</b> </p><p><b>alpha</b> </p><p><b>gamma</b> </p></body>"},
+    {"url": "http://a.example.com/a/p3", "text": "gamma alpha alpha alpha ", "ip": "10.0.0.1"},
+    {"url": "http://b.example.com/", "text": "gamma alpha "},
+    {"url": "http://a.example.com/ü", "text": "alpha " * 10, "ip": "10.0.0.1"},
+]
+
+
+@pytest.mark.parametrize("pipeline", [memory_reopen_pipeline, memory_tight_pipeline])
+def test_a_stale_page_read_after_an_addition_it_took_unread_keeps_it(pipeline):
+    params = Params(k=2, m=4, theta=2 / 3, foreign="host", popular=2, chunk_threshold=0)
+    records = _READ_AFTER_AN_UNREAD_ADDITION
+    expected = reference(records, params)
+    assert [(s["url"], s["grams"]) for s in expected["http://a.example.com/a/p3"]["sources"]] == [
+        ("http://b.example.com/", 1)]
+    assert_same_rows(expected, pipeline(records, params, [1, 1, 6, 2]))

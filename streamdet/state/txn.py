@@ -306,7 +306,7 @@ class Txn:
     def doc(self, docno: int) -> DocState | None:
         d = self.docs.get(docno, _MISSING)
         if d is _MISSING:
-            d = self.store.take_doc(docno)
+            d = self._with_deferred(docno, self.store.take_doc(docno))
             if d is None:
                 key = u64key(docno)
                 raw = self.kv.get("docs", key)
@@ -325,7 +325,7 @@ class Txn:
         missing = []
         for d in dict.fromkeys(docnos):
             if d not in docs:
-                cached = store.take_doc(d)
+                cached = self._with_deferred(d, store.take_doc(d))
                 if cached is None:
                     missing.append(d)
                 else:
@@ -355,8 +355,15 @@ class Txn:
             d.adds, d.adds_stored = stored, len(stored)
             if legacy:
                 d.take_adds(legacy)
-        if (given := self.deferred.pop(docno, None)) is not None:
+        return self._with_deferred(docno, d)
+
+    def _with_deferred(self, docno: int, d: DocState | None) -> DocState | None:
+        """A document the transaction now holds (read, or taken from the store's cache),
+        with the pending additions it was given unread (defer_add): they are its own now,
+        and written with it, whether or not anything else changes it."""
+        if d is not None and (given := self.deferred.pop(docno, None)) is not None:
             d.take_adds(given)
+            self.dirty_docs.add(docno)
         return d
 
     def stale_unread(self, docnos: Iterable[int]) -> set[int]:
