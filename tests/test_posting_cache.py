@@ -130,3 +130,17 @@ def test_a_packing_reuses_its_buffers_and_forgets_down_to_its_share(monkeypatch)
     into: dict = {}
     assert _get_many(cache, kept, into) == []
     assert into == {k: (k, k + 1, k + 2) for k in kept}
+
+
+@given(st.lists(st.lists(st.integers(0, 3), min_size=3, max_size=3), min_size=1, max_size=40),
+       st.sampled_from([posting_cache._MIX, np.uint64(0)]))  # 0: every row hashes alike
+@settings(max_examples=100, deadline=None)
+def test_distinct_rows_are_exact_even_when_their_hashes_collide(rows, mix):
+    block = np.asarray(rows, dtype=np.uint32)
+    saved, posting_cache._MIX = posting_cache._MIX, mix
+    try:
+        distinct, which = posting_cache._distinct_rows(block)
+    finally:
+        posting_cache._MIX = saved
+    assert (distinct[which] == block).all()
+    assert len(distinct) == len({tuple(r) for r in rows})
