@@ -71,3 +71,34 @@ def test_a_gain_repeated_or_with_duplicates_changes_nothing(small_merges):
     assert d.slots_of([7, 12, 9, 11]).tolist() == [0, 1, 3]  # 9 is no patch gram now
     d.fold()
     assert d.slots_of([7, 12, 9, 11]).tolist() == [0, 1, 3]  # rebuilt from the slots
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["gain", "lose"]), st.lists(GRAMS, max_size=12)),
+                max_size=20))
+def test_gains_take_the_slots_a_gram_at_a_time_would(small_merges, ops):
+    """DocState.gain places the grams of a document with no free slot all at once
+    (`_append`); its slots are those the one-gram-at-a-time rule gives: the lowest free
+    slot, else a new one, a gram named twice taking one."""
+    doc, slots, free = DocState(1), [], []
+    for op, grams in ops:
+        if op == "lose":
+            doc.lose(grams)
+            for g in grams:
+                free.extend(i for i, s in enumerate(slots) if s == g and i not in free)
+            continue
+        at = doc.gain(grams)
+        for k, g in enumerate(grams):
+            live = [i for i, s in enumerate(slots) if s == g and i not in free]
+            if not live:
+                if free:
+                    i = min(free)
+                    free.remove(i)
+                    slots[i] = g
+                else:
+                    slots.append(g)
+                    i = len(slots) - 1
+                live = [i]
+            assert at[k] == live[0]
+        assert doc.slots.tolist() == slots
+        assert sorted(doc.free) == sorted(free)

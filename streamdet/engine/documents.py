@@ -209,6 +209,8 @@ class DocState:
         if not missing:
             return at
         self.slots_changed = True
+        if not self.free:  # new slots at the end, in order of first appearance
+            return self._append(grams, at, missing)
         new: dict[int, int] = {}
         for k in missing:
             g = grams[k]
@@ -217,6 +219,21 @@ class DocState:
                 i = new[g] = self._take_slot(g)
             at[k] = i
         index.add(list(new), list(new.values()))
+        return at
+
+    def _append(self, grams: list[int], at: np.ndarray, missing: list[int]) -> np.ndarray:
+        """`gain` with no free slot: the missing grams take new slots at the end, in order
+        of first appearance (a gram named twice takes one), as `_take_slot` gives them -
+        an arrival's own patch grams, hundreds at once, without a step a gram."""
+        g = np.asarray(grams, dtype=np.uint64)[missing]
+        distinct, first, which = np.unique(g, return_index=True, return_inverse=True)
+        rank = np.empty(len(distinct), dtype=np.int32)
+        order = np.argsort(first)
+        rank[order] = np.arange(len(distinct), dtype=np.int32) + len(self.slots)
+        at[missing] = rank[which]
+        new = distinct[order]
+        self.slots.frombytes(new.astype("=u8").tobytes())
+        self.index.add(new.tolist(), rank[order].tolist())
         return at
 
     def _take_slot(self, gram: int) -> int:
