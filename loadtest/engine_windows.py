@@ -92,6 +92,7 @@ class _Enough(Exception):
 def run(stream: str, pages: int | None, every: int, memory: str, writes: bool = False
         ) -> Windows:
     from streamdet.adapters.analyzers import default_processes
+    from streamdet.adapters.collector import tune_collector
     from streamdet.adapters.embedded import EmbeddedRunner
     from streamdet.adapters.inputs import DEFAULT_BATCH, open_source
     from streamdet.adapters.outputs import JsonlSink
@@ -100,6 +101,7 @@ def run(stream: str, pages: int | None, every: int, memory: str, writes: bool = 
     from streamdet.state.rocks import RocksKV
     from streamdet.state.txn import Store
 
+    tune_collector()  # as `streamdet run` does
     processes = default_processes()
     budget = MemoryBudget.parse(memory).for_analysis(processes)
     with tempfile.TemporaryDirectory(prefix="streamdet-windows-") as tmp:
