@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
+
 from loadtest.sharded import analysed, subject
 from streamdet.engine.core import Engine
 from streamdet.engine.params import Params
@@ -36,12 +38,21 @@ from streamdet.state import recent
 from streamdet.state.budget import MemoryBudget
 from streamdet.state.kv import MemoryKV
 from streamdet.state.rocks import RocksKV
+from streamdet.state.segments import Admitted, SegmentIndex
 from streamdet.state.txn import Store
 
 TIGHT_MEMORY = 4096  # bytes: MemoryBudget(TIGHT_MEMORY) keeps 6 slots, 3 postings and 1 name
 
 Rows = dict[str, dict]
 Pipeline = Callable[[list[dict], Params, Sequence[int]], Rows]
+
+
+def first_holders(index: SegmentIndex, grams: np.ndarray, admitted: Admitted | None = None
+                  ) -> dict[int, int]:
+    """gram -> its first holder, for the grams given that some segment holds
+    (SegmentIndex.find_pairs as a dict)."""
+    found, holders = index.find_pairs(grams, admitted)
+    return dict(zip(found.tolist(), holders.tolist(), strict=True))
 
 
 @contextmanager

@@ -15,6 +15,8 @@ from streamdet.state.rocks import RocksKV
 from streamdet.state.segment_files import SegmentFiles
 from streamdet.state.segments import SPLIT_FILTER, SegmentIndex, seg_key
 
+from .harness import first_holders
+
 
 def _grams(rng: np.random.Generator, n: int) -> np.ndarray:
     return np.unique(rng.integers(0, 2**64 - 1, n, dtype=np.uint64))
@@ -59,8 +61,8 @@ def test_big_segments_live_in_files_not_in_the_kv(state, monkeypatch):
     assert kv.get("segs", seg_key(3, SPLIT_FILTER, 0)) is not None
     assert index.ram_bytes < index.mapped_bytes
     everything = np.fromiter(truth, dtype=np.uint64)
-    assert index.find(np.sort(everything)) == truth
-    assert SegmentIndex(kv, files).find(everything[::-1].copy()) == truth  # unsorted too
+    assert first_holders(index, np.sort(everything)) == truth
+    assert first_holders(SegmentIndex(kv, files), everything[::-1].copy()) == truth  # unsorted too
 
 
 def test_a_lost_file_is_rebuilt_from_the_chunks(state, monkeypatch):
@@ -72,7 +74,7 @@ def test_a_lost_file_is_rebuilt_from_the_chunks(state, monkeypatch):
     with open(files.path(3), "r+b") as f:  # a damaged one (cut short) too
         f.truncate(os.path.getsize(files.path(3)) - 8)
     again = SegmentIndex(kv, files)
-    assert again.find(np.fromiter(truth, dtype=np.uint64)) == truth
+    assert first_holders(again, np.fromiter(truth, dtype=np.uint64)) == truth
     assert open(files.path(2), "rb").read() == before  # the same bytes, fences and all
 
 
@@ -85,7 +87,7 @@ def test_filters_of_a_state_from_before_move_to_files_on_a_writable_open(state, 
     moved = SegmentIndex(kv, files)
     assert all(s.parts is not None for s in moved.segments)
     assert [k for k, _ in kv.items("segs") if k[4:5] != b"c"] == []  # chunks alone stay
-    assert moved.find(np.fromiter(truth, dtype=np.uint64)) == truth
+    assert first_holders(moved, np.fromiter(truth, dtype=np.uint64)) == truth
 
 
 def test_merges_remove_the_files_of_merged_segments_and_orphans_go_on_open(state, monkeypatch):
@@ -102,7 +104,7 @@ def test_merges_remove_the_files_of_merged_segments_and_orphans_go_on_open(state
     open(files.path(98) + ".tmp", "wb").write(b"y")
     reopened = SegmentIndex(kv, files)
     assert {int(n.split(".")[0]) for n in os.listdir(files.directory)} == live
-    assert reopened.find(np.fromiter(truth, dtype=np.uint64)) == truth
+    assert first_holders(reopened, np.fromiter(truth, dtype=np.uint64)) == truth
 
 
 def _resident_bytes(path: str) -> int:
@@ -132,6 +134,6 @@ def test_a_lookup_leaves_at_most_one_window_of_a_filter_resident(state, monkeypa
     hit = index.maybe(seg_mod.Probe(probe)).any
     assert hit[np.isin(probe, g)].all()
     assert _resident_bytes(files.path(seg.id)) <= (1 << 20) + 8192
-    found = index.find(g[::1000])
+    found = first_holders(index, g[::1000])
     assert found == dict.fromkeys(g[::1000].tolist(), 7)
     assert _resident_bytes(files.path(seg.id)) == 0  # find releases fences and filter

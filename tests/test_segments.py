@@ -19,7 +19,7 @@ from streamdet.state.schema import encode_posting
 from streamdet.state.segment_files import SegmentFiles
 from streamdet.state.segments import SegmentIndex
 
-from .harness import assert_same_rows, memory_pipeline, rocks_reopen_pipeline
+from .harness import assert_same_rows, first_holders, memory_pipeline, rocks_reopen_pipeline
 from .reference import reference
 from .strategies import any_corpus_st
 
@@ -101,7 +101,7 @@ def test_find_returns_exactly_the_pairs_written(kv):
     index = _index(kv)
     truth = _written(index, kv, rng, 6, 3000)
     probe = np.concatenate([np.fromiter(truth, dtype=np.uint64), _grams(rng, 5000)])
-    found = index.find(np.unique(probe))
+    found = first_holders(index, np.unique(probe))
     assert found == truth
     counts = index.counts
     assert counts.grams == len(np.unique(probe)) and counts.found == len(truth)
@@ -111,12 +111,12 @@ def test_find_returns_exactly_the_pairs_written(kv):
     # grams never written: every read is in vain; ~0.1% pass each of 6 segments' filters
     before = counts.chunk_reads
     absent = _grams(rng, 2_000)
-    assert index.find(absent[~np.isin(absent, probe)]) == {}
+    assert first_holders(index, absent[~np.isin(absent, probe)]) == {}
     assert counts.chunk_reads - before == counts.vain_reads
     assert 0 < counts.vain_reads < 2_000 * 6 * 0.002
 
     # a new index over the same KV (a restart) sees the same segments
-    assert _index(kv).find(np.unique(probe)) == truth
+    assert first_holders(_index(kv), np.unique(probe)) == truth
 
 
 def test_find_with_the_filters_answers_reads_the_same_pairs_without_probing_again(
@@ -133,10 +133,10 @@ def test_find_with_the_filters_answers_reads_the_same_pairs_without_probing_agai
     probes = []
     monkeypatch.setattr(seg_mod.Segment, "may_contain",
                         lambda self, p: probes.append(self.id) or np.ones(len(p.grams), bool))
-    found = index.find(asked, admitted)
+    found = first_holders(index, asked, admitted)
     assert probes == []
     assert found == {g: truth[g] for g in asked.tolist() if g in truth}
-    assert index.find(asked) == found  # without the answers: every filter probed again
+    assert first_holders(index, asked) == found  # without the answers: every filter probed again
     assert len(probes) == len(index.segments)
 
 
@@ -164,10 +164,10 @@ def test_compaction_merges_tiers_drops_withdrawn_pairs_but_keeps_overlay_grams(k
     assert merges >= 1 and len(index.segments) < 4
     assert puts.n <= 3 * merges  # chunks, the filter and fences, the switch
     everything = np.unique(np.concatenate(batches))
-    found = index.find(everything)
+    found = first_holders(index, everything)
     assert set(found) == set(everything.tolist()) - set(batches[1].tolist()) | {kept}
     assert found[kept] == 12
-    assert _index(kv).find(everything) == found
+    assert first_holders(_index(kv), everything) == found
     assert {seg_mod._KEY.unpack(k)[0] for k, _ in kv.items("segs")} == {
         s.id for s in index.segments}  # nothing of the merged-away segments is left
     # written slice by slice, the merged segment is still one sorted run in full chunks
@@ -253,7 +253,7 @@ def test_legacy_segments_are_read_and_merged_with_packed_ones(kv, monkeypatch):
     assert index.segments[0].packing.legacy
     assert isinstance(index.segments[0].bloom, BlockedBloom)  # format 4's one-word filter
     truth = dict(zip(old.tolist(), old_docnos.tolist(), strict=True))
-    assert index.find(old) == truth
+    assert first_holders(index, old) == truth
     new = _grams(rng, 3000)
     new = new[~np.isin(new, old)]
     _add(index, kv, new, np.full(len(new), 77, dtype=np.uint64))
@@ -263,8 +263,8 @@ def test_legacy_segments_are_read_and_merged_with_packed_ones(kv, monkeypatch):
     assert not merged.packing.legacy and merged.packing.docno_bytes == 8
     assert isinstance(merged.bloom, SplitBlockBloom)
     everything = np.unique(np.concatenate((old, new)))
-    assert index.find(everything) == truth
-    assert _index(kv).find(everything) == truth
+    assert first_holders(index, everything) == truth
+    assert first_holders(_index(kv), everything) == truth
 
 
 def test_orphan_segment_from_an_interrupted_merge_is_deleted_on_open(kv):
@@ -281,8 +281,8 @@ def test_orphan_segment_from_an_interrupted_merge_is_deleted_on_open(kv):
     reopened = _index(kv)
     left = {k for k, _ in kv.items("segs")}
     assert not left & orphan_keys
-    assert reopened.find(g) == dict.fromkeys(g.tolist(), 1)
-    assert reopened.find(orphan) == {}
+    assert first_holders(reopened, g) == dict.fromkeys(g.tolist(), 1)
+    assert first_holders(reopened, orphan) == {}
     # the next segment takes the orphan's id: its keys, ingested over the deletion of the
     # orphan's, are found
     again = _grams(rng, 700)
@@ -293,7 +293,7 @@ def test_orphan_segment_from_an_interrupted_merge_is_deleted_on_open(kv):
     kv.ingest(keys)
     kv.write([manifest])
     reopened.installed(seg)
-    assert _index(kv).find(again) == dict.fromkeys(again.tolist(), 3)
+    assert first_holders(_index(kv), again) == dict.fromkeys(again.tolist(), 3)
 
 
 def _segment_keys_id(keys: set[bytes]) -> int:

@@ -8,16 +8,19 @@ through such dicts five times on their way from the lookups to the commit. Here 
 maps to the id of its posting (postings are interned: a passage's grams share one), and a
 whole array of grams is looked up, or given one id or an id each, in one call.
 
-Open addressing with linear probing over power-of-two arrays, grown at half full; grams
-are hashes already, and are remixed by one multiply so that a clustered set of grams
-spreads too. Entries are never removed (a transaction's table lives for one batch).
+Open addressing with linear probing over power-of-two arrays, grown at half full; a
+gram's slot is the top bits of the gram times an odd multiplier drawn at random for each
+table. Grams are hashes of the page's words, which a hostile page can choose: with a
+fixed multiplier it could bring many grams to one run of slots, and each probe would
+walk the run (quadratic in the grams); a multiplier it cannot know keeps the runs short
+(SPEC §9). Entries are never removed (a transaction's table lives for one batch).
 """
+
+import secrets
 
 import numpy as np
 
 from libc.stdint cimport int32_t, uint8_t, uint64_t
-
-cdef uint64_t REMIX = 0x9E3779B97F4A7C15ULL
 
 
 cdef class GramTable:
@@ -28,11 +31,13 @@ cdef class GramTable:
     cdef uint8_t[::1] _used
     cdef int _shift
     cdef Py_ssize_t _n
+    cdef uint64_t _mix
 
     def __init__(self, Py_ssize_t capacity=1024):
         cdef int bits = 4
         while (<Py_ssize_t>1 << bits) < 2 * capacity:
             bits += 1
+        self._mix = secrets.randbits(64) | 1
         self._alloc(bits)
 
     cdef void _alloc(self, int bits):
@@ -49,7 +54,7 @@ cdef class GramTable:
     cdef inline Py_ssize_t _slot(self, uint64_t key) noexcept nogil:
         """The slot holding `key`, or the empty one where it would go."""
         cdef Py_ssize_t mask = self._keys.shape[0] - 1
-        cdef Py_ssize_t i = <Py_ssize_t>((key * REMIX) >> self._shift)
+        cdef Py_ssize_t i = <Py_ssize_t>((key * self._mix) >> self._shift)
         while self._used[i] and self._keys[i] != key:
             i = (i + 1) & mask
         return i

@@ -452,21 +452,16 @@ class SegmentIndex:
             per_segment.append((s, probe.grams[admits]))
         return Admitted(hit, per_segment)
 
-    def find(self, grams: np.ndarray, admitted: Admitted | None = None) -> dict[int, int]:
-        """gram -> its first holder, for the grams given that some segment holds (see
-        `find_pairs`)."""
-        found, holders = self.find_pairs(grams, admitted)
-        return dict(zip(found.tolist(), holders.tolist(), strict=True))
-
     def find_pairs(self, grams: np.ndarray, admitted: Admitted | None = None
                    ) -> tuple[np.ndarray, np.ndarray]:
         """(grams, their first holders) for the grams given that some segment holds. (A
         gram has one first-holder pair: later holders go to the overlay.) `admitted`: the
         filters' answers for a set of grams that includes these (`maybe`)."""
-        parts: list[tuple[np.ndarray, np.ndarray]] = []
+        none = np.zeros(0, dtype=np.uint64)
         if not len(grams) or not self.segments:
-            return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64)
+            return none, none
         self.counts.grams += len(grams)
+        parts: list[tuple[np.ndarray, np.ndarray]] = [(none, none)]
         for s, cand in self._candidates(grams, admitted):
             chunk_of = np.searchsorted(s.fences, cand, side="right") - 1
             s.release()
@@ -482,8 +477,6 @@ class SegmentIndex:
             hit = cg[pos] == cand
             self.counts.vain_reads += len(keys) - len(sorted_unique(chunk_of[hit]))
             parts.append((cand[hit], cd[pos[hit]].astype(np.uint64)))
-        if not parts:
-            return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64)
         found = np.concatenate([g for g, _ in parts])
         holders = np.concatenate([h for _, h in parts])
         self.counts.found += len(found)

@@ -627,12 +627,14 @@ class Txn:
         self.meta_puts[name] = value
 
     # -- commit -------------------------------------------------------------------------
-    def _buffered_ops(self, positions: dict[str, int] | None = None) -> Iterator[Op]:
+    def _buffered_ops(self, written: tuple[np.ndarray, np.ndarray],
+                      positions: dict[str, int] | None = None) -> Iterator[Op]:
         """Every buffered change but the first-holder pairs as KV operations, made one
         table at a time as they are written: a batch's ~200,000 operations are never all
-        held as Python objects beside the write batch they go into."""
-        if len(self._dirty):
-            grams, ids = self._dirty.contents()
+        held as Python objects beside the write batch they go into. `written`: the
+        postings written, (grams, posting ids)."""
+        grams, ids = written
+        if len(grams):
             yield from zip(itertools.repeat("grams"), u64keys(grams), self._encoded(ids))
         for docno in sorted(self.dirty_docs):
             yield from self._doc_ops(docno, self.docs[docno], self._as_delta,
@@ -735,9 +737,9 @@ class Txn:
         if self._segment_keys:  # an orphan until the manifest in `fresh` lists it
             self.kv.ingest(self._segment_keys)
             self._segment_keys = []
-        self.kv.write(itertools.chain(fresh, self._buffered_ops(positions)))
-        if len(self._dirty):
-            grams, ids = self._dirty.contents()
+        grams, ids = written = self._dirty.contents()  # sorted once, for both uses
+        self.kv.write(itertools.chain(fresh, self._buffered_ops(written, positions)))
+        if len(grams):
             self.store.postings.put(grams, self._known.postings, ids)
         for docno in self.dirty_docs:
             if (d := self.docs[docno]) is not None:  # stored now
