@@ -1,12 +1,12 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """A compiled map of grams (uint64) to small ints, answered and written a batch at a time.
 
-A transaction knows the posting of every gram its batch reaches (state.txn). Held as a
-dict of Python ints to tuples, each gram cost a hash probe and an object per lookup and
-per write, in Python: a batch's known grams (hundreds a page once copies pile up) passed
-through such dicts five times on their way from the lookups to the commit. Here a gram
-maps to the id of its posting (postings are interned: a passage's grams share one), and a
-whole array of grams is looked up, or given one id or an id each, in one call.
+A transaction knows the posting of every gram its batch reaches (state.txn), and a
+batch's known grams (hundreds a page once copies pile up) pass through that map several
+times on their way from the lookups to the commit. In a Python dict each gram would cost
+a hash probe and an object per lookup and per write; here a gram maps to the id of its
+posting (postings are interned: a passage's grams share one), and a whole array of grams
+is looked up, or given one id or an id each, in one call.
 
 Open addressing with linear probing over power-of-two arrays, grown at half full; a
 gram's slot is the top bits of the gram times an odd multiplier drawn at random for each

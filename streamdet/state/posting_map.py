@@ -1,9 +1,9 @@
 """gram -> posting for a batch's worth of grams, the postings interned.
 
-The grams of a passage share their posting (the same copies hold the whole passage: ~17
-distinct postings among ~370 known grams of a replayed page), so a map of grams to
-posting ids (state.gram_table, compiled) and a list of the distinct postings hold what a
-dict of one tuple a gram did, and are read and written an array of grams at a time: the
+The grams of a passage share their posting (the same copies hold the whole passage, so
+a page's known grams come to a few distinct postings), so a map of grams to
+posting ids (state.gram_table, compiled) and a list of the distinct postings hold them
+without an object a gram, and are read and written an array of grams at a time: the
 transaction's postings (state.txn) and the young part of the store's cache of them
 (state.posting_cache) are such maps.
 """
