@@ -18,6 +18,7 @@ to the same cache by a write buffer manager.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 from collections.abc import Iterable, Iterator
@@ -146,6 +147,15 @@ class RocksMemory:
         self.cache = Cache(budget.block_cache)
         self.memtables = WriteBufferManager.new_write_buffer_manager_with_cache(
             budget.memtables, False, self.cache)
+
+
+def _unlink_leftover(path: str) -> None:
+    """Remove an ingest file's name. RocksDB moves an ingested file in by a hard link and
+    unlinks the old name only after the manifest has it, so a kill in between leaves the
+    name as a second link to a live table file: writing the next file through it would
+    overwrite that table in place (RocksDB then refuses to open: 'Mismatch in unique ID')."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 class RocksKV(KV):
@@ -285,6 +295,7 @@ class RocksKV(KV):
         table = first[0]
         path = os.path.join(self.path, f"ingest-{table}.sst")
         try:
+            _unlink_leftover(path)
             counts: dict[str, list[int]] = {}
             writer = SstFileWriter(self._options[table])
             writer.open(path)
@@ -300,8 +311,7 @@ class RocksKV(KV):
             raise StateWriteError(f"cannot write the state in {self.path}: "
                                   f"{str(exc)[:300]}") from None
         finally:
-            if os.path.exists(path):
-                os.unlink(path)
+            _unlink_leftover(path)
 
     def reclaim(self, table: str, start: bytes, end: bytes) -> None:
         """Compact the range now. Range deletions leave their data in the SST files until
