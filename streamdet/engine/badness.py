@@ -24,6 +24,8 @@ them all.
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import math
 import struct
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
@@ -266,29 +268,34 @@ class BadnessRole:
         return events
 
 
+def shown(badness: int) -> float:
+    """A badness as `sites` and events show it: to 6 places, the fixed point's own digits
+    beyond are noise (two neighbourhoods of one true badness can differ by a unit)."""
+    return round(badness / FIXED_ONE, 6)
+
+
 def figures(docs: int, badness: int, bad: bool) -> dict:
-    """A neighbourhood's figures as `sites` and events show them (badness to 6 places:
-    the fixed point's own digits beyond are noise)."""
-    return {"docs": docs, "badness": round(badness / FIXED_ONE, 6), "bad": bad}
+    """A neighbourhood's figures as `sites` and events show them."""
+    return {"docs": docs, "badness": shown(badness), "bad": bad}
 
 
 def neighbourhood_rows(txn: HoodView, min_docs: int = 2) -> list[dict]:
     """`streamdet sites` rows of the neighbourhoods of at least `min_docs` live documents,
-    by badness (most first), then by name."""
+    by badness as shown (most first), then by name."""
     return list(ranked_neighbourhoods(txn, min_docs))
 
 
-CROWD = 256  # index entries of one badness read from the top before reading them forwards
+CROWD = 256  # index entries whose document counts are looked up in one batch
 
 
 def ranked_neighbourhoods(txn: HoodView, min_docs: int = 2, bad: bool = False
                           ) -> Iterator[dict]:
     """`neighbourhood_rows`, lazily; only the bad ones if `bad`. Those of 2 documents or
     more are read from the index alone, from its top (it holds their document counts):
-    taking the first N rows reads about N entries, and at most CROWD more for a badness
-    many share (a crawl's neighbourhoods without labelled chunks all have badness 0),
-    whose entries are then read forwards, names in order. The bad ones come first and
-    end above the threshold (μ + σ): none at or below it is bad."""
+    taking the first N rows reads about N entries, and for the badness they end in, the
+    index entries of every badness shown alike (a crawl's neighbourhoods without labelled
+    chunks all show 0), each read forwards, names in order, and merged by name. The bad
+    ones come first and end above the threshold (μ + σ): none at or below it is bad."""
     spread = Spread.decode(txn.sites.get_many([GLOBAL])[0])
     if bad:
         yield from (r for r in _ranked(txn, spread, max(min_docs, 2), spread.threshold())
@@ -298,35 +305,45 @@ def ranked_neighbourhoods(txn: HoodView, min_docs: int = 2, bad: bool = False
 
 
 def _ranked(txn: HoodView, spread: Spread, min_docs: int, floor: int) -> Iterator[dict]:
-    """The rows by badness, down to badness `floor` (exclusive)."""
+    """The rows by badness as shown, then by name, down to badness `floor` (exclusive)."""
     if min_docs < 2:
         hoods = [(k[1:], Hood.decode(r)) for k, r in txn.sites.scan(b"n", b"o")]
-        # by the exact badness, as the index orders them: two that print alike (rounded
-        # to 6 places) keep the index's order
-        hoods.sort(key=lambda nh: (-nh[1].badness, nh[0]))
+        hoods.sort(key=lambda nh: (-shown(nh[1].badness), nh[0]))
         yield from (_row(name, h.docs, h.badness, spread) for name, h in hoods
                     if h.docs >= min_docs and h.badness > floor)
         return
-    back = txn.sites.walk(b"B", b"C", back=True)
-    pending = next(back, None)
-    while pending is not None:
-        badness = pending[0][1:9]
-        value = int.from_bytes(badness, "big")
-        if value <= floor:
-            return
-        group = [pending]  # this badness's entries, names from the last
-        pending = next(back, None)
-        while pending is not None and pending[0][1:9] == badness and len(group) < CROWD:
-            group.append(pending)
-            pending = next(back, None)
-        if pending is not None and pending[0][1:9] == badness:  # crowded: read it forwards
-            first = b"B" + badness
-            yield from _entry_rows(txn, txn.sites.walk(first, prefix_end(first)), value,
-                                   spread, min_docs)
-            back = txn.sites.walk(b"B", first, back=True)
-            pending = next(back, None)
-        else:
-            yield from _entry_rows(txn, reversed(group), value, spread, min_docs)
+    below = b"C"  # the index's entries below this key are still to come
+    while values := _shown_alike(txn, below, floor):
+        runs = [_entry_rows(txn, txn.sites.walk(_index_key(v, b""), _index_key(v + 1, b"")),
+                            v, spread, min_docs) for v in values]
+        yield from runs[0] if len(runs) == 1 else heapq.merge(*runs, key=_name_order)
+        below = _index_key(values[-1], b"")
+
+
+def _shown_alike(txn: HoodView, below: bytes, floor: int) -> list[int]:
+    """The index's badness values under key `below` that show as its highest does, highest
+    first (one backward seek each), none at or below `floor`."""
+    values: list[int] = []
+    least = floor + 1
+    while (last := next(txn.sites.walk(b"B", below, back=True), None)) is not None:
+        value = int.from_bytes(last[0][1:9], "big")
+        if value < least:
+            break
+        if not values:
+            least = max(least, _least_shown_as(value))
+        values.append(value)
+        below = _index_key(value, b"")
+    return values
+
+
+def _least_shown_as(badness: int) -> int:
+    """The least badness shown as this one is (badness values show in runs of ~4,295)."""
+    near = range(max(0, badness - 2 * FIXED_ONE // 10**6), badness + 1)
+    return near[bisect.bisect_left(near, shown(badness), key=shown)]
+
+
+def _name_order(row: dict) -> bytes:
+    return row["neighbourhood"].encode("utf-8")
 
 
 def _entry_rows(txn: HoodView, entries: Iterable[tuple[bytes, bytes]], badness: int,
