@@ -18,7 +18,7 @@ PROBE = textwrap.dedent("""
     libc = ctypes.CDLL("libc.so.6")
     libc.mallinfo2.restype = Info
     if sys.argv[1] == "fixed":
-        assert allocator.map_large_blocks()
+        assert allocator.tune_allocator()
     big = bytearray(8 << 20)
     del big
     before = libc.mallinfo2().hblkhd
@@ -35,4 +35,38 @@ def _mapped(mode: str) -> bool:
 
 def test_a_large_block_is_mapped_on_its_own_after_a_larger_one_was_freed():
     assert not _mapped("glibc")  # glibc's own threshold rose: the block is in the heap
-    assert _mapped("fixed")  # map_large_blocks holds the threshold at 1 MB
+    assert _mapped("fixed")  # tune_allocator holds the threshold at 1 MB
+
+
+# In a fresh interpreter, with the mapping threshold fixed at 1 MB (as tune_allocator
+# fixes it) and with or without the heap's top margin: fill 32 MB of the heap with
+# blocks under the threshold, free them all, and report how much free memory the heap
+# kept at its top (mallinfo2's keepcost) rather than gave back to the system.
+KEPT = textwrap.dedent("""
+    import ctypes, sys
+    from streamdet.adapters import allocator
+    class Info(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks",
+                    "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = Info
+    if sys.argv[1] == "padded":
+        assert allocator.tune_allocator()
+    else:
+        assert libc.mallopt(allocator.M_MMAP_THRESHOLD, allocator.MAPPED_BLOCK)
+    blocks = [bytearray(512 << 10) for _ in range(64)]
+    del blocks
+    print(libc.mallinfo2().keepcost)
+""")
+
+
+def test_the_heap_keeps_its_margin_when_a_batchs_blocks_are_freed():
+    def kept(mode: str) -> int:
+        out = subprocess.run([sys.executable, "-c", KEPT, mode], capture_output=True,
+                             text=True, check=True)
+        return int(out.stdout)
+
+    from streamdet.adapters.allocator import HEAP_PAD
+
+    assert kept("trimmed") < 1 << 20  # the top went back: the next batch faults it in
+    assert kept("padded") >= HEAP_PAD

@@ -1,19 +1,27 @@
-"""glibc's allocator, told to map large blocks on their own and to give freed memory back
-to the system when a process is over its memory budget.
+"""glibc's allocator, told to map large blocks on their own, to keep a margin at the top
+of its heaps, and to give freed memory back to the system when a process is over its
+memory budget.
 
 A batch allocates and frees hundreds of MB: decoded records, numpy arrays of grams and
 masks, a transaction's dicts. glibc serves a block of at least its mapping threshold by a
 mapping of its own, returned at free; but it raises that threshold to the largest such
 block freed (up to 32 MB), so after the first batch a batch's arrays come from the heap,
 where they leave holes between long-lived blocks that stay resident: the process ratchets
-up to the largest heap any batch has made. `map_large_blocks` fixes the threshold at 1 MB
-(the mapping cost is paid by arrays that big only): about a tenth off the peak of a
-run, for about a tenth more CPU.
+up to the largest heap any batch has made. `tune_allocator` fixes the threshold at 1 MB
+(the mapping cost is paid by arrays that big only): about a tenth off the peak of a run.
+
+Fixing the threshold also fixes glibc's trim threshold at 128 KB: whenever the free
+memory at a heap's top passes it, the top is returned to the system, and the next
+allocations fault the same pages in again, a few million page faults in a run's first
+thousands of pages (the kernel's time, on the engine's thread). So the heaps also keep a
+margin of HEAP_PAD at the top (M_TOP_PAD: a heap grows by it beyond a request, and keeps
+it when trimmed): the faults fall by most of that, for at most the margin more resident
+per heap.
 
 `malloc_trim` gives the free pages of the heaps back, but they are faulted in again by the
 next batch: it does not lower the peak, so the heaps are trimmed only after a batch that
-leaves the process above its budget. Where glibc is
-not the C library (musl, macOS) both do nothing.
+leaves the process above its budget. Where glibc is not the C library (musl, macOS)
+these do nothing.
 """
 
 from __future__ import annotations
@@ -23,8 +31,9 @@ import ctypes.util
 import os
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-M_MMAP_THRESHOLD = -3  # mallopt's parameter (malloc.h)
+M_TOP_PAD, M_MMAP_THRESHOLD = -2, -3  # mallopt's parameters (malloc.h)
 MAPPED_BLOCK = 1 << 20  # blocks this big and bigger get a mapping of their own
+HEAP_PAD = 64 << 20  # free bytes a heap keeps at its top
 
 
 def _glibc():
@@ -56,9 +65,10 @@ def release_free_memory(above: int) -> bool:
     return True
 
 
-def map_large_blocks(threshold: int = MAPPED_BLOCK) -> bool:
+def tune_allocator(threshold: int = MAPPED_BLOCK, pad: int = HEAP_PAD) -> bool:
     """From now on, serve blocks of `threshold` bytes and more in this process by mappings
-    of their own, so that freeing one returns it (see the module doc); whether glibc
-    took it. Called where a process starts its work: the embedded runner, a worker, an
-    analysis process."""
-    return _LIBC is not None and bool(_LIBC.mallopt(M_MMAP_THRESHOLD, threshold))
+    of their own, so that freeing one returns it, and keep `pad` bytes free at the top of
+    each heap (see the module doc); whether glibc took both. Called where a process starts
+    its work: the embedded runner, a worker, an analysis process."""
+    return (_LIBC is not None and bool(_LIBC.mallopt(M_MMAP_THRESHOLD, threshold))
+            and bool(_LIBC.mallopt(M_TOP_PAD, pad)))

@@ -35,7 +35,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from ..engine.params import Params
-from .allocator import map_large_blocks
+from .allocator import tune_allocator
 from .inputs import payload_bytes
 
 MEMORY_LIMIT = 2 << 30  # bytes of address space per analysis process (baseline ~200 MB)
@@ -76,7 +76,7 @@ def _serve(jobs, results, progress, parent: int, params: Params, max_body: int,
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     except (ValueError, OSError):
         pass
-    map_large_blocks()  # a job's parse trees and arrays go back when freed
+    tune_allocator()  # a job's parse trees and arrays go back when freed
     from ..engine import markup_guard
     from . import failpoints
     from .payloads import analyze_payloads, warm_up
