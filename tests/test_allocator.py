@@ -1,4 +1,5 @@
-"""adapters.allocator: large blocks mapped on their own, whatever was freed before."""
+"""adapters.allocator: large blocks mapped on their own, whatever was freed before, and a
+margin kept free at the top of the heap."""
 
 from __future__ import annotations
 
@@ -6,10 +7,8 @@ import subprocess
 import sys
 import textwrap
 
-# In a fresh interpreter: free an 8 MB block (glibc then raises its mapping threshold to
-# 8 MB), and report whether a 2 MB block allocated after it is a mapping of its own
-# (mallinfo2's hblkhd, bytes in mappings, grows by it) or comes from the heap.
-PROBE = textwrap.dedent("""
+# glibc's allocator statistics (mallinfo2), in a probe run by a fresh interpreter
+MALLINFO = textwrap.dedent("""
     import ctypes, sys
     from streamdet.adapters import allocator
     class Info(ctypes.Structure):
@@ -17,6 +16,12 @@ PROBE = textwrap.dedent("""
                     "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
     libc = ctypes.CDLL("libc.so.6")
     libc.mallinfo2.restype = Info
+""")
+
+# In a fresh interpreter: free an 8 MB block (glibc then raises its mapping threshold to
+# 8 MB), and report whether a 2 MB block allocated after it is a mapping of its own
+# (mallinfo2's hblkhd, bytes in mappings, grows by it) or comes from the heap.
+PROBE = MALLINFO + textwrap.dedent("""
     if sys.argv[1] == "fixed":
         assert allocator.tune_allocator()
     big = bytearray(8 << 20)
@@ -42,14 +47,7 @@ def test_a_large_block_is_mapped_on_its_own_after_a_larger_one_was_freed():
 # fixes it) and with or without the heap's top margin: fill 32 MB of the heap with
 # blocks under the threshold, free them all, and report how much free memory the heap
 # kept at its top (mallinfo2's keepcost) rather than gave back to the system.
-KEPT = textwrap.dedent("""
-    import ctypes, sys
-    from streamdet.adapters import allocator
-    class Info(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks",
-                    "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallinfo2.restype = Info
+KEPT = MALLINFO + textwrap.dedent("""
     if sys.argv[1] == "padded":
         assert allocator.tune_allocator()
     else:
