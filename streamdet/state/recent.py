@@ -14,6 +14,8 @@ write that empties the log.
 
 from __future__ import annotations
 
+import secrets
+
 import numpy as np
 
 from ..engine.keyed import key_u64, u64key
@@ -31,7 +33,10 @@ _ONE = np.uint64(1)
 
 class RecentPairs:
     """Pairs logged since the last flush, in a numpy hash table (open addressing, linear
-    probing on the gram's low bits: grams are hashes already). Inserting and looking up a
+    probing from the top bits of the gram times an odd multiplier drawn at random for
+    each table: grams are hashes of words a hostile page chooses, and on their own low
+    bits it could crowd one run of slots, each probe then walking it; SPEC §9, as in
+    state.gram_table). Inserting and looking up a
     batch's grams are a few vectorised passes, where a dict of Python ints cost ~0.35 us
     per pair to fill. At a load of 1/2 a batch of 600 grams took ~15 passes (its longest
     probe sequence) and 0.7 ms: a Kafka worker's gram shards insert one such batch per
@@ -43,6 +48,8 @@ class RecentPairs:
             raise ValueError("the recent pairs' capacity must be a power of two")
         self._slots = LOAD * self.capacity  # open addressing at a load of at most 1/LOAD
         self._mask = np.uint64(self._slots - 1)
+        self._mix = np.uint64(secrets.randbits(64) | 1)
+        self._shift = np.uint64(64 - (self._slots.bit_length() - 1))
         self._clear()
         self.next_key = 0
         for key, value in kv.items(TABLE):
@@ -65,7 +72,7 @@ class RecentPairs:
         holder = np.zeros(len(grams), dtype=np.uint64)
         if not self.n or not len(grams):
             return found, holder
-        slot = grams & self._mask
+        slot = self.home(grams)
         active = np.arange(len(grams))
         while len(active) > SCALAR_TAIL:
             s = slot[active]
@@ -81,6 +88,10 @@ class RecentPairs:
                 found[i] = True
                 holder[i] = self.values[s]
         return found, holder
+
+    def home(self, grams: np.ndarray) -> np.ndarray:
+        """Each gram's first slot: the top bits of gram times the table's multiplier."""
+        return (grams * self._mix) >> self._shift
 
     def _probe(self, gram: int, s: int) -> int:
         """The slot holding `gram`, or the empty slot where its probe sequence ends."""
@@ -126,7 +137,7 @@ class RecentPairs:
         """Insert pairs (distinct grams; one already here gets the new holder)."""
         grams = np.asarray(grams, dtype=np.uint64)
         docnos = np.asarray(docnos, dtype=np.uint64)
-        slot = grams & self._mask
+        slot = self.home(grams)
         pending = np.arange(len(grams))
         while len(pending) > SCALAR_TAIL:
             s = slot[pending]
