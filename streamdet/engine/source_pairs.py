@@ -108,10 +108,11 @@ class SourcePairs:
     @property
     def nbytes(self) -> int:
         """The memory the settled pairs take, packed or not (for the memory budget)."""
-        if self._packed is not None:
+        if self._packed is not None:  # asked each time a transaction hands it out
             n = len(self._packed[0]) + self._packed[1].nbytes
             if self._over is not None:
-                n += sum(a.nbytes for a in self._over)
+                keys, src, slot = self._over
+                n += keys.nbytes + src.nbytes + slot.nbytes
             return n
         return self._src.nbytes + self._slot.nbytes
 
