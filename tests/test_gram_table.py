@@ -54,3 +54,15 @@ def test_a_gram_table_grows_past_its_first_capacity():
 def test_assign_each_wants_a_value_a_gram():
     with pytest.raises(ValueError, match="as many values"):
         GramTable().assign_each(np.arange(3, dtype=np.uint64), np.zeros(2, dtype=np.int32))
+
+
+def test_grams_a_page_chose_to_share_their_low_bits_start_in_slots_far_apart():
+    """A hostile page's grams that agree on their low 20 bits (one slot each on their
+    own low bits) start their probes in slots spread as random ones' would, under a
+    multiplier drawn for each table (SPEC §9); two tables spread them differently."""
+    grams = np.arange(1, 1001, dtype=np.uint64) << np.uint64(20)
+    one, two = GramTable(2048), GramTable(2048)  # 4,096 slots
+    homes = one.home(grams)
+    assert homes.min() >= 0 and homes.max() < 4096
+    assert np.bincount(homes).max() <= 8  # not one run of 1,000
+    assert not np.array_equal(homes, two.home(grams))

@@ -20,7 +20,7 @@ import secrets
 
 import numpy as np
 
-from libc.stdint cimport int32_t, uint8_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 
 
 cdef class GramTable:
@@ -81,6 +81,16 @@ cdef class GramTable:
                     self._keys[i] = keys[j]
                     self._n += 1
                 self._values[i] = values[j]
+
+    def home(self, grams):
+        """The slot each gram's probe starts at (int64): how the table spreads grams."""
+        cdef const uint64_t[::1] g = np.ascontiguousarray(grams, dtype=np.uint64)
+        out_a = np.empty(g.shape[0], dtype=np.int64)
+        cdef int64_t[::1] out = out_a
+        cdef Py_ssize_t j
+        for j in range(g.shape[0]):
+            out[j] = <int64_t>((g[j] * self._mix) >> self._shift)
+        return out_a
 
     def lookup(self, grams):
         """The value of each gram (int32), -1 where the table has none."""
