@@ -12,8 +12,8 @@ up to the largest heap any batch has made. `tune_allocator` fixes the threshold 
 
 Fixing the threshold also fixes glibc's trim threshold at 128 KB: whenever the free
 memory at a heap's top passes it, the top is returned to the system, and the next
-allocations fault the same pages in again, a few million page faults in a run's first
-thousands of pages (the kernel's time, on the engine's thread). So the heaps also keep a
+batch's allocations fault the same pages in again (the kernel's time, on the engine's
+thread, every batch). So the heaps also keep a
 margin of HEAP_PAD at the top (M_TOP_PAD: a heap grows by it beyond a request, and keeps
 it when trimmed): the faults fall by most of that, for at most the margin more resident
 per heap.
