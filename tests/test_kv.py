@@ -109,25 +109,3 @@ def test_a_workers_states_share_one_cache_and_their_empty_memtables_leave_room(t
     finally:
         for kv in kvs:
             kv.close()
-
-
-def test_an_ingest_after_a_kill_that_left_the_last_files_old_name_leaves_the_state_whole(
-        tmp_path):
-    """RocksDB moves an ingested file in by a hard link and unlinks its old name after
-    the manifest has it. A kill in between leaves the old name linked to a live table
-    file; the next ingest must not write through it, or the state no longer opens."""
-    path = str(tmp_path / "state")
-    kv = RocksKV(path)
-    kv.ingest(("segs", b"a%03d" % i, b"old") for i in range(50))
-    (live,) = sorted(tmp_path.glob("state/*.sst"))
-    (tmp_path / "state" / "ingest-segs.sst").hardlink_to(live)  # what the kill leaves
-    kv.close()
-    kv = RocksKV(path)
-    kv.ingest(("segs", b"b%03d" % i, b"new") for i in range(50))
-    kv.close()
-    kv = RocksKV(path)
-    try:
-        assert [v for _k, v in kv.items("segs")] == [b"old"] * 50 + [b"new"] * 50
-        assert not (tmp_path / "state" / "ingest-segs.sst").exists()
-    finally:
-        kv.close()

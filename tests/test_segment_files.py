@@ -1,7 +1,8 @@
-"""Segment files (state.segment_files): a big segment's filter and fences live in a file
-mapped only while a lookup reads it; the file is rebuilt when lost, moved out of the KV
-for states written before, removed with its segment, and a lookup leaves at most one
-window of it resident."""
+"""Segment files (state.segment_files): a big segment's pairs, filter and fences live in
+a file mapped only while a lookup reads it; a lost file that held the pairs is refused
+with a clear error, one that held only the filter and fences (a state written before) is
+rebuilt from the chunks; a state from before has them moved out of the KV; the file goes
+with its segment, and a lookup leaves at most one window of it resident."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from streamdet.state import segments as seg_mod
 from streamdet.state.rocks import RocksKV
-from streamdet.state.segment_files import SegmentFiles
+from streamdet.state.segment_files import SegmentFileLost, SegmentFiles
 from streamdet.state.segments import SPLIT_FILTER, SegmentIndex, seg_key
 
 from .harness import first_holders
@@ -55,9 +56,9 @@ def test_big_segments_live_in_files_not_in_the_kv(state, monkeypatch):
     assert mapped == {1, 2}  # 5,000 and 7,000 pairs; the 3,000-pair one stays in the KV
     assert sorted(os.listdir(files.directory)) == [os.path.basename(files.path(i))
                                                    for i in (1, 2)]
-    for seg_id in (1, 2):
-        assert kv.get("segs", seg_key(seg_id, SPLIT_FILTER, 0)) is None
-        assert kv.get("segs", seg_key(seg_id, b"f", 0)) is None
+    in_kv = {seg_mod._KEY.unpack(k)[0] for k, _ in kv.items("segs")}
+    assert in_kv == {3}  # no key at all of 1 and 2: their pairs are in their files
+    assert all(s.in_file == (s.id != 3) for s in index.segments)
     assert kv.get("segs", seg_key(3, SPLIT_FILTER, 0)) is not None
     assert index.ram_bytes < index.mapped_bytes
     everything = np.fromiter(truth, dtype=np.uint64)
@@ -65,10 +66,29 @@ def test_big_segments_live_in_files_not_in_the_kv(state, monkeypatch):
     assert first_holders(SegmentIndex(kv, files), everything[::-1].copy()) == truth  # unsorted too
 
 
-def test_a_lost_file_is_rebuilt_from_the_chunks(state, monkeypatch):
+@pytest.mark.parametrize("damage", ["lost", "cut short"])
+def test_a_lost_file_that_held_its_pairs_is_refused_with_a_clear_error(state, monkeypatch,
+                                                                       damage):
     kv, files = state
     monkeypatch.setattr(seg_mod, "MAPPED_PAIRS", 1)
-    index, truth = _filled(kv, files, np.random.default_rng(2))
+    _filled(kv, files, np.random.default_rng(6))
+    if damage == "lost":
+        os.unlink(files.path(2))
+    else:
+        with open(files.path(2), "r+b") as f:
+            f.truncate(os.path.getsize(files.path(2)) - 8)
+    with pytest.raises(SegmentFileLost, match="segment 2's file .* rebuild the state"):
+        SegmentIndex(kv, files)
+    with pytest.raises(SegmentFileLost, match="without its files"):
+        SegmentIndex(kv, None)
+
+
+def test_a_lost_file_of_a_segment_from_before_is_rebuilt_from_the_chunks(state, monkeypatch):
+    kv, files = state
+    monkeypatch.setattr(seg_mod, "MAPPED_PAIRS", 1)
+    _, truth = _filled(kv, None, np.random.default_rng(2))  # pairs in the KV, as before
+    index = SegmentIndex(kv, files)  # their filters and fences move to files
+    assert all(s.parts is not None and not s.in_file for s in index.segments)
     before = open(files.path(2), "rb").read()
     os.unlink(files.path(2))
     with open(files.path(3), "r+b") as f:  # a damaged one (cut short) too

@@ -140,14 +140,11 @@ def test_find_with_the_filters_answers_reads_the_same_pairs_without_probing_agai
     assert len(probes) == len(index.segments)
 
 
-@pytest.mark.parametrize("ingest_pairs", [1 << 18, 1])  # merged by writes; by ingested files
 @pytest.mark.parametrize("merge_slice", [1 << 20, 100])  # one slice; ~30 slices a merge
 def test_compaction_merges_tiers_drops_withdrawn_pairs_but_keeps_overlay_grams(kv, monkeypatch,
-                                                                          merge_slice,
-                                                                          ingest_pairs):
+                                                                          merge_slice):
     monkeypatch.setattr(seg_mod, "MERGE_FANIN", 2)
     monkeypatch.setattr(seg_mod, "MERGE_SLICE", merge_slice)
-    monkeypatch.setattr(seg_mod, "INGEST_PAIRS", ingest_pairs)
     rng = np.random.default_rng(2)
     index = _index(kv)
     batches = []
@@ -169,36 +166,40 @@ def test_compaction_merges_tiers_drops_withdrawn_pairs_but_keeps_overlay_grams(k
     assert found[kept] == 12
     assert first_holders(_index(kv), everything) == found
     assert {seg_mod._KEY.unpack(k)[0] for k, _ in kv.items("segs")} == {
-        s.id for s in index.segments}  # nothing of the merged-away segments is left
+        s.id for s in index.segments if not s.in_file}  # nothing of the merged-away ones
     # written slice by slice, the merged segment is still one sorted run in full chunks
     merged = max(index.segments, key=lambda x: x.n)
-    n_chunks = -(-merged.n // seg_mod.CHUNK)
-    raws = kv.get_many("segs", [seg_mod.seg_key(merged.id, b"c", i) for i in range(n_chunks)])
-    assert None not in raws
-    assert all(len(r) == merged.packing.pair_bytes * seg_mod.CHUNK for r in raws[:-1])
-    g, _ = merged.packing.decode(raws)
+    g, _ = _pairs_of(kv, merged)
     assert len(g) == merged.n and (g[1:] > g[:-1]).all()
     assert np.array_equal(merged.fences, g[::seg_mod.CHUNK])
 
 
+def _pairs_of(kv, seg) -> tuple[np.ndarray, np.ndarray]:
+    """A segment's pairs as stored: from its file, else its chunks (each full but the
+    last)."""
+    if seg.in_file:
+        assert not [k for k, _ in _segment_keys(kv, seg.id)]  # none in the KV
+        assert len(seg.parts.pair_data) == seg.n * seg.packing.pair_bytes + 8
+        grams, rel = seg.pair_columns()
+        return grams.copy(), seg.packing.docnos(rel)
+    n_chunks = -(-seg.n // seg_mod.CHUNK)
+    raws = kv.get_many("segs", [seg_mod.seg_key(seg.id, b"c", i) for i in range(n_chunks)])
+    assert None not in raws
+    assert all(len(r) == seg.packing.pair_bytes * seg_mod.CHUNK for r in raws[:-1])
+    return seg.packing.decode(raws)
+
+
 class _Puts:
-    """A KV's write and ingest calls, counted; one made inside another (MemoryKV's ingest
-    writes) is part of it."""
+    """A KV's write calls, counted."""
 
     def __init__(self, kv, monkeypatch) -> None:
-        self.n, self._depth = 0, 0
-        for name in ("write", "ingest"):
-            monkeypatch.setattr(kv, name, self._wrap(getattr(kv, name)))
+        self.n = 0
+        write = kv.write
 
-    def _wrap(self, put):
-        def counted(ops):
-            self.n += self._depth == 0
-            self._depth += 1
-            try:
-                return put(ops)
-            finally:
-                self._depth -= 1
-        return counted
+        def counted(ops, sync=False):
+            self.n += 1
+            return write(ops, sync)
+        monkeypatch.setattr(kv, "write", counted)
 
 
 @given(lo=st.integers(0, 2**64 - 2), spread=st.integers(0, 2**64 - 1),
@@ -223,8 +224,11 @@ def test_packed_pairs_take_11_bytes_for_a_range_of_100000_docnos(kv):
     index = _index(kv)
     g = _grams(rng, 5000)
     _add(index, kv, g, rng.integers(400_000, 500_000, len(g)).astype(np.uint64))
+    (seg,) = index.segments
+    assert seg.packing.pair_bytes == 11
+    assert len(_pairs_of(kv, seg)[0]) == len(g)
     values = [v for k, v in kv.items("segs") if k[4:5] == b"c"]
-    assert sum(map(len, values)) == 11 * len(g)
+    assert sum(map(len, values)) == (0 if seg.in_file else 11 * len(g))
 
 
 def _write_legacy_segment(kv, seg_id: int, grams: np.ndarray, docnos: np.ndarray) -> None:
@@ -272,10 +276,10 @@ def test_orphan_segment_from_an_interrupted_merge_is_deleted_on_open(kv):
     index = _index(kv)
     g = _grams(rng, 1000)
     _add(index, kv, g, np.ones(len(g), dtype=np.uint64))
-    # a merge (or a batch) that ingested its segment but died before the manifest named it
+    # a merge (or a batch) that wrote its segment but died before the manifest named it
     orphan = _grams(rng, 800)
     ops, _ = seg_mod.segment_ops(index.next_id, orphan, np.full(len(orphan), 2, dtype=np.uint64))
-    kv.ingest(ops)
+    kv.write(ops)
     orphan_keys = {k for k, _ in kv.items("segs")} - {k for k, _ in _segment_keys(kv, 1)}
     assert orphan_keys
     reopened = _index(kv)
@@ -283,15 +287,14 @@ def test_orphan_segment_from_an_interrupted_merge_is_deleted_on_open(kv):
     assert not left & orphan_keys
     assert first_holders(reopened, g) == dict.fromkeys(g.tolist(), 1)
     assert first_holders(reopened, orphan) == {}
-    # the next segment takes the orphan's id: its keys, ingested over the deletion of the
+    # the next segment takes the orphan's id: its keys, written over the deletion of the
     # orphan's, are found
     again = _grams(rng, 700)
     again = again[~np.isin(again, g)]
     keys, manifest, seg = reopened.new_segment_ops(np.sort(again),
                                                   np.full(len(again), 3, dtype=np.uint64))
     assert seg.id == _segment_keys_id(orphan_keys)
-    kv.ingest(keys)
-    kv.write([manifest])
+    kv.write([*keys, manifest])
     reopened.installed(seg)
     assert first_holders(_index(kv), again) == dict.fromkeys(again.tolist(), 3)
 
@@ -351,28 +354,13 @@ def test_merging_in_tiny_slices_changes_nothing(corpus, monkeypatch_module):
 @settings(max_examples=15, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(corpus=any_corpus_st())
-def test_segments_ingested_as_files_change_nothing(corpus, monkeypatch_module):
-    """Every segment, new or merged, ingested into RocksDB as an SST file (as batches of
-    hundreds of pages are), with a reopen after every batch: the rows still equal the
-    reference's."""
-    records, params, batches = corpus
-    monkeypatch_module.setattr(seg_mod, "INGEST_PAIRS", 1)
-    monkeypatch_module.setattr(seg_mod, "MERGE_FANIN", 2)
-    monkeypatch_module.setattr(seg_mod, "TIER_FLOOR", 8)
-    monkeypatch_module.setattr(recent_mod, "CAPACITY", 2)
-    assert_same_rows(reference(records, params),
-                     rocks_reopen_pipeline(records, params, batches))
-
-
-@settings(max_examples=15, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(corpus=any_corpus_st())
 def test_segments_with_mapped_files_change_nothing(corpus, monkeypatch_module):
-    """Every segment's filter and fences in its file (state.segment_files), read in
-    windows of two filter blocks, merged, with a reopen after every batch: the rows still
-    equal the reference's."""
+    """Every segment in its file (state.segment_files), in chunks of 4 pairs, its filter
+    read in windows of two filter blocks, merged, with a reopen after every batch: the
+    rows still equal the reference's."""
     records, params, batches = corpus
     monkeypatch_module.setattr(seg_mod, "MAPPED_PAIRS", 1)
+    monkeypatch_module.setattr(seg_mod, "CHUNK", 4)
     monkeypatch_module.setattr(seg_mod, "WINDOW_BYTES", 64)
     monkeypatch_module.setattr(seg_mod, "MERGE_FANIN", 2)
     monkeypatch_module.setattr(seg_mod, "TIER_FLOOR", 8)

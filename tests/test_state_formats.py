@@ -29,31 +29,32 @@ def _store(fmt: str | None, params: Params | None = DEFAULTS, shards: int | None
 def test_a_new_embedded_state_gets_this_format():
     store = _store(None, None)
     check_state(store, EMBEDDED, Params(), "this state directory")
-    assert store.meta("format") == EMBEDDED.current == "16"
+    assert store.meta("format") == EMBEDDED.current == "17"
     assert store.meta("popular") is None  # counted from the start (views.pop_counts)
     assert store.meta("chunks") is None
 
 
 @pytest.mark.parametrize("old", ["3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13",
-                                 "14", "15"])
-def test_an_embedded_state_of_format_3_to_15_is_upgraded_in_place(old):
-    """Formats 3 to 15 have no stale covers, no packed segments, no split-block filters,
+                                 "14", "15", "16"])
+def test_an_embedded_state_of_format_3_to_16_is_upgraded_in_place(old):
+    """Formats 3 to 16 have no stale covers, no packed segments, no split-block filters,
     no kept texts, no sentences, no sketches, no popular-phrase counts, no paragraph
     chunks, no segment files, no sentences cut with repeats bounded, no slot lists, no
-    pending additions or them in one record: readable as they are, then marked 16 (an
-    older reader
+    pending additions or them in one record, no segment pairs in files: readable as they
+    are, then marked 17 (an older reader
     would take a stale cover's flag for 'quilted', could not decode a packed segment,
     would not find a split filter, could not open a state with a table of texts, of
     partials, of near-duplicate records, of tallies or of chunks, or would find no filter
     of a segment whose filter is in its file, would post NO_KEY or would read slot lists
-    as bitmasks, or would not see pending additions, or not all of them). Their counts of
+    as bitmasks, or would not see pending additions, or not all of them, or would find no
+    chunks of a segment whose pairs are in its file). Their counts of
     popular phrases (before 10) and their neighbourhoods (before 11) are marked short."""
     store = _store(old)
     check_state(store, EMBEDDED, Params(), "this state directory")
-    assert store.meta("format") == "16"
+    assert store.meta("format") == "17"
     assert store.meta("popular") == ("partial" if old not in ("10", "11", "12", "13", "14",
-                                                              "15") else None)
-    chunked = ("11", "12", "13", "14", "15")
+                                                              "15", "16") else None)
+    chunked = ("11", "12", "13", "14", "15", "16")
     assert store.meta("chunks") == ("partial" if old not in chunked else None)
     check_state(store, EMBEDDED, Params(), "this state directory")  # opened again
     assert store.meta("chunks") == ("partial" if old not in chunked else None)
@@ -76,16 +77,17 @@ def test_an_upgradable_state_with_other_parameters_is_refused_untouched():
 @pytest.mark.parametrize("upgradable", ["shards-2", "shards-3", "shards-4", "shards-5",
                                         "shards-6", "shards-7", "shards-8", "shards-9",
                                         "shards-10", "shards-11", "shards-12", "shards-13",
-                                        "shards-14"])
-def test_a_shard_state_of_shards_2_to_14_is_upgraded_and_shards_1_refused(upgradable):
+                                        "shards-14", "shards-15"])
+def test_a_shard_state_of_shards_2_to_15_is_upgraded_and_shards_1_refused(upgradable):
     old = _store(upgradable, shards=4)
     check_state(old, SHARD, Params(), "state X", 4)
-    assert old.meta("format") == SHARD.current == "shards-15"
+    assert old.meta("format") == SHARD.current == "shards-16"
     assert old.meta("popular") == ("partial" if upgradable not in (
-        "shards-9", "shards-10", "shards-11", "shards-12", "shards-13", "shards-14")
-        else None)
+        "shards-9", "shards-10", "shards-11", "shards-12", "shards-13", "shards-14",
+        "shards-15") else None)
     assert old.meta("chunks") == ("partial" if upgradable not in (
-        "shards-10", "shards-11", "shards-12", "shards-13", "shards-14") else None)
+        "shards-10", "shards-11", "shards-12", "shards-13", "shards-14", "shards-15")
+        else None)
     older = _store("shards-1", shards=4)
     with pytest.raises(StateError, match="format shards-1, which this version does not read"):
         check_state(older, SHARD, Params(), "state X", 4)

@@ -45,7 +45,7 @@ def test_a_backend_counts_what_its_writes_carried(kind, tmp_path):
     both = _tally(first + second)
     assert kv.take_written() == both
     assert kv.take_written() == {}  # taken: counted again from nothing
-    kv.ingest([("segs", b"c1", b"1234"), ("segs", b"c2", b"56")])
+    kv.write([("segs", b"c1", b"1234"), ("segs", b"c2", b"56")], sync=True)
     assert kv.take_written() == {"segs": (2, 10)}
 
 

@@ -42,16 +42,19 @@ class StateFormat:
 # 15 keeps a stale document's new sources as pending additions (table docadds), which an
 # older version would not see, 16 keeps them a record each and marks stale documents
 # (table stale; documents from before are unmarked, read before they take additions,
-# and their additions' one record is read and written again as records)
+# and their additions' one record is read and written again as records), 17 keeps a big
+# segment's pairs in its segment file alone (state.segment_files; an older version would
+# find no chunks; segments from before keep theirs in the KV until merged)
 _OLD = ("3", "4", "5", "6", "7", "8", "9")
-EMBEDDED = StateFormat("16", (*_OLD, "10", "11", "12", "13", "14", "15"),
+EMBEDDED = StateFormat("17", (*_OLD, "10", "11", "12", "13", "14", "15", "16"),
                        "a `streamdet run` state",
                        _OLD, (*_OLD, "10"))
-# shards-3 to shards-15: the same thirteen steps; shards-1 gram shards had no URL tables
+# shards-3 to shards-16: the same fourteen steps; shards-1 gram shards had no URL tables
 _OLD_SHARDS = ("shards-2", "shards-3", "shards-4", "shards-5", "shards-6", "shards-7",
                "shards-8")
-SHARD = StateFormat("shards-15", (*_OLD_SHARDS, "shards-9", "shards-10", "shards-11",
-                                  "shards-12", "shards-13", "shards-14"), "a worker shard",
+SHARD = StateFormat("shards-16", (*_OLD_SHARDS, "shards-9", "shards-10", "shards-11",
+                                  "shards-12", "shards-13", "shards-14", "shards-15"),
+                    "a worker shard",
                     _OLD_SHARDS, (*_OLD_SHARDS, "shards-9"))
 
 

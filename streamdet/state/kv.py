@@ -69,15 +69,9 @@ class KV(ABC):
         """The greatest key of a table (None when it is empty)."""
 
     @abstractmethod
-    def write(self, ops: Iterable[Op]) -> None:
-        """Apply all operations atomically."""
-
-    def ingest(self, ops: Iterable[Op]) -> None:
-        """Write new keys of one table, given in ascending key order, now and apart from
-        any atomic write: for keys nothing reads until a later write names them (a
-        segment's chunks before the manifest that lists it). A backend may build them
-        into a file of its own rather than pass them through its write path."""
-        self.write(ops)
+    def write(self, ops: Iterable[Op], sync: bool = False) -> None:
+        """Apply all operations atomically. `sync`: durable before it returns, through a
+        power loss too (a write that files outside the KV then rely on)."""
 
     def reclaim(self, table: str, start: bytes, end: bytes) -> None:  # noqa: B027
         """Hint: keys in [start, end) were deleted in bulk; free their space now rather than
@@ -130,7 +124,7 @@ class MemoryKV(KV):
         keys = self._keys(table)
         return keys[-1] if keys else None
 
-    def write(self, ops: Iterable[Op]) -> None:
+    def write(self, ops: Iterable[Op], sync: bool = False) -> None:
         ops = list(ops)  # materialise first: a failing iterator must not half-apply
         counts: dict[str, list[int]] = {}
         for table, key, value in ops:  # first: an unknown table must not half-apply

@@ -18,8 +18,6 @@ to the same cache by a write buffer manager.
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import os
 from collections.abc import Iterable, Iterator
 
@@ -29,13 +27,11 @@ from rocksdict import (
     BlockBasedOptions,
     Cache,
     DBCompressionType,
-    IngestExternalFileOptions,
     MemtableFactory,
     Options,
     Rdict,
     ReadOptions,
     SliceTransform,
-    SstFileWriter,
     WriteBatch,
     WriteBufferManager,
     WriteOptions,
@@ -43,7 +39,7 @@ from rocksdict import (
 
 from .budget import MemoryBudget
 from .kv import KV, TABLES, DeleteRange, Op
-from .write_counts import WriteCounts, count_ops
+from .write_counts import WriteCounts
 
 # of the memtables' share of the budget (budget.memtables): one memtable of `grams`, and
 # of each other table (most see few writes; a full one is flushed, not grown)
@@ -149,15 +145,6 @@ class RocksMemory:
             budget.memtables, False, self.cache)
 
 
-def _unlink_leftover(path: str) -> None:
-    """Remove an ingest file's name. RocksDB moves an ingested file in by a hard link and
-    unlinks the old name only after the manifest has it, so a kill in between leaves the
-    name as a second link to a live table file: writing the next file through it would
-    overwrite that table in place (RocksDB then refuses to open: 'Mismatch in unique ID')."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-
-
 class RocksKV(KV):
     """A RocksDB database in `path`, one column family per table. `read_only` opens it
     for readers (dump, explain): no lock taken, nothing written, so a state on a
@@ -204,6 +191,8 @@ class RocksKV(KV):
         self._cf = {t: self._db.get_column_family(t) for t in tables}
         self._handles = {t: self._db.get_column_family_handle(t) for t in tables}
         self._write_opts = WriteOptions()
+        self._synced = WriteOptions()
+        self._synced.sync = True
         self.written = WriteCounts()
         self._closed = False
 
@@ -255,7 +244,7 @@ class RocksKV(KV):
         it.seek_to_last()
         return it.key() if it.valid() else None
 
-    def write(self, ops: Iterable[Op]) -> None:
+    def write(self, ops: Iterable[Op], sync: bool = False) -> None:
         batch = WriteBatch(raw_mode=True)
         handles = self._handles
         # counted as count_ops counts, inline: the commit writes an op for every known
@@ -277,41 +266,11 @@ class RocksKV(KV):
                 slot[1] += len(key) + len(value)
                 batch.put(key, value, handles[table])
         try:
-            self._db.write(batch, self._write_opts)
+            self._db.write(batch, self._synced if sync else self._write_opts)
         except Exception as exc:  # rocksdict raises plain Exception for IO errors
             raise StateWriteError(f"cannot write the state in {self.path}: "
                                   f"{str(exc)[:300]}") from None
         self.written.merge(counts)
-
-    def ingest(self, ops: Iterable[Op]) -> None:
-        """The keys as one SST file, moved into the column family: they skip the WAL,
-        the memtable and its flush, and land on the lowest level they fit on (a new
-        segment's keys overlap nothing), where no compaction rewrites them. The ops may
-        come from a generator: the file is written as they come (a merge's slices)."""
-        ops = iter(ops)
-        first = next(ops, None)
-        if first is None:
-            return
-        table = first[0]
-        path = os.path.join(self.path, f"ingest-{table}.sst")
-        try:
-            _unlink_leftover(path)
-            counts: dict[str, list[int]] = {}
-            writer = SstFileWriter(self._options[table])
-            writer.open(path)
-            for _table, key, value in itertools.chain((first,), ops):
-                count_ops(counts, table, key, value)
-                writer[key] = value
-            writer.finish()
-            how = IngestExternalFileOptions()
-            how.set_move_files(True)
-            self._cf[table].ingest_external_file([path], how)
-            self.written.merge(counts)
-        except Exception as exc:  # rocksdict raises plain Exception for IO errors
-            raise StateWriteError(f"cannot write the state in {self.path}: "
-                                  f"{str(exc)[:300]}") from None
-        finally:
-            _unlink_leftover(path)
 
     def reclaim(self, table: str, start: bytes, end: bytes) -> None:
         """Compact the range now. Range deletions leave their data in the SST files until

@@ -1,22 +1,27 @@
-"""A big segment's Bloom filter and chunk fences in a file of their own, mapped into the
-process only while a lookup reads them.
+"""A big segment in a file of its own: its pairs, Bloom filter and chunk fences, mapped
+into the process only while a lookup reads them.
 
-Filters and fences take ~3 bytes per first-holder pair, and a state holds one pair per
-distinct gram: ~1e9 pairs, 3 GB, at 500,000 documents, more than any memory budget a
-worker runs in (`--memory`, state.budget): held as numpy arrays, they would be the part
-of a worker's memory that grows with the state without bound. In a file they live in the
-operating system's page cache instead, which the kernel shares out and reclaims, and the
-process maps them: a lookup touches only the pages its grams fall in, with no copy (a
-RocksDB read of the same bytes copies them, and a batch's million grams touch every page
-of every filter). After each window of a lookup the pages are dropped from the process
-(madvise DONTNEED on a shared file mapping: the next touch maps them again from the page
-cache), so the resident share of a lookup is one window, whatever the state's size.
+A state holds one first-holder pair per distinct gram: ~1e9 pairs at 500,000 documents,
+11 GB of pairs and 3 GB of filters and fences, more than any memory budget a worker runs
+in (`--memory`, state.budget). In a file they live in the operating system's page cache
+instead, which the kernel shares out and reclaims, and the process maps them: a lookup
+touches only the pages its grams fall in, with no copy. A RocksDB read of a chunk of pairs
+costs a block-cache lookup, a read of the file, a decompression and a copy into a Python
+object, about a tenth of the engine's time spent in a batch's lookups; a batch's million
+grams touch every page of every filter. After each lookup the pages are dropped from the
+process (madvise DONTNEED on a shared file mapping: the next touch maps them again from
+the page cache), so the resident share of a lookup is what it read, whatever the state's
+size.
 
-A file holds one segment: a header page, the filter's words (little-endian u64), then the
-fences (u64), each starting on a page. It is written under a temporary name, synced and
-renamed before the manifest that makes its segment live is written, so a crash leaves at
-worst an orphan, deleted on the next writable open (state.segments). The chunks in the KV
-stay the segment's truth: a missing or damaged file is rebuilt from them.
+A file holds one segment: a header page, the filter's words (little-endian u64), the
+fences (u64, room for `fence_room` of them), then the pairs as state.segments.Packing
+lays them out (8 bytes of padding after the last), each part starting on a page. A file
+without pairs (`pair_bytes` 0, and every file of magic SDSEGF01) belongs to a segment
+whose pairs are chunks in the KV: one written before segments kept their pairs in files.
+A file is written under a temporary name, synced and renamed before the manifest that
+makes its segment live is written, so a crash leaves at worst an orphan, deleted on the
+next writable open (state.segments). A file that holds its segment's pairs is their only
+copy; one without them is rebuilt from the chunks when lost.
 """
 
 from __future__ import annotations
@@ -28,12 +33,22 @@ from collections.abc import Iterable
 
 import numpy as np
 
-MAGIC = b"SDSEGF01"
-_HEADER = struct.Struct("<8sQQQ")  # magic, filter words, fences, pairs
+from .rocks import StateDirError
+
+MAGIC = b"SDSEGF02"
+MAGIC_WITHOUT_PAIRS = b"SDSEGF01"  # filter and fences only (pairs in the KV)
+_HEADER = struct.Struct("<8sQQQQQ")  # magic, filter words, fences, pairs, fence room, pair bytes
+_OLD_HEADER = struct.Struct("<8sQQQ")  # magic, filter words, fences, pairs
+PAD = 8  # bytes after the last pair: every pair's docno is read as an unaligned u64
 PAGE = mmap.PAGESIZE
 DATA_AT = max(PAGE, 4096)  # the filter's first word
 WINDOW_BYTES = 16 << 20  # filter bytes a lookup holds mapped at a time
 SUFFIX = ".seg"
+
+
+class SegmentFileLost(StateDirError):
+    """A segment file that holds its segment's pairs is missing or not whole: the pairs
+    are lost with it, and the state must be rebuilt from its inputs."""
 
 
 def _pages(nbytes: int) -> int:
@@ -41,21 +56,51 @@ def _pages(nbytes: int) -> int:
     return -(-nbytes // DATA_AT) * DATA_AT
 
 
+def _layout(n_words: int, fence_room: int) -> tuple[int, int]:
+    """Where the fences and the pairs start."""
+    fences_at = DATA_AT + _pages(n_words * 8)
+    return fences_at, fences_at + _pages(fence_room * 8)
+
+
 class MappedParts:
-    """A segment file mapped read-only: its filter words and fences as numpy arrays over
-    the mapping (no copy), and `release` to drop the pages a lookup touched."""
+    """A segment file mapped read-only: its filter words, fences and pairs (the bytes, or
+    None when the file holds none) as numpy arrays over the mapping (no copy), and
+    `release` to drop the pages a lookup touched."""
 
     def __init__(self, path: str) -> None:
         with open(path, "rb") as f:
             self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        magic, n_words, n_fences, self.pairs = _HEADER.unpack_from(self._map, 0)
-        fences_at = DATA_AT + _pages(n_words * 8)
-        if magic != MAGIC or len(self._map) != fences_at + n_fences * 8:
+        try:
+            n_words, n_fences, self.pairs_at, self.pair_bytes = self._read_header(path)
+        except ValueError:
             self._map.close()
-            raise ValueError(f"{path} is not a whole segment file")
+            raise
+        fences_at = DATA_AT + _pages(n_words * 8)
         self.words = np.frombuffer(self._map, dtype="<u8", count=n_words, offset=DATA_AT)
         self.fences = np.frombuffer(self._map, dtype="<u8", count=n_fences, offset=fences_at)
+        self.pair_data = None if not self.pair_bytes else np.frombuffer(
+            self._map, dtype=np.uint8, count=self.pairs * self.pair_bytes + PAD,
+            offset=self.pairs_at)
         self.words_at = DATA_AT
+
+    def _read_header(self, path: str) -> tuple[int, int, int, int]:
+        """(filter words, fences, where the pairs start, bytes a pair); a file not whole
+        (cut short, or not a segment file) raises ValueError."""
+        magic = bytes(self._map[:8]) if len(self._map) >= DATA_AT else b""
+        if magic == MAGIC_WITHOUT_PAIRS:
+            _, n_words, n_fences, self.pairs = _OLD_HEADER.unpack_from(self._map, 0)
+            fences_at, _ = _layout(n_words, 0)
+            end, pairs_at, pair_bytes = fences_at + n_fences * 8, 0, 0
+        elif magic == MAGIC:
+            _, n_words, n_fences, self.pairs, room, pair_bytes = _HEADER.unpack_from(self._map, 0)
+            fences_at, pairs_at = _layout(n_words, room)
+            end = (pairs_at + self.pairs * pair_bytes + PAD if pair_bytes
+                   else fences_at + n_fences * 8)
+        else:
+            raise ValueError(f"{path} is not a segment file")
+        if len(self._map) != end:
+            raise ValueError(f"{path} is not a whole segment file")
+        return n_words, n_fences, pairs_at, pair_bytes
 
     def release(self, start: int = 0, length: int | None = None) -> None:
         """Drop the mapped pages of [start, start + length) (bytes into the file, rounded
@@ -69,22 +114,33 @@ class MappedParts:
 class FileWriter:
     """Writes one segment file: the filter words in a writable shared mapping (the pages
     written are dropped from the process as the sorted grams move past them), the fences
-    appended as they come, the header last."""
+    and the pairs appended as they come, the header last. `fence_room`: at least the
+    fences to come, when the pairs come too (`pair_bytes` each); 0 for a file of a
+    segment whose pairs are in the KV."""
 
-    def __init__(self, path: str, n_words: int) -> None:
+    def __init__(self, path: str, n_words: int, fence_room: int = 0, pair_bytes: int = 0
+                 ) -> None:
         self.path, self.tmp = path, path + ".tmp"
-        self.n_words = n_words
-        self._fences_at = DATA_AT + _pages(n_words * 8)
+        self.n_words, self.fence_room, self.pair_bytes = n_words, fence_room, pair_bytes
+        self._fences_at, self._pairs_at = _layout(n_words, fence_room)
         self._fd = os.open(self.tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         os.ftruncate(self._fd, self._fences_at)
         self._map = mmap.mmap(self._fd, self._fences_at)
         self.words = np.frombuffer(self._map, dtype="<u8", count=n_words, offset=DATA_AT)
         self.n_fences = 0
+        self._pair_end = self._pairs_at
 
     def add_fences(self, fences: np.ndarray) -> None:
+        if self.pair_bytes and self.n_fences + len(fences) > self.fence_room:
+            raise ValueError("more fences than the file has room for")
         data = fences.astype("<u8").tobytes()
         os.pwrite(self._fd, data, self._fences_at + self.n_fences * 8)
         self.n_fences += len(fences)
+
+    def add_pairs(self, packed: bytes) -> None:
+        """Pairs as the segment's Packing lays them out, after those added before."""
+        os.pwrite(self._fd, packed, self._pair_end)
+        self._pair_end += len(packed)
 
     def release_below(self, word: int) -> None:
         """The filter's words before `word` are final (grams come sorted): drop them."""
@@ -94,7 +150,12 @@ class FileWriter:
 
     def finish(self, pairs: int) -> None:
         """Header, sync, rename: the file is whole under its name or not there."""
-        _HEADER.pack_into(self._map, 0, MAGIC, self.n_words, self.n_fences, pairs)
+        if self.pair_bytes:
+            if self._pair_end != self._pairs_at + pairs * self.pair_bytes:
+                raise ValueError("the pairs written are not the segment's")
+            os.pwrite(self._fd, bytes(PAD), self._pair_end)
+        _HEADER.pack_into(self._map, 0, MAGIC, self.n_words, self.n_fences, pairs,
+                          self.fence_room, self.pair_bytes)
         self._map.flush()
         self.words = None  # type: ignore[assignment]
         try:
@@ -138,8 +199,9 @@ class SegmentFiles:
     def path(self, seg_id: int) -> str:
         return os.path.join(self.directory, f"{seg_id:010d}{SUFFIX}")
 
-    def writer(self, seg_id: int, n_words: int) -> FileWriter:
-        return FileWriter(self.path(seg_id), n_words)
+    def writer(self, seg_id: int, n_words: int, fence_room: int = 0, pair_bytes: int = 0
+               ) -> FileWriter:
+        return FileWriter(self.path(seg_id), n_words, fence_room, pair_bytes)
 
     def open(self, seg_id: int) -> MappedParts | None:
         """The segment's file mapped, or None when it is missing or not whole."""

@@ -8,8 +8,13 @@ chunk fences and a Bloom filter (state.bloom). Anything that later changes a gra
 (a second holder, the common marker, a withdrawal) is written to the `grams` overlay, which
 always wins over segments.
 
+A segment of MAPPED_PAIRS or more keeps its pairs, filter and fences in a file of its own
+(state.segment_files), mapped while a lookup reads it; the KV holds none of its keys.
+Smaller ones (a Kafka worker's rounds) are chunks in the KV, with their fences and filter.
+
 Lookups test each segment's Bloom filter (vectorised over the whole batch), read only the
-chunks that may hold a candidate, and binary-search them. A chunk packs each pair as its
+chunks that may hold a candidate, and binary-search them (a mapped segment's in place,
+all of a batch's candidates in one vectorised search). A chunk packs each pair as its
 gram (8 bytes) and its docno less the segment's lowest, in as few bytes as the segment's
 docno range needs (usually 3): 11 bytes a pair instead of 16, which keeps a 500,000-page
 state inside this machine's page cache for longer (reads of the state that miss it cost
@@ -34,7 +39,13 @@ from ..engine.keyed import u64keys
 from ..engine.sorting import sorted_unique
 from .bloom import BlockedBloom, Filter, Probe, SplitBlockBloom
 from .kv import KV, DeleteRange, Op
-from .segment_files import WINDOW_BYTES, FileWriter, MappedParts, SegmentFiles
+from .segment_files import (
+    WINDOW_BYTES,
+    FileWriter,
+    MappedParts,
+    SegmentFileLost,
+    SegmentFiles,
+)
 
 # Pairs per chunk value (1 KB). A lookup reads a whole chunk to find one pair, and most
 # lookups (grams seen once before) fall on distinct chunks, so the bytes read and decoded
@@ -46,36 +57,29 @@ TIER_BASE = 4  # size tiers are powers of this
 TIER_FLOOR = 2048  # pairs; smaller segments are all tier 0
 MAX_MERGED = 1 << 25  # pairs; bigger segments are not merged again (bounds rewrites)
 MERGE_SLICE = 1 << 18  # pairs a merge decodes and sorts at a time (~20 MB of arrays)
-# Merged-away segments at least this big are compacted away at once (see merge). Smaller
-# ones are left to RocksDB: a forced compaction of a range flushes the memtables first,
-# and a stream of small rounds (a Kafka worker's) merges tiny segments every few rounds,
-# where those flushes cost more CPU than the engine's work (8.4 of 52 CPU s at 4 pages a
-# round); their pairs are mostly still in the memtable, where the range deletion drops
-# them at flush anyway.
+# Merged-away segments with chunks in the KV at least this big are compacted away at once
+# (see merge); a mapped segment's file is simply removed. Smaller ones are left to
+# RocksDB: a forced compaction of a range flushes the memtables first, and a stream of
+# small rounds (a Kafka worker's) merges tiny segments every few rounds, where those
+# flushes cost more CPU than the engine's work (8.4 of 52 CPU s at 4 pages a round);
+# their pairs are mostly still in the memtable, where the range deletion drops them at
+# flush anyway.
 RECLAIM_PAIRS = 1 << 20
-# Segments of at least this many pairs (a batch of hundreds of pages, and merges of such)
-# are ingested as SST files (KV.ingest) rather than written through the write path: they
-# skip the WAL, the memtable and its flush, and sit on the bottom level, where RocksDB's
-# compactions never rewrite them (the engine's merges do). A range deletion reaches them
-# only by a compaction of its range, so a merge compacts away every input that may have
-# been ingested (INGEST_PAIRS // 4 and more: a merge's output is ingested by the pairs
-# of its inputs, and may lose up to 3/4 of them to withdrawn versions without leaving
-# dead files behind). Smaller segments, a Kafka worker's, keep the write path.
-INGEST_PAIRS = 1 << 18
-# Segments of at least this many pairs keep their filter and fences in a file of their own
-# (state.segment_files), mapped only while a lookup reads them; smaller ones (a Kafka
-# worker's small tiers: a few MB together) keep them in the KV and in memory.
+# Segments of at least this many pairs of a state written before segment files held pairs
+# were ingested into RocksDB as SST files, which a range deletion reaches only by a
+# compaction of its range: a merge compacts away every input with chunks in the KV that
+# may have been ingested (INGESTED_PAIRS // 4 and more: a merge's output was ingested by
+# the pairs of its inputs, and may have lost up to 3/4 of them to withdrawn versions).
+INGESTED_PAIRS = 1 << 18
+# Segments of at least this many pairs live in a file of their own (state.segment_files),
+# mapped only while a lookup reads it; smaller ones (a Kafka worker's small tiers: a few
+# MB together) keep their chunks, filter and fences in the KV, the last two in memory too.
 MAPPED_PAIRS = 1 << 16
 
 _KEY = struct.Struct(">IcI")
 # key kinds of a segment's filter (the other kinds: b"c" chunks, b"f" fences)
 SPLIT_FILTER = b"s"  # bloom.SplitBlockBloom, written since state format 6
 WORD_FILTER = b"b"  # bloom.BlockedBloom, formats up to 5 (read, never written)
-
-
-def ingested(pairs: int) -> bool:
-    """Whether a segment of this many pairs is ingested as a file (see INGEST_PAIRS)."""
-    return pairs >= INGEST_PAIRS
 
 
 def seg_key(seg_id: int, kind: bytes, index: int) -> bytes:
@@ -133,14 +137,22 @@ class Packing:
         if self.legacy:
             return _decode_legacy(raws)
         buf = b"".join(raws)
+        grams, rel = self.columns(np.frombuffer(buf + bytes(8), dtype=np.uint8),
+                                  len(buf) // self.pair_bytes)
+        return grams.astype(np.uint64), self.docnos(rel)
+
+    def columns(self, padded: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Views of `n` packed pairs (bytes, 8 more after the last): the grams, and each
+        docno - lo in the low `docno_bytes` bytes of a u64 (`docnos` masks it): an
+        unaligned u64 read at every pair's start, and 8 bytes on. Nothing is copied."""
         w = self.pair_bytes
-        n = len(buf) // w
-        padded = np.frombuffer(buf + bytes(8), dtype=np.uint8)
-        # an unaligned u64 read at every pair's start, and 8 bytes on for its docno
         grams = np.ndarray((n,), dtype="<u8", buffer=padded, strides=(w,))
         rel = np.ndarray((n,), dtype="<u8", buffer=padded, offset=8, strides=(w,))
-        mask = np.uint64((1 << (8 * self.docno_bytes)) - 1)
-        return grams.astype(np.uint64), (rel & mask) + np.uint64(self.lo)
+        return grams, rel
+
+    def docnos(self, rel: np.ndarray) -> np.ndarray:
+        """Docnos from `columns`' second view (or values taken from it)."""
+        return (rel & np.uint64((1 << (8 * self.docno_bytes)) - 1)) + np.uint64(self.lo)
 
 
 LEGACY = Packing(0, (1 << 64) - 1, legacy=True)
@@ -154,6 +166,17 @@ class Segment:
     bloom: Filter
     packing: Packing
     parts: MappedParts | None = None  # the file mapped, when fences and bloom live there
+    in_file: bool = False  # its pairs live in the file too (none in the KV)
+
+    def manifest_entry(self) -> list[int]:
+        """Its entry in the manifest: id, pairs, the packing's range, and 1 when its pairs
+        are in its file (a state written before such files has no fifth field)."""
+        entry = self.packing.manifest_entry(self.id, self.n)
+        return [*entry, 1] if self.in_file else entry
+
+    def pair_columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """Views of the pairs in the mapped file (Packing.columns)."""
+        return self.packing.columns(self.parts.pair_data, self.n)
 
     def may_contain(self, probe: Probe) -> np.ndarray:
         """The filter's answer; a mapped filter is read a window at a time and each
@@ -213,7 +236,32 @@ def _mapped(files: SegmentFiles, seg_id: int, n: int, packing: Packing) -> Segme
     parts = files.open(seg_id)
     if parts is None:
         raise OSError(f"segment file {files.path(seg_id)} unreadable after writing")
-    return Segment(seg_id, n, parts.fences, SplitBlockBloom(parts.words), packing, parts)
+    return _mapped_parts(seg_id, n, packing, parts)
+
+
+def _mapped_parts(seg_id: int, n: int, packing: Packing, parts: MappedParts) -> Segment:
+    return Segment(seg_id, n, parts.fences, SplitBlockBloom(parts.words), packing, parts,
+                   in_file=parts.pair_data is not None)
+
+
+def _find_in_file(s: Segment, cand: np.ndarray, chunk_of: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(grams, first holders) of the candidates a mapped segment holds, and which of the
+    candidates they are; `chunk_of`: their chunks by the fences. A binary search within
+    each candidate's chunk, all of them at once, over the mapped pairs: one step a
+    halving, each reading about one page of the file a candidate, and no pair is copied
+    but those compared."""
+    grams, rel = s.pair_columns()
+    last = s.n - 1
+    pos = chunk_of.astype(np.int64) * CHUNK  # every pair before pos is below its candidate
+    step = CHUNK // 2
+    while step:
+        below = grams[np.minimum(pos + (step - 1), last)] < cand
+        pos += below * step
+        step //= 2
+    pos = np.minimum(pos, last)
+    hit = grams[pos] == cand
+    return cand[hit], s.packing.docnos(rel[pos[hit]]), hit
 
 
 def _add_chunks(raws: list[bytes], packing: Packing, bloom: SplitBlockBloom,
@@ -232,7 +280,7 @@ def _add_chunks(raws: list[bytes], packing: Packing, bloom: SplitBlockBloom,
 def segment_ops(seg_id: int, grams: np.ndarray, docnos: np.ndarray,
                 files: SegmentFiles | None = None) -> tuple[list[Op], Segment]:
     """Ops writing a segment (grams sorted and distinct) and its handle; with `files`, a
-    segment of MAPPED_PAIRS or more has its filter and fences written to its file."""
+    segment of MAPPED_PAIRS or more is written to its file (no ops but the manifest's)."""
     writer = SegmentWriter(seg_id, len(grams), Packing.of(docnos), files)
     ops = writer.add(grams, docnos)
     rest, seg = writer.finish()
@@ -252,7 +300,9 @@ class SegmentWriter:
         self.files = files if files is not None and capacity >= MAPPED_PAIRS else None
         self._file: FileWriter | None = None
         if self.files is not None:
-            self._file = self.files.writer(seg_id, SplitBlockBloom.words_for(capacity))
+            self._file = self.files.writer(seg_id, SplitBlockBloom.words_for(capacity),
+                                           fence_room=-(-capacity // CHUNK),
+                                           pair_bytes=packing.pair_bytes)
             self.bloom = SplitBlockBloom(self._file.words)
         else:
             self.bloom = SplitBlockBloom.sized(capacity)
@@ -289,8 +339,9 @@ class SegmentWriter:
         if self._file is not None:
             self._file.add_fences(g[::CHUNK])
             self._file.release_below(int(self.bloom.first_words(Probe(g[-1:]))[0]))
-        else:
-            self._fences.append(g[::CHUNK].copy())
+            self._file.add_pairs(self.packing.encode(g, d))
+            return []
+        self._fences.append(g[::CHUNK].copy())
         ops = [("segs", seg_key(self.id, b"c", self._chunks + i), value)
                for i, value in enumerate(self._chunk_values(g, d))]
         self._chunks += len(ops)
@@ -366,8 +417,16 @@ class SegmentIndex:
         seg_id, n = entry[:2]
         packing = Packing.from_manifest(entry)
         parts = self.files.open(seg_id) if self.files is not None else None
+        if len(entry) > 4 and entry[4]:  # its pairs are in its file, and nowhere else
+            if parts is None or parts.pair_data is None or parts.pairs != n:
+                where = "a state without its files" if self.files is None else \
+                    self.files.path(seg_id)
+                raise SegmentFileLost(f"segment {seg_id}'s file is missing or not whole "
+                                      f"({where}): its gram index is lost; rebuild the "
+                                      "state from its inputs")
+            return _mapped_parts(seg_id, n, packing, parts)
         if parts is not None:
-            return Segment(seg_id, n, parts.fences, SplitBlockBloom(parts.words), packing, parts)
+            return _mapped_parts(seg_id, n, packing, parts)
         raw_fences = self.kv.get("segs", seg_key(seg_id, b"f", 0))
         bloom = self._load_filter(seg_id) if raw_fences is not None else None
         if raw_fences is None or bloom is None:
@@ -435,7 +494,7 @@ class SegmentIndex:
             seg_id += 1
 
     def manifest_op(self, segments: list[Segment], next_id: int) -> Op:
-        live = [s.packing.manifest_entry(s.id, s.n) for s in segments]
+        live = [s.manifest_entry() for s in segments]
         value = json.dumps({"next": next_id, "live": live})
         return ("meta", b"segments", value.encode())
 
@@ -464,23 +523,35 @@ class SegmentIndex:
         parts: list[tuple[np.ndarray, np.ndarray]] = [(none, none)]
         for s, cand in self._candidates(grams, admitted):
             chunk_of = np.searchsorted(s.fences, cand, side="right") - 1
-            s.release()
             cand, chunk_of = cand[chunk_of >= 0], chunk_of[chunk_of >= 0]
             if not len(cand):
+                s.release()
                 continue
-            # chunks hold consecutive gram ranges, so the needed chunks concatenated in
-            # index order are one sorted array: a single binary search for all candidates
-            keys = [seg_key(s.id, b"c", i) for i in sorted_unique(chunk_of).tolist()]
-            self.counts.chunk_reads += len(keys)
-            cg, cd = s.packing.decode(self.kv.get_many("segs", keys))
-            pos = np.minimum(np.searchsorted(cg, cand), len(cg) - 1)
-            hit = cg[pos] == cand
-            self.counts.vain_reads += len(keys) - len(sorted_unique(chunk_of[hit]))
-            parts.append((cand[hit], cd[pos[hit]].astype(np.uint64)))
+            chunks = sorted_unique(chunk_of)
+            self.counts.chunk_reads += len(chunks)
+            if s.in_file:
+                g, d, hit = _find_in_file(s, cand, chunk_of)
+                s.release()
+            else:
+                s.release()
+                g, d, hit = self._find_in_chunks(s, cand, chunks)
+            self.counts.vain_reads += len(chunks) - len(sorted_unique(chunk_of[hit]))
+            parts.append((g, d))
         found = np.concatenate([g for g, _ in parts])
         holders = np.concatenate([h for _, h in parts])
         self.counts.found += len(found)
         return found, holders
+
+    def _find_in_chunks(self, s: Segment, cand: np.ndarray, chunks: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`_find_in_file` for a segment whose chunks are in the KV: they are read (one
+        multi-get) and their pairs binary-searched, concatenated in index order (chunks
+        hold consecutive gram ranges, so that is one sorted array)."""
+        keys = [seg_key(s.id, b"c", i) for i in chunks.tolist()]
+        cg, cd = s.packing.decode(self.kv.get_many("segs", keys))
+        pos = np.minimum(np.searchsorted(cg, cand), len(cg) - 1)
+        hit = cg[pos] == cand
+        return cand[hit], cd[pos[hit]].astype(np.uint64), hit
 
     def _candidates(self, grams: np.ndarray, admitted: Admitted | None
                     ) -> Iterator[tuple[Segment, np.ndarray]]:
@@ -499,8 +570,9 @@ class SegmentIndex:
     # -- writing --------------------------------------------------------------------------
     def new_segment_ops(self, grams: np.ndarray, docnos: np.ndarray
                         ) -> tuple[list[Op], Op, Segment]:
-        """A batch's segment: the ops writing its keys (ingested when `ingested(seg.n)`),
-        the manifest op that makes it live, and its handle; apply with `installed` after."""
+        """A batch's segment: the ops writing its keys (none when it went to its file,
+        written and synced now), the manifest op that makes it live, and its handle; apply
+        with `installed` after."""
         # grams are distinct, so the default sort serves (engine.sorting): a batch's are
         # ~130 sorted runs, too many for a timsort to gain by them
         order = np.argsort(grams)
@@ -530,25 +602,27 @@ class SegmentIndex:
         self.next_id += 1
         writer = SegmentWriter(seg_id, sum(s.n for s in group),
                                Packing.spanning([s.packing for s in group]), self.files)
-        put = self.kv.ingest if ingested(writer.capacity) else self.kv.write
         try:
-            put(self._merged_chunks(writer, group, withdrawn))  # an orphan until switched in
+            # an orphan until switched in (a mapped one's writes go to its file)
+            self.kv.write(self._merged_chunks(writer, group, withdrawn))
             ops, merged = writer.finish()
         except BaseException:
             writer.abandon()
             raise
-        put(ops)
+        self.kv.write(ops)
         gone = {s.id for s in group}
         survivors = [s for s in self.segments if s.id not in gone] + [merged]
         switch: list[Op] = [self.manifest_op(survivors, self.next_id)]
         switch.extend(_drop_op(s.id) for s in group)
-        self.kv.write(switch)
+        # synced: the merged segments' files, their pairs' only copy, go next
+        self.kv.write(switch, sync=True)
         self.segments = survivors
         if self.files is not None:
             self.files.remove(gone)
-        if (sum(s.n for s in group) >= RECLAIM_PAIRS
-                or any(s.n >= INGEST_PAIRS // 4 for s in group)):
-            for s in group:
+        in_kv = [s for s in group if not s.in_file]
+        if (sum(s.n for s in in_kv) >= RECLAIM_PAIRS
+                or any(s.n >= INGESTED_PAIRS // 4 for s in in_kv)):
+            for s in in_kv:
                 self.kv.reclaim("segs", *_key_range(s.id))
 
     def _merged_chunks(self, writer: SegmentWriter, group: list[Segment],
@@ -574,8 +648,7 @@ class SegmentIndex:
                 end = len(s.fences) if hi is None else int(np.searchsorted(s.fences, hi))
                 if first >= end:
                     continue
-                keys = [seg_key(s.id, b"c", i) for i in range(first, end)]
-                g, d = s.packing.decode(self.kv.get_many("segs", keys))
+                g, d = self._chunks(s, first, end)
                 keep = np.ones(len(g), dtype=bool)
                 if lo is not None:
                     keep &= g >= lo
@@ -589,6 +662,19 @@ class SegmentIndex:
                 # segment's part is a sorted run, which the stable sort (timsort) merges fast
                 order = np.argsort(g, kind="stable")
                 yield g[order], d[order]
+
+    def _chunks(self, s: Segment, first: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """The pairs of chunks [first, end) of a segment (copied out of a mapped file,
+        whose pages are then dropped from the process)."""
+        if not s.in_file:
+            keys = [seg_key(s.id, b"c", i) for i in range(first, end)]
+            return s.packing.decode(self.kv.get_many("segs", keys))
+        grams, rel = s.pair_columns()
+        lo, hi = first * CHUNK, min(end * CHUNK, s.n)
+        out = grams[lo:hi].astype(np.uint64), s.packing.docnos(rel[lo:hi])
+        s.parts.release(s.parts.pairs_at + lo * s.packing.pair_bytes,
+                        (hi - lo) * s.packing.pair_bytes + 8)
+        return out
 
     def _without_withdrawn(self, g: np.ndarray, d: np.ndarray, withdrawn: set[int]):
         """Drop pairs of withdrawn holders, except for grams in the overlay: those must

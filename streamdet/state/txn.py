@@ -44,7 +44,7 @@ from .schema import (
     encode_url_entry,
 )
 from .segment_files import SegmentFiles
-from .segments import Admitted, SegmentIndex, ingested
+from .segments import Admitted, SegmentIndex
 
 _MISSING = object()
 SEGMENT_FILES = "segments"  # directory of a RocksDB state's segment files (state.segment_files)
@@ -197,7 +197,6 @@ class Txn:
         self._held: int | None = None  # messages ever held early (hold_early), once read
         self._as_delta: set[int] = set()  # documents written as a delta (commit)
         self._segment = None
-        self._segment_keys: list[Op] = []  # the new segment's keys, ingested before commit
         self._logged: tuple[np.ndarray, np.ndarray] | None = None
         self._flushed = False
         self._prefetched = False
@@ -691,9 +690,6 @@ class Txn:
             docnos = np.concatenate((old_docnos, docnos))
             self._flushed = True
         keys, manifest, self._segment = self.store.segments.new_segment_ops(grams, docnos)
-        if ingested(self._segment.n):
-            self._segment_keys = keys  # ingested by commit, before the manifest is written
-            return ops + [manifest]
         return ops + keys + [manifest]
 
     @staticmethod
@@ -734,9 +730,6 @@ class Txn:
     def commit(self, positions: dict[str, int] | None = None) -> None:
         """Write everything, with the input positions, in one atomic write."""
         fresh = self._fresh_ops() if self.fresh else []  # makes any new segment
-        if self._segment_keys:  # an orphan until the manifest in `fresh` lists it
-            self.kv.ingest(self._segment_keys)
-            self._segment_keys = []
         grams, ids = written = self._dirty.contents()  # sorted once, for both uses
         self.kv.write(itertools.chain(fresh, self._buffered_ops(written, positions)))
         if len(grams):
