@@ -127,6 +127,9 @@ def test_merges_remove_the_files_of_merged_segments_and_orphans_go_on_open(state
     assert first_holders(reopened, np.fromiter(truth, dtype=np.uint64)) == truth
 
 
+HUGE_PAGE = 2 << 20  # the largest page a file mapping may be mapped in, here (x86-64)
+
+
 def _resident_bytes(path: str) -> int:
     """Rss of this process's mappings of `path` (/proc/self/smaps)."""
     total, inside = 0, False
@@ -157,3 +160,34 @@ def test_a_lookup_leaves_at_most_one_window_of_a_filter_resident(state, monkeypa
     found = first_holders(index, g[::1000])
     assert found == dict.fromkeys(g[::1000].tolist(), 7)
     assert _resident_bytes(files.path(seg.id)) == 0  # find releases fences and filter
+
+
+def test_a_lookup_of_many_grams_holds_at_most_one_window_of_pairs_resident(state,
+                                                                           monkeypatch):
+    """A batch's candidates fall on every page of a big segment's pairs: they are searched
+    a window at a time, each window's pages dropped before the next."""
+    kv, files = state
+    monkeypatch.setattr(seg_mod, "MAPPED_PAIRS", 1)
+    monkeypatch.setattr(seg_mod, "WINDOW_BYTES", 1 << 20)
+    rng = np.random.default_rng(7)
+    index = SegmentIndex(kv, files)
+    g = _grams(rng, 2_000_000)
+    _add(index, kv, g, 7)
+    seg = index.segments[0]
+    assert len(seg.parts.pair_data) >= 16 << 20  # 9 bytes a pair
+    resident = []
+    search = seg_mod._search_chunks
+
+    def watched(s, cand, chunk_of):
+        out = search(s, cand, chunk_of)
+        resident.append(_resident_bytes(files.path(seg.id)))
+        return out
+
+    monkeypatch.setattr(seg_mod, "_search_chunks", watched)
+    asked = rng.permutation(g[::20])  # 100,000 grams, on every page of the pairs
+    assert first_holders(index, asked) == dict.fromkeys(asked.tolist(), 7)
+    assert len(resident) >= 16
+    # one window of pairs, and a page at either end (the kernel may map page-cache folios
+    # of up to 2 MB whole), and the fences' pages; all 18 MB of pairs without windows
+    assert max(resident) <= (1 << 20) + 2 * HUGE_PAGE + seg.fences.nbytes
+    assert _resident_bytes(files.path(seg.id)) == 0

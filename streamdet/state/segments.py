@@ -246,11 +246,37 @@ def _mapped_parts(seg_id: int, n: int, packing: Packing, parts: MappedParts) -> 
 
 def _find_in_file(s: Segment, cand: np.ndarray, chunk_of: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(grams, first holders) of the candidates a mapped segment holds, and which of the
-    candidates they are; `chunk_of`: their chunks by the fences. A binary search within
-    each candidate's chunk, all of them at once, over the mapped pairs: one step a
-    halving, each reading about one page of the file a candidate, and no pair is copied
-    but those compared."""
+    """(grams, first holders) of the candidates a mapped segment holds, and the chunks
+    they were found in; `chunk_of`: the candidates' chunks by the fences. A binary search
+    within each candidate's chunk, all of a window's candidates at once, over the mapped
+    pairs: one step a halving, each reading about one page of the file a candidate, and
+    no pair is copied but those compared. The candidates go in chunk order, WINDOW_BYTES
+    of pairs at a time, and each window's pages are dropped from the process after it: a
+    batch's candidates fall on most pages of a big segment, which would otherwise all be
+    resident at once."""
+    if len(chunk_of) > 1 and bool((chunk_of[1:] < chunk_of[:-1]).any()):
+        order = np.argsort(chunk_of, kind="stable")
+        cand, chunk_of = cand[order], chunk_of[order]
+    w = s.packing.pair_bytes
+    per_window = max(1, WINDOW_BYTES // (CHUNK * w))
+    cuts = np.searchsorted(chunk_of, np.arange(per_window, int(chunk_of[-1]) + 1,
+                                               per_window)).tolist()
+    found, holders, chunks = [], [], []
+    for lo, hi in zip([0, *cuts], [*cuts, len(cand)], strict=True):
+        if hi > lo:
+            g, d, c = _search_chunks(s, cand[lo:hi], chunk_of[lo:hi])
+            found.append(g)
+            holders.append(d)
+            chunks.append(c)
+            first = int(chunk_of[lo]) * CHUNK * w
+            s.parts.release(s.parts.pairs_at + first,
+                            (int(chunk_of[hi - 1]) + 1) * CHUNK * w + 8 - first)
+    return np.concatenate(found), np.concatenate(holders), np.concatenate(chunks)
+
+
+def _search_chunks(s: Segment, cand: np.ndarray, chunk_of: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_find_in_file` for one window: binary lifting from each chunk's first pair."""
     grams, rel = s.pair_columns()
     last = s.n - 1
     pos = chunk_of.astype(np.int64) * CHUNK  # every pair before pos is below its candidate
@@ -261,7 +287,7 @@ def _find_in_file(s: Segment, cand: np.ndarray, chunk_of: np.ndarray
         step //= 2
     pos = np.minimum(pos, last)
     hit = grams[pos] == cand
-    return cand[hit], s.packing.docnos(rel[pos[hit]]), hit
+    return cand[hit], s.packing.docnos(rel[pos[hit]]), chunk_of[hit]
 
 
 def _add_chunks(raws: list[bytes], packing: Packing, bloom: SplitBlockBloom,
@@ -530,28 +556,29 @@ class SegmentIndex:
             chunks = sorted_unique(chunk_of)
             self.counts.chunk_reads += len(chunks)
             if s.in_file:
-                g, d, hit = _find_in_file(s, cand, chunk_of)
+                g, d, hit_chunks = _find_in_file(s, cand, chunk_of)
                 s.release()
             else:
                 s.release()
-                g, d, hit = self._find_in_chunks(s, cand, chunks)
-            self.counts.vain_reads += len(chunks) - len(sorted_unique(chunk_of[hit]))
+                g, d, hit_chunks = self._find_in_chunks(s, cand, chunk_of, chunks)
+            self.counts.vain_reads += len(chunks) - len(sorted_unique(hit_chunks))
             parts.append((g, d))
         found = np.concatenate([g for g, _ in parts])
         holders = np.concatenate([h for _, h in parts])
         self.counts.found += len(found)
         return found, holders
 
-    def _find_in_chunks(self, s: Segment, cand: np.ndarray, chunks: np.ndarray
-                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """`_find_in_file` for a segment whose chunks are in the KV: they are read (one
-        multi-get) and their pairs binary-searched, concatenated in index order (chunks
-        hold consecutive gram ranges, so that is one sorted array)."""
+    def _find_in_chunks(self, s: Segment, cand: np.ndarray, chunk_of: np.ndarray,
+                        chunks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`_find_in_file` for a segment whose chunks are in the KV (`chunks`: those the
+        candidates fall in, ascending): they are read (one multi-get) and their pairs
+        binary-searched, concatenated in index order (chunks hold consecutive gram
+        ranges, so that is one sorted array)."""
         keys = [seg_key(s.id, b"c", i) for i in chunks.tolist()]
         cg, cd = s.packing.decode(self.kv.get_many("segs", keys))
         pos = np.minimum(np.searchsorted(cg, cand), len(cg) - 1)
         hit = cg[pos] == cand
-        return cand[hit], cd[pos[hit]].astype(np.uint64), hit
+        return cand[hit], cd[pos[hit]].astype(np.uint64), chunk_of[hit]
 
     def _candidates(self, grams: np.ndarray, admitted: Admitted | None
                     ) -> Iterator[tuple[Segment, np.ndarray]]:
