@@ -7,11 +7,11 @@ in (`--memory`, state.budget). In a file they live in the operating system's pag
 instead, which the kernel shares out and reclaims, and the process maps them: a lookup
 touches only the pages its grams fall in, with no copy. A RocksDB read of a chunk of pairs
 costs a block-cache lookup, a read of the file, a decompression and a copy into a Python
-object, about a tenth of the engine's time spent in a batch's lookups; a batch's million
-grams touch every page of every filter. After each lookup the pages are dropped from the
-process (madvise DONTNEED on a shared file mapping: the next touch maps them again from
-the page cache), so the resident share of a lookup is what it read, whatever the state's
-size.
+object; a batch's million grams touch every page of every filter, and most pages of the
+pairs. A lookup goes through a segment a window at a time (WINDOW_BYTES of filter, or of
+pairs), and drops each window's pages from the process after it (madvise DONTNEED on a
+shared file mapping: the next touch maps them again from the page cache), so the resident
+share of a lookup is one window, whatever the state's size.
 
 A file holds one segment: a header page, the filter's words (little-endian u64), the
 fences (u64, room for `fence_room` of them), then the pairs as state.segments.Packing
@@ -42,7 +42,7 @@ _OLD_HEADER = struct.Struct("<8sQQQ")  # magic, filter words, fences, pairs
 PAD = 8  # bytes after the last pair: every pair's docno is read as an unaligned u64
 PAGE = mmap.PAGESIZE
 DATA_AT = max(PAGE, 4096)  # the filter's first word
-WINDOW_BYTES = 16 << 20  # filter bytes a lookup holds mapped at a time
+WINDOW_BYTES = 16 << 20  # filter bytes, or pair bytes, a lookup holds mapped at a time
 SUFFIX = ".seg"
 
 
