@@ -10,6 +10,7 @@ import asyncio
 import json
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from aiokafka import TopicPartition
 
@@ -21,6 +22,8 @@ from streamdet.adapters.round_pacer import RoundPacer
 from streamdet.adapters.worker import Shard, Worker
 from streamdet.engine.params import Params
 from streamdet.engine.shard_opening import claim
+from streamdet.state import recent as recent_mod
+from streamdet.state import segments as seg_mod
 
 
 def _records(*offsets: int) -> list:
@@ -483,6 +486,42 @@ def test_a_take_over_an_opening_left_unfinished_is_taken_up_by_the_next_one(tmp_
         asyncio.run(scenario())
     finally:
         worker.cpu.shutdown()
+
+
+@pytest.mark.parametrize("lost", [False, True])
+def test_a_shard_whose_segment_file_was_lost_is_rebuilt_by_replay(tmp_path, monkeypatch,
+                                                                  caplog, lost):
+    """A big segment's file is its pairs' only copy: a gram shard state missing one is
+    wiped when claimed (and replayed from the group's offsets), as a state from another
+    owner's history is; a whole one is kept."""
+    monkeypatch.setattr(seg_mod, "MAPPED_PAIRS", 1)
+    monkeypatch.setattr(recent_mod, "CAPACITY", 2)  # the batch's pairs make a segment
+    worker = Worker("127.0.0.1:1", str(tmp_path), Params(), 4)
+    monkeypatch.setattr("streamdet.adapters.kafka_shard_log.claim_shard", _claims((0, 1)))
+
+    async def scenario():
+        shard_log = worker._shard_log()
+        state = await shard_log.open("gram", 0)
+        txn = state.store.begin()
+        grams = np.arange(1, 101, dtype=np.uint64) * 7919
+        txn.add_fresh(grams, 3, np.zeros(len(grams), dtype=bool))
+        state.commit(txn, {"grams": 10})
+        files = sorted((tmp_path / "gram-0" / "segments").glob("*.seg"))
+        assert len(files) == 1 and state.store.segments.segments[0].in_file
+        await worker._cpu(state.close)
+        if lost:
+            files[0].unlink()
+        claimed = await claim(shard_log, "gram", 0)
+        assert claimed.offset("grams") == (0 if lost else 10)
+        assert claimed.whole()
+        await worker._cpu(claimed.close)
+
+    with caplog.at_level("WARNING"):
+        try:
+            asyncio.run(scenario())
+        finally:
+            worker.cpu.shutdown()
+    assert ("lost a segment file" in caplog.text) == lost
 
 
 class _Producer:

@@ -125,9 +125,14 @@ async def open_shard(shard_log: ShardLog, kind: str, index: int, params: Params,
 
 async def claim(shard_log: ShardLog, kind: str, index: int) -> ShardState:
     """Open a shard's state as its new owner (a new epoch); a state written under an
-    older epoch than the newest is from a history another owner has since replaced: it
-    is wiped, outboxes included, and rebuilt by replay."""
+    older epoch than the newest is from a history another owner has since replaced, and
+    one that lost a segment file has lost part of its gram index: either is wiped,
+    outboxes included, and rebuilt by replay."""
     state = await shard_log.open(kind, index)
+    if not await shard_log.run(state.whole):
+        log.warning("%s shard %d: local state has lost a segment file of its gram index: "
+                    "rebuilding it", kind, index)
+        state = await shard_log.wipe(state)
     newest, mine = await shard_log.claim(kind, index)
     taken_over = state.epoch != newest  # someone else (or no one) owned it last
     if taken_over and not await shard_log.run(state.is_empty):

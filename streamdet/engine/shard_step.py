@@ -72,6 +72,7 @@ class ShardStore(Protocol):
     def positions(self) -> dict[str, int]: ...
     def meta(self, name: str) -> str | None: ...
     def compact(self) -> int: ...
+    def segments_whole(self) -> bool: ...
 
 
 class ShardTxn(Transaction, Protocol):
@@ -142,6 +143,11 @@ class ShardState:
 
     def is_empty(self) -> bool:
         return not self.offsets and not self.outboxes()
+
+    def whole(self) -> bool:
+        """Whether the state has every part of its gram index (a segment's file, its
+        pairs' only copy, may have been deleted or cut short on this disk)."""
+        return self.store.segments_whole()
 
     def caught_up(self, offsets: dict[str, int] | None = None) -> bool:
         """Whether the offsets (or `offsets`, a batch's ends) have reached the ends a new

@@ -43,7 +43,7 @@ from .schema import (
     encode_stale,
     encode_url_entry,
 )
-from .segment_files import SegmentFiles
+from .segment_files import SegmentFileLost, SegmentFiles
 from .segments import Admitted, SegmentIndex
 
 _MISSING = object()
@@ -144,6 +144,15 @@ class Store:
     def compact(self) -> int:
         """Merge crowded segment tiers (between batches, never inside one)."""
         return self.segments.compact(self.withdrawn)
+
+    def segments_whole(self) -> bool:
+        """Whether every live segment's file is there and whole, where it holds the
+        segment's pairs (they are loaded now, rather than on the first lookup)."""
+        try:
+            self.segments  # noqa: B018 - loading them is the check
+        except SegmentFileLost:
+            return False
+        return True
 
     def close(self) -> None:
         self.kv.close()
