@@ -7,10 +7,12 @@ with its segment, and a lookup leaves at most one window of it resident."""
 from __future__ import annotations
 
 import os
+import struct
 
 import numpy as np
 import pytest
 
+from streamdet.state import segment_files as seg_files
 from streamdet.state import segments as seg_mod
 from streamdet.state.rocks import RocksKV
 from streamdet.state.segment_files import SegmentFileLost, SegmentFiles
@@ -98,6 +100,25 @@ def test_a_lost_file_of_a_segment_from_before_is_rebuilt_from_the_chunks(state, 
     assert open(files.path(2), "rb").read() == before  # the same bytes, fences and all
 
 
+def test_files_of_the_layout_from_before_pairs_moved_into_them_are_read(state, monkeypatch):
+    """A file of magic SDSEGF01 (filter and fences, a shorter header; its segment's pairs
+    chunks in the KV) is read as it is, and rebuilt no differently."""
+    kv, files = state
+    monkeypatch.setattr(seg_mod, "MAPPED_PAIRS", 1)
+    _, truth = _filled(kv, None, np.random.default_rng(8))
+    SegmentIndex(kv, files)  # filters and fences move to files without pairs
+    for seg_id in (1, 2, 3):
+        with open(files.path(seg_id), "r+b") as f:
+            header = f.read(_OLD_HEADER.size + 16)
+            magic, words, fences, pairs, room, pair_bytes = seg_files._HEADER.unpack(header)
+            assert (magic, room, pair_bytes) == (seg_files.MAGIC, 0, 0)
+            f.seek(0)
+            f.write(_OLD_HEADER.pack(b"SDSEGF01", words, fences, pairs) + bytes(16))
+    index = SegmentIndex(kv, files)
+    assert all(s.parts is not None and not s.in_file for s in index.segments)
+    assert first_holders(index, np.fromiter(truth, dtype=np.uint64)) == truth
+
+
 def test_filters_of_a_state_from_before_move_to_files_on_a_writable_open(state, monkeypatch):
     kv, files = state
     monkeypatch.setattr(seg_mod, "MAPPED_PAIRS", 1)
@@ -127,6 +148,7 @@ def test_merges_remove_the_files_of_merged_segments_and_orphans_go_on_open(state
     assert first_holders(reopened, np.fromiter(truth, dtype=np.uint64)) == truth
 
 
+_OLD_HEADER = struct.Struct("<8sQQQ")  # magic, filter words, fences, pairs
 HUGE_PAGE = 2 << 20  # the largest page a file mapping may be mapped in, here (x86-64)
 
 

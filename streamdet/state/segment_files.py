@@ -75,7 +75,7 @@ class MappedParts:
         except ValueError:
             self._map.close()
             raise
-        fences_at = DATA_AT + _pages(n_words * 8)
+        fences_at, _ = _layout(n_words, 0)
         self.words = np.frombuffer(self._map, dtype="<u8", count=n_words, offset=DATA_AT)
         self.fences = np.frombuffer(self._map, dtype="<u8", count=n_fences, offset=fences_at)
         self.pair_data = None if not self.pair_bytes else np.frombuffer(

@@ -13,17 +13,18 @@ A segment of MAPPED_PAIRS or more keeps its pairs, filter and fences in a file o
 Smaller ones (a Kafka worker's rounds) are chunks in the KV, with their fences and filter.
 
 Lookups test each segment's Bloom filter (vectorised over the whole batch), read only the
-chunks that may hold a candidate, and binary-search them (a mapped segment's in place,
-all of a batch's candidates in one vectorised search). A chunk packs each pair as its
-gram (8 bytes) and its docno less the segment's lowest, in as few bytes as the segment's
-docno range needs (usually 3): 11 bytes a pair instead of 16, which keeps a 500,000-page
-state inside this machine's page cache for longer (reads of the state that miss it cost
-~7 ms a page, measured with the cache dropped before every batch). Decoded chunks are not cached:
-the grams looked up in segments are ones seen once before, spread evenly over all chunks,
-so a cache of any reasonable size would hardly ever hit. Segments of similar size are
-merged (tiered compaction) so that their number stays logarithmic; merging drops pairs of
-withdrawn versions. A merge is written under a new segment id first and switched in by one
-atomic write of the manifest, so a crash mid-merge leaves an orphan that is deleted on open.
+chunks that may hold a candidate, and binary-search them (a mapped segment's in place, a
+window of its pairs at a time, each window's candidates in one vectorised search). A chunk
+packs each pair as its gram (8 bytes) and its docno less the segment's lowest, in as few
+bytes as the segment's docno range needs (usually 3): 11 bytes a pair instead of 16, which
+keeps a 500,000-page state inside this machine's page cache for longer (reads of the state
+that miss it cost ~7 ms a page, measured with the cache dropped before every batch).
+Decoded chunks are not cached: the grams looked up in segments are ones seen once before,
+spread evenly over all chunks, so a cache of any reasonable size would hardly ever hit.
+Segments of similar size are merged (tiered compaction) so that their number stays
+logarithmic; merging drops pairs of withdrawn versions. A merge is written under a new
+segment id first and switched in by one atomic write of the manifest, so a crash mid-merge
+leaves an orphan that is deleted on open.
 """
 
 from __future__ import annotations
