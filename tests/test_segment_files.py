@@ -7,7 +7,6 @@ with its segment, and a lookup leaves at most one window of it resident."""
 from __future__ import annotations
 
 import os
-import struct
 
 import numpy as np
 import pytest
@@ -109,11 +108,11 @@ def test_files_of_the_layout_from_before_pairs_moved_into_them_are_read(state, m
     SegmentIndex(kv, files)  # filters and fences move to files without pairs
     for seg_id in (1, 2, 3):
         with open(files.path(seg_id), "r+b") as f:
-            header = f.read(_OLD_HEADER.size + 16)
+            header = f.read(seg_files._HEADER.size)
             magic, words, fences, pairs, room, pair_bytes = seg_files._HEADER.unpack(header)
             assert (magic, room, pair_bytes) == (seg_files.MAGIC, 0, 0)
             f.seek(0)
-            f.write(_OLD_HEADER.pack(b"SDSEGF01", words, fences, pairs) + bytes(16))
+            f.write(seg_files._OLD_HEADER.pack(b"SDSEGF01", words, fences, pairs) + bytes(16))
     index = SegmentIndex(kv, files)
     assert all(s.parts is not None and not s.in_file for s in index.segments)
     assert first_holders(index, np.fromiter(truth, dtype=np.uint64)) == truth
@@ -148,7 +147,6 @@ def test_merges_remove_the_files_of_merged_segments_and_orphans_go_on_open(state
     assert first_holders(reopened, np.fromiter(truth, dtype=np.uint64)) == truth
 
 
-_OLD_HEADER = struct.Struct("<8sQQQ")  # magic, filter words, fences, pairs
 HUGE_PAGE = 2 << 20  # the largest page a file mapping may be mapped in, here (x86-64)
 
 

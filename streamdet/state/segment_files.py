@@ -71,11 +71,15 @@ class MappedParts:
         with open(path, "rb") as f:
             self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         try:
-            n_words, n_fences, self.pairs_at, self.pair_bytes = self._read_header(path)
+            n_words, n_fences, self.pairs, room, self.pair_bytes = self._header(path)
+            fences_at, self.pairs_at = _layout(n_words, room)
+            end = (self.pairs_at + self.pairs * self.pair_bytes + PAD if self.pair_bytes
+                   else fences_at + n_fences * 8)
+            if len(self._map) != end:
+                raise ValueError(f"{path} is not a whole segment file")
         except ValueError:
             self._map.close()
             raise
-        fences_at, _ = _layout(n_words, 0)
         self.words = np.frombuffer(self._map, dtype="<u8", count=n_words, offset=DATA_AT)
         self.fences = np.frombuffer(self._map, dtype="<u8", count=n_fences, offset=fences_at)
         self.pair_data = None if not self.pair_bytes else np.frombuffer(
@@ -83,24 +87,16 @@ class MappedParts:
             offset=self.pairs_at)
         self.words_at = DATA_AT
 
-    def _read_header(self, path: str) -> tuple[int, int, int, int]:
-        """(filter words, fences, where the pairs start, bytes a pair); a file not whole
-        (cut short, or not a segment file) raises ValueError."""
+    def _header(self, path: str) -> tuple[int, int, int, int, int]:
+        """(filter words, fences, pairs, fence room, bytes a pair): a file of the layout
+        without pairs has no room and no pair bytes; one that is no segment file (or too
+        short for a header) raises ValueError."""
         magic = bytes(self._map[:8]) if len(self._map) >= DATA_AT else b""
         if magic == MAGIC_WITHOUT_PAIRS:
-            _, n_words, n_fences, self.pairs = _OLD_HEADER.unpack_from(self._map, 0)
-            fences_at, _ = _layout(n_words, 0)
-            end, pairs_at, pair_bytes = fences_at + n_fences * 8, 0, 0
-        elif magic == MAGIC:
-            _, n_words, n_fences, self.pairs, room, pair_bytes = _HEADER.unpack_from(self._map, 0)
-            fences_at, pairs_at = _layout(n_words, room)
-            end = (pairs_at + self.pairs * pair_bytes + PAD if pair_bytes
-                   else fences_at + n_fences * 8)
-        else:
-            raise ValueError(f"{path} is not a segment file")
-        if len(self._map) != end:
-            raise ValueError(f"{path} is not a whole segment file")
-        return n_words, n_fences, pairs_at, pair_bytes
+            return (*_OLD_HEADER.unpack_from(self._map, 0)[1:], 0, 0)
+        if magic == MAGIC:
+            return _HEADER.unpack_from(self._map, 0)[1:]
+        raise ValueError(f"{path} is not a segment file")
 
     def release(self, start: int = 0, length: int | None = None) -> None:
         """Drop the mapped pages of [start, start + length) (bytes into the file, rounded

@@ -41,6 +41,7 @@ from ..engine.sorting import sorted_unique
 from .bloom import BlockedBloom, Filter, Probe, SplitBlockBloom
 from .kv import KV, DeleteRange, Op
 from .segment_files import (
+    PAD,
     WINDOW_BYTES,
     FileWriter,
     MappedParts,
@@ -179,6 +180,11 @@ class Segment:
         """Views of the pairs in the mapped file (Packing.columns)."""
         return self.packing.columns(self.parts.pair_data, self.n)
 
+    def release_pairs(self, lo: int, hi: int) -> None:
+        """Drop the mapped pages of pairs [lo, hi) (and the padding's, at the end)."""
+        w = self.packing.pair_bytes
+        self.parts.release(self.parts.pairs_at + lo * w, (min(hi, self.n) - lo) * w + PAD)
+
     def may_contain(self, probe: Probe) -> np.ndarray:
         """The filter's answer; a mapped filter is read a window at a time and each
         window's pages are dropped from the process after it."""
@@ -210,21 +216,34 @@ class Admitted:
     per_segment: list[tuple[Segment, np.ndarray]]
 
 
+def _sorting(positions: np.ndarray) -> np.ndarray | None:
+    """A stable order that sorts `positions`, or None when they are sorted already."""
+    if len(positions) > 1 and bool((positions[1:] < positions[:-1]).any()):
+        return np.argsort(positions, kind="stable")
+    return None
+
+
+def _windows(positions: np.ndarray, per_window: int, end: int) -> Iterator[tuple[int, int]]:
+    """[lo, hi) of each non-empty run of the sorted `positions` (below `end`) that falls
+    in one window of `per_window` positions: a lookup reads a mapped part a window at a
+    time, dropping each window's pages after it."""
+    cuts = np.searchsorted(positions, np.arange(per_window, end, per_window)).tolist()
+    for lo, hi in zip([0, *cuts], [*cuts, len(positions)], strict=True):
+        if hi > lo:
+            yield lo, hi
+
+
 def _windowed(bloom: SplitBlockBloom, parts: MappedParts, probe: Probe) -> np.ndarray:
     """may_contain over a mapped filter, WINDOW_BYTES of it at a time in word order."""
     first, grams = bloom.first_words(probe), probe.grams
-    order = None
-    if len(first) > 1 and bool((first[1:] < first[:-1]).any()):
-        order = np.argsort(first, kind="stable")
+    order = _sorting(first)
+    if order is not None:
         first, grams = first[order], grams[order]
-    step = WINDOW_BYTES // 8
-    cuts = np.searchsorted(first, np.arange(step, len(bloom.words), step)).tolist()
     out = np.zeros(len(first), dtype=bool)
-    for lo, hi in zip([0, *cuts], [*cuts, len(first)], strict=True):
-        if hi > lo:
-            out[lo:hi] = bloom.test(grams[lo:hi])
-            start = parts.words_at + int(first[lo]) * 8
-            parts.release(start, parts.words_at + int(first[hi - 1]) * 8 + 32 - start)
+    for lo, hi in _windows(first, WINDOW_BYTES // 8, len(bloom.words)):
+        out[lo:hi] = bloom.test(grams[lo:hi])
+        start = parts.words_at + int(first[lo]) * 8
+        parts.release(start, parts.words_at + int(first[hi - 1]) * 8 + 32 - start)
     if order is None:
         return out
     unsorted = np.empty_like(out)
@@ -255,23 +274,17 @@ def _find_in_file(s: Segment, cand: np.ndarray, chunk_of: np.ndarray
     of pairs at a time, and each window's pages are dropped from the process after it: a
     batch's candidates fall on most pages of a big segment, which would otherwise all be
     resident at once."""
-    if len(chunk_of) > 1 and bool((chunk_of[1:] < chunk_of[:-1]).any()):
-        order = np.argsort(chunk_of, kind="stable")
+    order = _sorting(chunk_of)
+    if order is not None:
         cand, chunk_of = cand[order], chunk_of[order]
-    w = s.packing.pair_bytes
-    per_window = max(1, WINDOW_BYTES // (CHUNK * w))
-    cuts = np.searchsorted(chunk_of, np.arange(per_window, int(chunk_of[-1]) + 1,
-                                               per_window)).tolist()
+    per_window = max(1, WINDOW_BYTES // (CHUNK * s.packing.pair_bytes))
     found, holders, chunks = [], [], []
-    for lo, hi in zip([0, *cuts], [*cuts, len(cand)], strict=True):
-        if hi > lo:
-            g, d, c = _search_chunks(s, cand[lo:hi], chunk_of[lo:hi])
-            found.append(g)
-            holders.append(d)
-            chunks.append(c)
-            first = int(chunk_of[lo]) * CHUNK * w
-            s.parts.release(s.parts.pairs_at + first,
-                            (int(chunk_of[hi - 1]) + 1) * CHUNK * w + 8 - first)
+    for lo, hi in _windows(chunk_of, per_window, int(chunk_of[-1]) + 1):
+        g, d, c = _search_chunks(s, cand[lo:hi], chunk_of[lo:hi])
+        found.append(g)
+        holders.append(d)
+        chunks.append(c)
+        s.release_pairs(int(chunk_of[lo]) * CHUNK, (int(chunk_of[hi - 1]) + 1) * CHUNK)
     return np.concatenate(found), np.concatenate(holders), np.concatenate(chunks)
 
 
@@ -700,8 +713,7 @@ class SegmentIndex:
         grams, rel = s.pair_columns()
         lo, hi = first * CHUNK, min(end * CHUNK, s.n)
         out = grams[lo:hi].astype(np.uint64), s.packing.docnos(rel[lo:hi])
-        s.parts.release(s.parts.pairs_at + lo * s.packing.pair_bytes,
-                        (hi - lo) * s.packing.pair_bytes + 8)
+        s.release_pairs(lo, hi)
         return out
 
     def _without_withdrawn(self, g: np.ndarray, d: np.ndarray, withdrawn: set[int]):
