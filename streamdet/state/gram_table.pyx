@@ -51,10 +51,14 @@ cdef class GramTable:
     def __len__(self) -> int:
         return self._n
 
+    cdef inline Py_ssize_t _home(self, uint64_t key) noexcept nogil:
+        """The slot `key`'s probe starts at: its top bits times the table's multiplier."""
+        return <Py_ssize_t>((key * self._mix) >> self._shift)
+
     cdef inline Py_ssize_t _slot(self, uint64_t key) noexcept nogil:
         """The slot holding `key`, or the empty one where it would go."""
         cdef Py_ssize_t mask = self._keys.shape[0] - 1
-        cdef Py_ssize_t i = <Py_ssize_t>((key * self._mix) >> self._shift)
+        cdef Py_ssize_t i = self._home(key)
         while self._used[i] and self._keys[i] != key:
             i = (i + 1) & mask
         return i
@@ -89,7 +93,7 @@ cdef class GramTable:
         cdef int64_t[::1] out = out_a
         cdef Py_ssize_t j
         for j in range(g.shape[0]):
-            out[j] = <int64_t>((g[j] * self._mix) >> self._shift)
+            out[j] = self._home(g[j])
         return out_a
 
     def lookup(self, grams):
