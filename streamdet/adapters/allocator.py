@@ -8,7 +8,7 @@ mapping of its own, returned at free; but it raises that threshold to the larges
 block freed (up to 32 MB), so after the first batch a batch's arrays come from the heap,
 where they leave holes between long-lived blocks that stay resident: the process ratchets
 up to the largest heap any batch has made. `tune_allocator` fixes the threshold at 1 MB
-(the mapping cost is paid by arrays that big only): about a tenth off the peak of a run.
+(the mapping cost is paid by arrays that big only), which lowers a run's peak.
 
 Fixing the threshold also fixes glibc's trim threshold at 128 KB: whenever the free
 memory at a heap's top passes it, the top is returned to the system, and the next
