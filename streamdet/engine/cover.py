@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .greedy import cover_steps
+from .greedy import cover_steps, first_change_at
 
 Pairs = tuple[np.ndarray, np.ndarray]  # (source docnos, slots), sorted by source
 
@@ -93,35 +93,27 @@ def first_change(pairs: Pairs, n_slots: int, cover: Sequence[tuple[int, int]],
     source still covers something once the old sequence has run out. The steps before the
     first such step are the greedy's own either way. The old steps are replayed once (the
     step covering each slot); a new source's gain at every step follows from the steps of
-    its slots, so the check needs no greedy and no URL but the new sources'.
+    its slots, so the check needs no greedy and no URL but the new sources' and the
+    cover's. It runs compiled (engine.greedy.first_change_at), in one call: most
+    re-scores of a quilted document end here.
     """
     new = list(new)
     if not new:
         return None
     src, slot = pairs
-    gains = np.asarray([g for _, g in cover], dtype=np.int64)
-    newly, step_of = replay(pairs, n_slots, [s for s, _ in cover])
-    if not np.array_equal(newly, gains):  # not the situation this check is for
-        return 0
-    c = len(cover)
-    keys = np.asarray([s for s, _ in cover], dtype=np.uint64)
-    totals = np.searchsorted(src, keys, "right") - np.searchsorted(src, keys, "left")
-    urls = np.asarray(list(cover_urls), dtype=object)
-    at_step = np.arange(c)
-    first, after = c, False
-    for s, url in new:
-        key = np.uint64(s)
-        mine = slot[np.searchsorted(src, key, "left"):np.searchsorted(src, key, "right")]
-        if not len(mine):
-            continue
-        steps = np.sort(np.where(step_of[mine] >= 0, step_of[mine], c))
-        gain = len(mine) - np.searchsorted(steps, at_step, "left")  # its gain at each step
-        wins = (gain > gains) | ((gain == gains) & (gain > 0) & (
-            (len(mine) > totals) | ((len(mine) == totals) & (url < urls))))
-        hit = np.flatnonzero(wins)
-        if len(hit):
-            first = min(first, int(hit[0]))
-        after = after or bool(steps[-1] == c)  # still covers something after the last step
-    if first < c:
-        return first
-    return c if after else None
+    urls = list(cover_urls)
+    rank = _dense_rank(urls + [u for _, u in new])
+    kept = first_change_at(
+        np.ascontiguousarray(src, dtype=np.uint64), np.ascontiguousarray(slot, dtype=np.int32),
+        n_slots, np.fromiter((s for s, _ in cover), dtype=np.uint64, count=len(cover)),
+        np.fromiter((g for _, g in cover), dtype=np.int64, count=len(cover)),
+        rank[: len(urls)], np.fromiter((s for s, _ in new), dtype=np.uint64, count=len(new)),
+        rank[len(urls):])
+    return None if kept < 0 else kept
+
+
+def _dense_rank(urls: list[str]) -> np.ndarray:
+    """Each URL's place among the distinct URLs in code-point order (equal URLs, equal
+    places: a tie on the URL breaks no tie)."""
+    place = {u: i for i, u in enumerate(sorted(set(urls)))}
+    return np.fromiter(map(place.__getitem__, urls), dtype=np.int64, count=len(urls))

@@ -14,7 +14,10 @@ follows a decrement: O((pairs + sources) log sources) for any document (SPEC §9
 
 import numpy as np
 
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdlib cimport calloc, free, malloc
+
+from streamdet.engine.bounds cimport lower_bound, upper_bound
 
 
 cdef inline bint _before(int64_t ga, int64_t ta, int64_t ra,
@@ -177,3 +180,73 @@ cdef int64_t _take(int32_t s, int32_t step, const int64_t[::1] src_ptr,
         for k in range(slot_ptr[x], slot_ptr[x + 1]):
             gain[slot_srcs[k]] -= 1
     return newly
+
+
+def first_change_at(const uint64_t[::1] src, const int32_t[::1] slot, Py_ssize_t n_slots,
+                    const uint64_t[::1] cover, const int64_t[::1] gains,
+                    const int64_t[::1] cover_rank, const uint64_t[::1] new,
+                    const int64_t[::1] new_rank):
+    """engine.cover.first_change in one call: -1 when the cover (sources `cover`, their
+    gains) still stands after the sources `new` were added, else how many of its steps
+    stand. Pairs (src, slot) are sorted by source; ranks order the URLs (equal URLs,
+    equal ranks). The cover is replayed once (the step covering each slot; a gain that
+    differs from the replay's: 0), then each new source's slots are counted by the step
+    that covers them, which gives its gain at every step: O(pairs + new x steps)."""
+    cdef Py_ssize_t c = cover.shape[0], i, j, k, lo, hi, n, first = c
+    cdef int64_t newly, before, gain
+    cdef int32_t st
+    cdef bint after = False, wins
+    cdef int32_t* step_of = <int32_t*>malloc((n_slots if n_slots else 1) * sizeof(int32_t))
+    cdef int64_t* totals = <int64_t*>malloc((c if c else 1) * sizeof(int64_t))
+    cdef int64_t* hist = <int64_t*>calloc(c + 1, sizeof(int64_t))
+    if step_of == NULL or totals == NULL or hist == NULL:
+        free(step_of)
+        free(totals)
+        free(hist)
+        raise MemoryError()
+    with nogil:
+        for i in range(n_slots):
+            step_of[i] = -1
+        for k in range(c):  # replay the cover's steps
+            lo = lower_bound(src, cover[k])
+            hi = upper_bound(src, cover[k], lo)
+            totals[k] = hi - lo
+            newly = 0
+            for i in range(lo, hi):
+                if step_of[slot[i]] < 0:
+                    step_of[slot[i]] = <int32_t>k
+                    newly += 1
+            if newly != gains[k]:  # not the situation the check is for
+                first = -2
+                break
+        if first != -2:
+            for i in range(new.shape[0]):
+                lo = lower_bound(src, new[i])
+                hi = upper_bound(src, new[i], lo)
+                n = hi - lo
+                if not n:
+                    continue
+                for j in range(c + 1):
+                    hist[j] = 0
+                for k in range(lo, hi):
+                    st = step_of[slot[k]]
+                    hist[st if st >= 0 else c] += 1
+                if hist[c]:
+                    after = True  # it still covers something after the last step
+                before = 0  # its slots covered before step j
+                for j in range(first):
+                    gain = n - before
+                    wins = gain > gains[j] or (gain == gains[j] and gain > 0 and (
+                        n > totals[j] or (n == totals[j] and new_rank[i] < cover_rank[j])))
+                    if wins:
+                        first = j
+                        break
+                    before += hist[j]
+    free(step_of)
+    free(totals)
+    free(hist)
+    if first == -2:
+        return 0
+    if first < c:
+        return first
+    return c if after else -1
