@@ -1,13 +1,17 @@
 """engine.pair_kernels.settle against the rule it implements, on change lists long enough
 to be merge-sorted (more than a run of 32): a pair's last change decides it, and a pair
-made before its slot's last loss is gone."""
+made before its slot's last loss is gone. And the reader of a document's pending
+additions against the records engine.documents writes."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from streamdet.engine.pair_kernels import settle
+from streamdet.engine.pair_kernels import decode_adds, settle
+
+from streamdet.engine.documents import add_record
 
 
 def _reference(src, slot, changes, lost) -> list[tuple[int, int]]:
@@ -77,3 +81,22 @@ def test_thousands_of_changes_to_one_pair_keep_the_last():
     none64, none32 = np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int32)
     out_src, out_slot = settle(none64, none32, changes, [])
     assert out_src.tolist() == [7] and out_slot.tolist() == [2]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**64 - 1),
+                          st.lists(st.integers(0, 2**64 - 1), max_size=20)), max_size=12))
+def test_pending_additions_decode_to_one_source_a_gram(records):
+    """The compiled reader of DocState's pending additions against their records, written
+    as engine.documents writes them (a record with no grams included)."""
+    raw = b"".join(add_record(s, np.asarray(g, dtype="<u8").tobytes()) for s, g in records)
+    src, grams = decode_adds(bytearray(raw))
+    assert src.tolist() == [s for s, g in records for _ in g]
+    assert grams.tolist() == [x for _, g in records for x in g]
+
+
+@pytest.mark.parametrize("cut", [1, 11, 13])
+def test_a_pending_addition_cut_short_is_refused(cut):
+    raw = add_record(5, np.arange(3, dtype="<u8").tobytes())
+    with pytest.raises(ValueError, match="cut short"):
+        decode_adds(raw[:-cut] if cut != 13 else raw + raw[:13])

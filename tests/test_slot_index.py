@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from array import array
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,7 +15,7 @@ from streamdet.engine.slot_index import SlotIndex
 
 # grams from both ends of the uint64 range, few enough to repeat
 GRAMS = st.one_of(st.integers(0, 40), st.integers(2**64 - 40, 2**64 - 1))
-OPS = st.lists(st.tuples(st.sampled_from(["add", "remove", "rebuild"]),
+OPS = st.lists(st.tuples(st.sampled_from(["add", "add_sorted", "remove", "rebuild"]),
                          st.lists(GRAMS, max_size=12, unique=True)), max_size=60)
 
 
@@ -33,7 +34,7 @@ def test_the_index_answers_as_a_dict_does(small_merges, ops, probes):
     model: dict[int, int] = {}
     index = SlotIndex(slots, free)
     for op, grams in ops:
-        if op == "add":
+        if op in ("add", "add_sorted"):
             new = [g for g in grams if g not in model]
             at = []
             for g in new:
@@ -44,7 +45,12 @@ def test_the_index_answers_as_a_dict_does(small_merges, ops, probes):
                     slots[i] = g
                 at.append(i)
                 model[g] = i
-            index.add(new, at)
+            if op == "add":
+                index.add(new, at)
+            else:  # in one go, ascending (DocState._append)
+                order = sorted(range(len(new)), key=new.__getitem__)
+                index.add_sorted(np.array([new[k] for k in order], dtype=np.uint64),
+                                 np.array([at[k] for k in order], dtype=np.int32))
         elif op == "remove":
             freed = index.remove(grams)
             assert sorted(freed) == sorted(model.pop(g) for g in grams if g in model)

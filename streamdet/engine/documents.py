@@ -14,6 +14,7 @@ from itertools import chain
 
 import numpy as np
 
+from .pair_kernels import decode_adds
 from .slot_index import SlotIndex
 from .source_pairs import SourcePairs
 
@@ -233,7 +234,7 @@ class DocState:
         at[missing] = rank[which]
         new = distinct[order]
         self.slots.frombytes(new.astype("=u8").tobytes())
-        self.index.add(new.tolist(), rank[order].tolist())
+        self.index.add_sorted(distinct, rank)
         return at
 
     def _take_slot(self, gram: int) -> int:
@@ -317,7 +318,7 @@ class DocState:
         """Apply the pending additions to the pairs (they are then written with them)."""
         if not self.adds:
             return
-        src, grams = _decode_adds(self.adds)
+        src, grams = decode_adds(self.adds)  # one source a gram
         self.adds_gone += bytes(self.adds[: self.adds_stored])
         self.adds, self.adds_stored = bytearray(), 0
         at = self.index.find(grams)
@@ -376,12 +377,3 @@ def add_record(source: int, grams: bytes) -> bytes:
 def new_addition(source: int, grams: list[int]) -> bytes:
     """A pending addition of these grams (DocState.defer_add, Txn.defer_add)."""
     return add_record(source, np.asarray(grams, dtype="<u8").tobytes())
-
-
-def _decode_adds(raw: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """Pending additions' (source, gram) pairs: one source per gram."""
-    records = list(add_records(raw))
-    grams = [np.frombuffer(g, dtype="<u8") for _, g in records]
-    src = np.repeat(np.asarray([s for s, _ in records], dtype=np.uint64),
-                    [len(g) for g in grams])
-    return src, np.concatenate(grams).astype(np.uint64)

@@ -284,3 +284,37 @@ def merge_pairs(const uint64_t[::1] sa, const int32_t[::1] ta, const uint64_t[::
             j += 1
             k += 1
     return src_a, slot_a
+
+
+def decode_adds(const uint8_t[::1] raw):
+    """Pending additions' (source, gram) pairs, one source a gram, from their records as
+    engine.documents keeps them (a source u64, a count u32, that many grams u64, little
+    endian like the other kernels' input): one call for a document's additions, which
+    settle whenever a stale document is next changed otherwise."""
+    cdef Py_ssize_t end = raw.shape[0], off = 0, total = 0, k = 0, i
+    cdef uint32_t n
+    cdef uint64_t source
+    while off < end:
+        if off + 12 > end:
+            raise ValueError("a pending addition's record is cut short")
+        memcpy(&n, &raw[off + 8], 4)
+        total += n
+        off += 12 + 8 * <Py_ssize_t>n
+    if off != end:
+        raise ValueError("a pending addition's record is cut short")
+    src_a = np.empty(total, dtype=np.uint64)
+    grams_a = np.empty(total, dtype=np.uint64)
+    cdef uint64_t[::1] src_out = src_a
+    cdef uint64_t[::1] grams_out = grams_a
+    off = 0
+    while off < end:
+        memcpy(&source, &raw[off], 8)
+        memcpy(&n, &raw[off + 8], 4)
+        for i in range(n):
+            src_out[k + i] = source
+        if n:
+            memcpy(&grams_out[k], &raw[off + 12], 8 * <Py_ssize_t>n)
+        k += n
+        off += 12 + 8 * <Py_ssize_t>n
+    return src_a, grams_a
+

@@ -73,6 +73,17 @@ class SlotIndex:
         if len(self._extra) >= max(MERGE_AFTER, len(self._keys) // 4):
             self._merge()
 
+    def add_sorted(self, grams: np.ndarray, slots: np.ndarray) -> None:
+        """New live grams (uint64, ascending, none in the index) at their slots (int32),
+        merged into the arrays at once: an arrival's own patch grams come hundreds at a
+        time, and a dict of them would be merged into the arrays soon after anyway."""
+        if not len(self._keys):
+            self._keys, self._at = grams, slots
+            return
+        where = np.searchsorted(self._keys, grams)
+        self._keys = np.insert(self._keys, where, grams)
+        self._at = np.insert(self._at, where, slots)
+
     def remove(self, grams: list[int]) -> list[int]:
         """Take grams out; return the slots they held (grams not in the index are skipped)."""
         extra = self._extra
