@@ -165,6 +165,28 @@ def test_slot_lists_round_trip_with_repeats(case):
 
 
 @settings(max_examples=200, deadline=None)
+@given(LISTS)
+def test_slot_lists_are_stored_each_distinct_one_once_in_order_of_first_appearance(case):
+    """The bytes, against the layout as engine.paircodec's docstring gives it: stored
+    documents are read by this layout whatever wrote them."""
+    n_slots, lists = case
+    sources = list(range(10, 10 + len(lists)))
+    rows = sorted((s, x) for s, xs in zip(sources, lists, strict=True) for x in xs)
+    raw = encode_pairs(np.asarray([s for s, _ in rows], dtype=np.uint64),
+                       np.asarray([x for _, x in rows], dtype=np.int32), sources, n_slots)
+    if not lists:
+        assert raw == b""  # no source: no lists, not even their count
+        return
+    distinct = list(dict.fromkeys(tuple(sorted(xs)) for xs in lists))
+    slot_type = "<u2" if n_slots <= 1 << 16 else "<u4"
+    assert raw == b"".join((
+        struct.pack("<I", len(distinct)),
+        np.asarray([len(xs) for xs in distinct], dtype="<u4").tobytes(),
+        *(np.asarray(xs, dtype=slot_type).tobytes() for xs in distinct),
+        np.asarray([distinct.index(tuple(sorted(xs))) for xs in lists], dtype="<u2").tobytes()))
+
+
+@settings(max_examples=200, deadline=None)
 @given(LISTS, st.sets(st.integers(5, 40)))
 def test_some_sources_lists_read_alone(case, wanted):
     """A delta reads only its sources' lists of a packed snapshot: the same pairs as the

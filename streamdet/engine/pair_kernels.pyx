@@ -10,7 +10,9 @@ import numpy as np
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
+
+from streamdet.engine.bounds cimport lower_bound, upper_bound
 
 
 cdef struct Change:
@@ -317,4 +319,75 @@ def decode_adds(const uint8_t[::1] raw):
         k += n
         off += 12 + 8 * <Py_ssize_t>n
     return src_a, grams_a
+
+
+cdef inline uint64_t _list_hash(const int32_t* s, Py_ssize_t n) noexcept nogil:
+    """A 64-bit hash of a slot list (FNV-1a over the slots, then a final mix)."""
+    cdef uint64_t h = 1469598103934665603ULL ^ <uint64_t>n
+    cdef Py_ssize_t i
+    for i in range(n):
+        h = (h ^ <uint32_t>s[i]) * 1099511628211ULL
+    h ^= h >> 33
+    h *= 0xff51afd7ed558ccdULL
+    h ^= h >> 33
+    return h
+
+
+def distinct_lists(const uint64_t[::1] src, const int32_t[::1] slot,
+                   const uint64_t[::1] keys):
+    """Each source of `keys` with its slot list from the pairs (src, slot), sorted by
+    (source, slot), numbered by distinct list in order of first appearance (the layout of
+    engine.paircodec). Returns (each source's list number, each distinct list's length,
+    the distinct lists' slots one after the other): the lists are found equal through a
+    hash table over their slots, so a document's encoding is linear in its pairs."""
+    cdef Py_ssize_t n = keys.shape[0], i, e, size = 16, mask, n_distinct = 0, lo, hi
+    cdef Py_ssize_t total = 0
+    cdef uint64_t h
+    cdef int32_t* mine
+    while size < 2 * n:
+        size *= 2
+    mask = size - 1
+    table_a = np.full(size, -1, dtype=np.int64)
+    ids_a = np.empty(n, dtype=np.int64)
+    starts_a = np.empty(n, dtype=np.int64)
+    lengths_a = np.empty(n, dtype=np.int64)
+    hashes_a = np.empty(n, dtype=np.uint64)
+    cdef int64_t[::1] table = table_a
+    cdef int64_t[::1] ids = ids_a
+    cdef int64_t[::1] starts = starts_a
+    cdef int64_t[::1] lengths = lengths_a
+    cdef uint64_t[::1] hashes = hashes_a
+    with nogil:
+        for i in range(n):
+            lo = lower_bound(src, keys[i])
+            hi = upper_bound(src, keys[i], lo)
+            mine = <int32_t*>&slot[lo] if hi > lo else NULL
+            h = _list_hash(mine, hi - lo)
+            e = <Py_ssize_t>(h & mask)
+            while True:
+                if table[e] < 0:  # a list not seen before
+                    table[e] = n_distinct
+                    starts[n_distinct] = lo
+                    lengths[n_distinct] = hi - lo
+                    hashes[n_distinct] = h
+                    ids[i] = n_distinct
+                    n_distinct += 1
+                    break
+                if (hashes[table[e]] == h and lengths[table[e]] == hi - lo and (
+                        hi == lo or memcmp(&slot[starts[table[e]]], mine,
+                                           (hi - lo) * sizeof(int32_t)) == 0)):
+                    ids[i] = table[e]
+                    break
+                e = (e + 1) & mask
+        for i in range(n_distinct):
+            total += lengths[i]
+    lists_a = np.empty(total, dtype=np.int32)
+    cdef int32_t[::1] lists = lists_a
+    with nogil:
+        total = 0
+        for i in range(n_distinct):
+            if lengths[i]:
+                memcpy(&lists[total], &slot[starts[i]], lengths[i] * sizeof(int32_t))
+            total += lengths[i]
+    return ids_a, lengths_a[:n_distinct].copy(), lists_a
 

@@ -34,20 +34,16 @@ def _index_dtype(n_distinct: int) -> np.dtype:
 
 
 def encode_pairs(src: np.ndarray, slot: np.ndarray, order: list[int], n_slots: int) -> bytes:
-    """The slot lists of the sources in `order`, from pairs sorted by (source, slot)."""
+    """The slot lists of the sources in `order`, from pairs sorted by (source, slot); the
+    distinct lists are found in one compiled call (pair_kernels.distinct_lists)."""
     if not order:
         return b""
-    keys = np.asarray(order, dtype=np.uint64)
-    lo = np.searchsorted(src, keys, "left").tolist()
-    hi = np.searchsorted(src, keys, "right").tolist()
-    raw = slot.astype(_slot_dtype(n_slots))
-    distinct: dict[bytes, int] = {}
-    index = [distinct.setdefault(raw[a:b].tobytes(), len(distinct)) for a, b in zip(lo, hi,
-                                                                                   strict=True)]
-    width = raw.itemsize
-    lengths = np.fromiter((len(b) // width for b in distinct), dtype="<u4", count=len(distinct))
-    return b"".join((_COUNT.pack(len(distinct)), lengths.tobytes(), *distinct,
-                     np.asarray(index, dtype=_index_dtype(len(distinct))).tobytes()))
+    ids, lengths, lists = pair_kernels.distinct_lists(
+        np.ascontiguousarray(src, dtype=np.uint64), np.ascontiguousarray(slot, dtype=np.int32),
+        np.asarray(order, dtype=np.uint64))
+    return b"".join((_COUNT.pack(len(lengths)), lengths.astype("<u4").tobytes(),
+                     lists.astype(_slot_dtype(n_slots)).tobytes(),
+                     ids.astype(_index_dtype(len(lengths))).tobytes()))
 
 
 def lists_end(b: bytes, off: int, n_sources: int, n_slots: int) -> int:
