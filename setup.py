@@ -5,7 +5,8 @@ import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-KERNELS = ["streamdet.engine.greedy", "streamdet.engine.markup_scan", "streamdet.engine.minhash",
+KERNELS = ["streamdet.engine.greedy", "streamdet.engine.grouping",
+           "streamdet.engine.markup_scan", "streamdet.engine.minhash",
            "streamdet.engine.pair_kernels", "streamdet.state.bloom_kernels",
            "streamdet.state.gram_table"]
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from .deltas import ADD, DROP, GAIN, GAIN_FROM, LOSE, Delta
 from .documents import COMMON, Posting
+from .grouping import by_group, first_seen
 from .popular import PopChanges, Tally
 
 
@@ -159,21 +160,20 @@ def _by_live_holders(txn: GramIndexView, known: np.ndarray
     """The known grams grouped by their live holders (None: no posting after all), as
     positions in `known`, ascending; groups in order of first appearance. The common
     grams' positions come apart."""
-    ids = txn.prefetched(known)
-    distinct, first, raw = np.unique(ids, return_index=True, return_inverse=True)
+    ids = np.ascontiguousarray(txn.prefetched(known), dtype=np.int32)
+    distinct, which = first_seen(ids)  # postings in order of first appearance
     live: dict = {}  # live holders -> group number
-    to_group = np.empty(len(distinct), dtype=np.intp)
-    for i in np.argsort(first).tolist():  # postings in order of first appearance
-        p = txn.posting_of(int(distinct[i]))
+    to_group = np.empty(len(distinct), dtype=np.int64)
+    for i, posting_id in enumerate(distinct.tolist()):
+        p = txn.posting_of(posting_id)
         key = _SKIP if p == COMMON else None if p is None else txn.live(p)
         to_group[i] = live.setdefault(key, len(live))
-    group = to_group[raw]
-    order = np.argsort(group, kind="stable")
-    bounds = np.cumsum(np.bincount(group, minlength=len(live)))
-    positions = np.split(order, bounds[:-1])
+    order, ends = by_group(which, to_group, len(live))
     common = np.zeros(0, dtype=np.intp)
     groups = []
-    for key, at in zip(live, positions, strict=True):
+    start = 0
+    for key, end in zip(live, ends.tolist(), strict=True):
+        at, start = order[start:end], end
         if key is _SKIP:
             common = at
         else:
