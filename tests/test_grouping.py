@@ -27,3 +27,14 @@ def test_places_group_by_first_appearance(ids, data):
         assert order[starts[g]:ends[g]].tolist() == [
             i for i, v in enumerate(ids) if to_group[model.index(v)] == g]
     assert ends.tolist()[-1:] == ([len(ids)] if n_groups else [])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 30) | st.integers(2**64 - 30, 2**64 - 1), max_size=300))
+def test_grams_number_by_first_appearance(grams):
+    """The same table over uint64 grams (DocState._append numbers a document's new patch
+    grams so), both ends of the range included."""
+    distinct, which = first_seen(np.asarray(grams, dtype=np.uint64))
+    model = list(dict.fromkeys(grams))
+    assert distinct.dtype == np.uint64 and distinct.tolist() == model
+    assert which.tolist() == [model.index(g) for g in grams]

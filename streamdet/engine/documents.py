@@ -14,6 +14,7 @@ from itertools import chain
 
 import numpy as np
 
+from .grouping import first_seen
 from .pair_kernels import decode_adds
 from .slot_index import SlotIndex
 from .source_pairs import SourcePairs
@@ -226,15 +227,12 @@ class DocState:
         """`gain` with no free slot: the missing grams take new slots at the end, in order
         of first appearance (a gram named twice takes one), as `_take_slot` gives them -
         an arrival's own patch grams, hundreds at once, without a step a gram."""
-        g = np.asarray(grams, dtype=np.uint64)[missing]
-        distinct, first, which = np.unique(g, return_index=True, return_inverse=True)
-        rank = np.empty(len(distinct), dtype=np.int32)
-        order = np.argsort(first)
-        rank[order] = np.arange(len(distinct), dtype=np.int32) + len(self.slots)
-        at[missing] = rank[which]
-        new = distinct[order]
+        new, which = first_seen(np.asarray(grams, dtype=np.uint64)[missing])
+        slots = np.arange(len(self.slots), len(self.slots) + len(new), dtype=np.int32)
+        at[missing] = slots[which]
         self.slots.frombytes(new.astype("=u8").tobytes())
-        self.index.add_sorted(distinct, rank)
+        order = np.argsort(new)  # distinct: the default sort serves (engine.sorting)
+        self.index.add_sorted(new[order], slots[order])
         return at
 
     def _take_slot(self, gram: int) -> int:

@@ -1,5 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""A page's known grams grouped by what they share, compiled (engine.postings).
+"""A page's known grams grouped by what they share, compiled (engine.postings), and the
+grams a document gains numbered by first appearance (engine.documents).
 
 The grams of a passage share one posting, so a page's ~400 known grams come in ~20
 groups; finding them took a dozen numpy calls a page (a unique with its first places and
@@ -10,27 +11,33 @@ ordered by group.
 
 import numpy as np
 
-from libc.stdint cimport int32_t, int64_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 
 
-def first_seen(const int32_t[::1] ids):
-    """The distinct values of `ids` in order of first appearance, and for each element
-    the number of its value among them (an open-addressing table of the values seen)."""
-    cdef Py_ssize_t n = ids.shape[0], i, e, size = 16, mask, n_distinct = 0
-    cdef int32_t v
+ctypedef fused value_t:
+    int32_t
+    uint64_t
+
+
+def first_seen(const value_t[::1] values):
+    """The distinct values in order of first appearance, and for each element the number
+    of its value among them (an open-addressing table of the values seen): posting ids
+    of a page's grams, or the grams a document gains."""
+    cdef Py_ssize_t n = values.shape[0], i, e, size = 16, mask, n_distinct = 0
+    cdef value_t v
     while size < 2 * n:
         size *= 2
     mask = size - 1
     slots_a = np.full(size, -1, dtype=np.int64)  # table entry -> number of its value
-    distinct_a = np.empty(n, dtype=np.int32)
+    distinct_a = np.empty(n, dtype=np.int32 if value_t is int32_t else np.uint64)
     which_a = np.empty(n, dtype=np.int64)
     cdef int64_t[::1] slots = slots_a
-    cdef int32_t[::1] distinct = distinct_a
+    cdef value_t[::1] distinct = distinct_a
     cdef int64_t[::1] which = which_a
     with nogil:
         for i in range(n):
-            v = ids[i]
-            e = <Py_ssize_t>((<uint32_t>v * <uint32_t>2654435761U) & mask)
+            v = values[i]
+            e = <Py_ssize_t>((<uint64_t>v * 0x9E3779B97F4A7C15ULL) >> 32) & mask
             while slots[e] >= 0 and distinct[slots[e]] != v:
                 e = (e + 1) & mask
             if slots[e] < 0:
@@ -39,7 +46,6 @@ def first_seen(const int32_t[::1] ids):
                 n_distinct += 1
             which[i] = slots[e]
     return distinct_a[:n_distinct].copy(), which_a
-
 
 
 def by_group(const int64_t[::1] which, const int64_t[::1] to_group, Py_ssize_t n_groups):

@@ -16,6 +16,7 @@ from array import array
 
 import numpy as np
 
+from .pair_kernels import merge_pairs
 from .sorted_search import locate
 from .sorting import sorted_unique
 
@@ -75,14 +76,14 @@ class SlotIndex:
 
     def add_sorted(self, grams: np.ndarray, slots: np.ndarray) -> None:
         """New live grams (uint64, ascending, none in the index) at their slots (int32),
-        merged into the arrays at once: an arrival's own patch grams come hundreds at a
-        time, and a dict of them would be merged into the arrays soon after anyway."""
+        merged into the arrays in one linear pass (pair_kernels.merge_pairs: grams are
+        distinct, so their order is the pairs' order): an arrival's own patch grams come
+        hundreds at a time, and a dict of them would be merged into the arrays soon after
+        anyway."""
         if not len(self._keys):
             self._keys, self._at = grams, slots
             return
-        where = np.searchsorted(self._keys, grams)
-        self._keys = np.insert(self._keys, where, grams)
-        self._at = np.insert(self._at, where, slots)
+        self._keys, self._at = merge_pairs(self._keys, self._at, grams, slots)
 
     def remove(self, grams: list[int]) -> list[int]:
         """Take grams out; return the slots they held (grams not in the index are skipped)."""
