@@ -185,8 +185,9 @@ def _per_holder(known: np.ndarray, groups: list[tuple[tuple[int, ...], np.ndarra
                 ) -> list[tuple[int, list[int]]]:
     """Each holder's grams (page order), from the groups of grams it is among the holders
     of; holders in order of first appearance. A passage's ~10 copies share its group, so
-    a group's grams are listed once for all of them (the lists are shared, never changed);
-    a holder in several groups gets their positions merged."""
+    a group's grams are listed once for all of them, and the copies of a page share the
+    same groups, so holders in the same groups share one list of their merged positions
+    (the lists are shared, never changed: a deltas message writes each once)."""
     out: dict[int, list[int]] = {}  # holder -> its groups
     for i, (holders, _) in enumerate(groups):
         for y in holders:
@@ -195,17 +196,18 @@ def _per_holder(known: np.ndarray, groups: list[tuple[tuple[int, ...], np.ndarra
                 out[y] = [i]
             else:
                 mine.append(i)
-    lists: dict[int, list[int]] = {}
+    lists: dict[tuple[int, ...], list[int]] = {}  # groups -> their grams
 
-    def listed(i: int) -> list[int]:
-        gs = lists.get(i)
+    def listed(mine: list[int]) -> list[int]:
+        key = tuple(mine)
+        gs = lists.get(key)
         if gs is None:
-            gs = lists[i] = known[groups[i][1]].tolist()
+            at = groups[mine[0]][1] if len(mine) == 1 else np.sort(
+                np.concatenate([groups[i][1] for i in mine]))
+            gs = lists[key] = known[at].tolist()
         return gs
 
-    return [(y, listed(mine[0]) if len(mine) == 1 else
-             known[np.sort(np.concatenate([groups[i][1] for i in mine]))].tolist())
-            for y, mine in out.items()]
+    return [(y, listed(mine)) for y, mine in out.items()]
 
 
 def withdraw_document(
