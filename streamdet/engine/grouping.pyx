@@ -9,9 +9,15 @@ grams: the distinct postings in order of first appearance, then the grams' place
 ordered by group.
 """
 
+import secrets
+
 import numpy as np
 
 from libc.stdint cimport int32_t, int64_t, uint64_t
+
+from streamdet.engine.hash_tables cimport home, table_bits
+
+cdef uint64_t _MIX = secrets.randbits(64) | 1  # this process's (engine.hash_tables)
 
 
 ctypedef fused value_t:
@@ -21,12 +27,12 @@ ctypedef fused value_t:
 
 def first_seen(const value_t[::1] values):
     """The distinct values in order of first appearance, and for each element the number
-    of its value among them (an open-addressing table of the values seen): posting ids
-    of a page's grams, or the grams a document gains."""
-    cdef Py_ssize_t n = values.shape[0], i, e, size = 16, mask, n_distinct = 0
+    of its value among them (an open-addressing table of the values seen,
+    engine.hash_tables): posting ids of a page's grams, or the grams a document gains."""
+    cdef Py_ssize_t n = values.shape[0], i, e, mask, n_distinct = 0
+    cdef int bits = table_bits(n, 4)
+    cdef Py_ssize_t size = <Py_ssize_t>1 << bits
     cdef value_t v
-    while size < 2 * n:
-        size *= 2
     mask = size - 1
     slots_a = np.full(size, -1, dtype=np.int64)  # table entry -> number of its value
     distinct_a = np.empty(n, dtype=np.int32 if value_t is int32_t else np.uint64)
@@ -37,7 +43,7 @@ def first_seen(const value_t[::1] values):
     with nogil:
         for i in range(n):
             v = values[i]
-            e = <Py_ssize_t>((<uint64_t>v * 0x9E3779B97F4A7C15ULL) >> 32) & mask
+            e = home(<uint64_t>v, _MIX, 64 - bits)
             while slots[e] >= 0 and distinct[slots[e]] != v:
                 e = (e + 1) & mask
             if slots[e] < 0:

@@ -6,6 +6,8 @@ Both run once per document a batch changes or reads, for every such document, so
 cost is mostly the calls' own: here each is one call, where numpy took a dozen.
 """
 
+import secrets
+
 import numpy as np
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
@@ -13,6 +15,11 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp, memcpy
 
 from streamdet.engine.bounds cimport lower_bound, upper_bound
+from streamdet.engine.hash_tables cimport home, scramble, table_bits
+
+# this process's secrets for the slot lists' hash table (engine.hash_tables)
+cdef uint64_t _SEED = secrets.randbits(64)
+cdef uint64_t _MIX = secrets.randbits(64) | 1
 
 
 cdef struct Change:
@@ -322,14 +329,13 @@ def decode_adds(const uint8_t[::1] raw):
 
 
 cdef inline uint64_t _list_hash(const int32_t* s, Py_ssize_t n) noexcept nogil:
-    """A 64-bit hash of a slot list (FNV-1a over the slots, then a final mix)."""
-    cdef uint64_t h = 1469598103934665603ULL ^ <uint64_t>n
+    """A hash of a slot list keyed by this process's secret (each slot scrambled into the
+    state in turn): a hostile page chooses which of its grams its sources share, so it
+    must not be able to choose lists that collide (engine.hash_tables)."""
+    cdef uint64_t h = _SEED ^ <uint64_t>n
     cdef Py_ssize_t i
     for i in range(n):
-        h = (h ^ <uint32_t>s[i]) * 1099511628211ULL
-    h ^= h >> 33
-    h *= 0xff51afd7ed558ccdULL
-    h ^= h >> 33
+        h = scramble(h ^ <uint32_t>s[i])
     return h
 
 
@@ -340,12 +346,11 @@ def distinct_lists(const uint64_t[::1] src, const int32_t[::1] slot,
     engine.paircodec). Returns (each source's list number, each distinct list's length,
     the distinct lists' slots one after the other): the lists are found equal through a
     hash table over their slots, so a document's encoding is linear in its pairs."""
-    cdef Py_ssize_t n = keys.shape[0], i, e, size = 16, mask, n_distinct = 0, lo, hi
-    cdef Py_ssize_t total = 0
+    cdef Py_ssize_t n = keys.shape[0], i, e, mask, n_distinct = 0, lo, hi, total = 0
+    cdef int bits = table_bits(n, 4)
+    cdef Py_ssize_t size = <Py_ssize_t>1 << bits
     cdef uint64_t h
     cdef int32_t* mine
-    while size < 2 * n:
-        size *= 2
     mask = size - 1
     table_a = np.full(size, -1, dtype=np.int64)
     ids_a = np.empty(n, dtype=np.int64)
@@ -363,7 +368,7 @@ def distinct_lists(const uint64_t[::1] src, const int32_t[::1] slot,
             hi = upper_bound(src, keys[i], lo)
             mine = <int32_t*>&slot[lo] if hi > lo else NULL
             h = _list_hash(mine, hi - lo)
-            e = <Py_ssize_t>(h & mask)
+            e = home(h, _MIX, 64 - bits)
             while True:
                 if table[e] < 0:  # a list not seen before
                     table[e] = n_distinct

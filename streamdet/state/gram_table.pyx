@@ -22,6 +22,8 @@ import numpy as np
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 
+from streamdet.engine.hash_tables cimport home, table_bits
+
 
 cdef class GramTable:
     """gram -> int32 value; lookups answer -1 for a gram not in the table."""
@@ -34,11 +36,8 @@ cdef class GramTable:
     cdef uint64_t _mix
 
     def __init__(self, Py_ssize_t capacity=1024):
-        cdef int bits = 4
-        while (<Py_ssize_t>1 << bits) < 2 * capacity:
-            bits += 1
         self._mix = secrets.randbits(64) | 1
-        self._alloc(bits)
+        self._alloc(table_bits(capacity, 4))
 
     cdef void _alloc(self, int bits):
         size = 1 << bits
@@ -53,7 +52,7 @@ cdef class GramTable:
 
     cdef inline Py_ssize_t _home(self, uint64_t key) noexcept nogil:
         """The slot `key`'s probe starts at: its top bits times the table's multiplier."""
-        return <Py_ssize_t>((key * self._mix) >> self._shift)
+        return home(key, self._mix, self._shift)
 
     cdef inline Py_ssize_t _slot(self, uint64_t key) noexcept nogil:
         """The slot holding `key`, or the empty one where it would go."""
@@ -68,10 +67,7 @@ cdef class GramTable:
         if 2 * (self._n + more) <= self._keys.shape[0]:
             return
         old_keys, old_values, old_used = self._keys, self._values, self._used
-        cdef int bits = 64 - self._shift
-        while (<Py_ssize_t>1 << bits) < 2 * (self._n + more):
-            bits += 1
-        self._alloc(bits)
+        self._alloc(table_bits(self._n + more, 64 - self._shift))
         held = np.flatnonzero(np.asarray(old_used))
         self._put(np.asarray(old_keys)[held], np.asarray(old_values)[held])
 
