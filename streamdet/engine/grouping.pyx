@@ -3,8 +3,8 @@
 grams a document gains numbered by first appearance (engine.documents).
 
 The grams of a passage share one posting, so a page's ~400 known grams come in ~20
-groups; finding them took a dozen numpy calls a page (a unique with its first places and
-inverse, two argsorts, a count and a split). Here it is two calls, each linear in the
+groups. Found in numpy they cost a dozen calls a page (a unique with its first places
+and inverse, two argsorts, a count and a split); here they cost two, each linear in the
 grams: the distinct postings in order of first appearance, then the grams' places
 ordered by group.
 """

@@ -3,7 +3,7 @@
 a batch's changes into the sorted pairs, and reading stored slot lists (engine.paircodec).
 
 Both run once per document a batch changes or reads, for every such document, so their
-cost is mostly the calls' own: here each is one call, where numpy took a dozen.
+cost is mostly the calls' own: here each is one call, where numpy would take a dozen.
 """
 
 import secrets
@@ -41,8 +41,8 @@ cdef enum:
 cdef void _sort_changes(Change* c, Change* tmp, Py_ssize_t n) noexcept nogil:
     """Sort changes by (source, slot), stably: they come in the order they were made, so
     a pair's changes stay in that order (its last decides it). A bottom-up merge sort
-    with the comparison inlined: libc's qsort called a function for each comparison, and
-    took most of this kernel's time."""
+    with the comparison inlined: libc's qsort calls a function for each comparison,
+    which costs more than the comparison."""
     cdef Py_ssize_t lo, hi, i, j, width, mid, end, a, b, k
     cdef Change x
     cdef Change* src = c
