@@ -588,7 +588,7 @@ def run(stream: GrowthStream, state: Path, docs: int, checkpoint: int, batch: in
     """Feed `docs` new documents through the engine on a fresh RocksDB state (or, to
     resume, on a kept one, continuing its stream) under a memory budget (`--memory`);
     one row per checkpoint."""
-    from streamdet.adapters.allocator import release_free_memory
+    from streamdet.adapters.allocator import release_free_memory, tune_allocator
     from streamdet.adapters.batch_sizer import BatchSizer
     from streamdet.adapters.collector import tune_collector
     from streamdet.adapters.state_format import EMBEDDED, check_state
@@ -599,6 +599,7 @@ def run(stream: GrowthStream, state: Path, docs: int, checkpoint: int, batch: in
 
     collector = gc.get_threshold()
     tune_collector()  # as `streamdet run` does
+    tune_allocator()
     budget = MemoryBudget.parse(memory)
     store = Store(RocksKV(str(state), budget=budget))
     rows: list[dict] = []

@@ -91,6 +91,7 @@ class _Enough(Exception):
 
 def run(stream: str, pages: int | None, every: int, memory: str, writes: bool = False
         ) -> Windows:
+    from streamdet.adapters.allocator import tune_allocator
     from streamdet.adapters.analyzers import default_processes
     from streamdet.adapters.collector import tune_collector
     from streamdet.adapters.embedded import EmbeddedRunner
@@ -102,6 +103,7 @@ def run(stream: str, pages: int | None, every: int, memory: str, writes: bool = 
     from streamdet.state.txn import Store
 
     tune_collector()  # as `streamdet run` does
+    tune_allocator()
     processes = default_processes()
     budget = MemoryBudget.parse(memory).for_analysis(processes)
     with tempfile.TemporaryDirectory(prefix="streamdet-windows-") as tmp:

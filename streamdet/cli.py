@@ -17,6 +17,7 @@ import signal
 import sys
 import time
 
+from .adapters.allocator import tune_allocator
 from .adapters.analyzers import default_processes
 from .adapters.collector import tune_collector
 from .adapters.inputs import (
@@ -793,6 +794,7 @@ def main(argv: list[str] | None = None) -> int:
     _total_text_streams()
     if args.command in ("run", "worker"):
         tune_collector()  # these hold a large state for long
+        tune_allocator()  # before any thread starts: threads share one trimmed heap
     if args.command == "run" and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _terminate)  # stop between batches, close the state
     try:

@@ -68,3 +68,40 @@ def test_the_heap_keeps_its_margin_when_a_batchs_blocks_are_freed():
 
     assert kept("trimmed") < 1 << 20  # the top went back: the next batch faults it in
     assert kept("padded") >= HEAP_PAD
+
+
+# In a fresh interpreter, with the threshold and the margin set (and glibc's own arenas,
+# or tune_allocator's one), a thread fills 256 MB with blocks under the threshold and
+# frees them all; report the bytes the heaps still hold from the system, over every arena
+# (mallinfo2's arena).
+THREAD_HELD = MALLINFO + textwrap.dedent("""
+    import threading
+    if sys.argv[1] == "tuned":
+        assert allocator.tune_allocator()
+    else:
+        assert libc.mallopt(allocator.M_MMAP_THRESHOLD, allocator.MAPPED_BLOCK)
+        assert libc.mallopt(allocator.M_TOP_PAD, allocator.HEAP_PAD)
+
+    def work():
+        blocks = [bytearray(b"\\x01") * (512 << 10) for _ in range(512)]
+        del blocks
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    print(libc.mallinfo2().arena)
+""")
+
+
+def test_what_a_thread_frees_beyond_the_margin_goes_back_to_the_system():
+    def held(mode: str) -> int:
+        out = subprocess.run([sys.executable, "-c", THREAD_HELD, mode], capture_output=True,
+                             text=True, check=True)
+        return int(out.stdout)
+
+    from streamdet.adapters.allocator import HEAP_PAD
+
+    # a heap of the thread's own is never trimmed while the margin covers a piece of it
+    assert held("arenas") >= 200 << 20
+    # the thread shares the main heap, trimmed down to the margin
+    assert held("tuned") <= HEAP_PAD + (16 << 20)

@@ -31,7 +31,7 @@ from ..engine.records import DEFAULT_MAX_BODY, BadRecord
 from ..reading.views import monster_counts
 from ..state.budget import MemoryBudget
 from ..state.txn import Store
-from .allocator import release_free_memory, tune_allocator
+from .allocator import release_free_memory
 from .analyzers import Analyzers
 from .batch_sizer import BatchSizer
 from .dead_runs import DeadLetters
@@ -118,7 +118,6 @@ class EmbeddedRunner:
         sizes = [s.size for s in sources]
         summary.bytes_total = None if None in sizes else sum(sizes)
         start = time.perf_counter()
-        tune_allocator()  # batches' arrays go back when freed (adapters.allocator)
         positions = self.store.positions()
         analyzers = Analyzers(self.params, self.max_body, self.analyzers, self.page_timeout)
         try:

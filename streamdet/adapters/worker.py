@@ -60,7 +60,7 @@ from ..state.rocks import RocksKV, RocksMemory, dir_bytes
 from ..state.txn import StateError, Store
 from ..state.write_counts import WriteCounts
 from . import failpoints
-from .allocator import release_free_memory, tune_allocator
+from .allocator import release_free_memory
 from .batch_sizer import BatchSizer
 from .contiguity import Gaps, following_on
 from .inputs import PREFIX_KEPT
@@ -198,7 +198,6 @@ class Worker:
         Refusals (another pipeline's parameters or format) are not retried: they end the
         run."""
         os.makedirs(self.state_dir, exist_ok=True)
-        tune_allocator()  # rounds' arrays go back when freed (adapters.allocator)
         loop = asyncio.get_running_loop()
         # imports and compiled patterns, before pages wait (analysis processes warm up
         # by themselves)
