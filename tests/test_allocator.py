@@ -32,10 +32,14 @@ PROBE = MALLINFO + textwrap.dedent("""
 """)
 
 
+def _probe(script: str, mode: str) -> str:
+    """What `script` prints, run with `mode` in a fresh interpreter."""
+    return subprocess.run([sys.executable, "-c", script, mode], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
 def _mapped(mode: str) -> bool:
-    out = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True,
-                         check=True)
-    return out.stdout.strip() == "True"
+    return _probe(PROBE, mode) == "True"
 
 
 def test_a_large_block_is_mapped_on_its_own_after_a_larger_one_was_freed():
@@ -59,15 +63,10 @@ KEPT = MALLINFO + textwrap.dedent("""
 
 
 def test_the_heap_keeps_its_margin_when_a_batchs_blocks_are_freed():
-    def kept(mode: str) -> int:
-        out = subprocess.run([sys.executable, "-c", KEPT, mode], capture_output=True,
-                             text=True, check=True)
-        return int(out.stdout)
-
     from streamdet.adapters.allocator import HEAP_PAD
 
-    assert kept("trimmed") < 1 << 20  # the top went back: the next batch faults it in
-    assert kept("padded") >= HEAP_PAD
+    assert int(_probe(KEPT, "trimmed")) < 1 << 20  # the top went back: faulted in again
+    assert int(_probe(KEPT, "padded")) >= HEAP_PAD
 
 
 # In a fresh interpreter, with the threshold and the margin set (and glibc's own arenas,
@@ -94,14 +93,9 @@ THREAD_HELD = MALLINFO + textwrap.dedent("""
 
 
 def test_what_a_thread_frees_beyond_the_margin_goes_back_to_the_system():
-    def held(mode: str) -> int:
-        out = subprocess.run([sys.executable, "-c", THREAD_HELD, mode], capture_output=True,
-                             text=True, check=True)
-        return int(out.stdout)
-
     from streamdet.adapters.allocator import HEAP_PAD
 
     # a heap of the thread's own is never trimmed while the margin covers a piece of it
-    assert held("arenas") >= 200 << 20
+    assert int(_probe(THREAD_HELD, "arenas")) >= 200 << 20
     # the thread shares the main heap, trimmed down to the margin
-    assert held("tuned") <= HEAP_PAD + (16 << 20)
+    assert int(_probe(THREAD_HELD, "tuned")) <= HEAP_PAD + (16 << 20)
