@@ -115,6 +115,26 @@ def test_a_crash_in_analysis_costs_the_page_in_hand(monkeypatch):
     assert urls(got).count("unparsable") == pool.replaced
 
 
+def test_a_replacement_that_cannot_start_fails_the_pool_with_its_error(monkeypatch):
+    """The process dies on the 2nd page and its replacement cannot be started (here the
+    spawn raises, as it does when the system is out of processes or memory): the job
+    fails with that error, the pool takes no more jobs, and a stop still works."""
+    monkeypatch.setenv("STREAMDET_FAILPOINT", "analysis-page:2")  # exit 137 on the 2nd
+    pool = AnalysisPool(1, Params(), MAX_BODY, page_timeout=30)
+    try:
+        def cannot_start(self):
+            raise OSError("Resource temporarily unavailable")
+
+        monkeypatch.setattr(type(pool._all[0].proc), "start", cannot_start)
+        with pytest.raises(OSError, match="temporarily unavailable"):
+            pool.analyze([page(i) for i in range(3)])
+        with pytest.raises(Aborted):
+            pool.submit([page(3)])
+    finally:
+        pool.abort()  # the dead process is still the one to stop
+        pool.close()
+
+
 def test_a_job_sent_in_pieces_comes_back_whole_and_in_order(monkeypatch):
     """A batch goes to the child a few pages at a time (PIECE_BYTES), so neither process
     holds it twice; a crash on the 5th page costs that page and the pieces after it are

@@ -141,16 +141,25 @@ class AnalysisProcess:
 
     # -- the child ----------------------------------------------------------------------
     def _start(self) -> None:
-        self.progress = self._ctx.Array("q", [-1, -1, 0], lock=False)  # job, page, began
-        self._jobs, jobs_child = self._ctx.Pipe(duplex=False)[::-1]
-        self._results, results_child = self._ctx.Pipe(duplex=False)
-        self.proc = self._ctx.Process(
+        """A new child, with its pipes and progress; `proc` is always a started process,
+        so a child that could not be started leaves the last one (dead) in its place."""
+        progress = self._ctx.Array("q", [-1, -1, 0], lock=False)  # job, page, began
+        jobs, jobs_child = self._ctx.Pipe(duplex=False)[::-1]
+        results, results_child = self._ctx.Pipe(duplex=False)
+        proc = self._ctx.Process(
             target=_serve, name="streamdet-analysis", daemon=True,
-            args=(jobs_child, results_child, self.progress, os.getpid(), self.params,
+            args=(jobs_child, results_child, progress, os.getpid(), self.params,
                   self.max_body, self.memory))
-        self.proc.start()
-        jobs_child.close()
-        results_child.close()
+        try:
+            proc.start()
+        except BaseException:
+            jobs.close()
+            results.close()
+            raise
+        finally:
+            jobs_child.close()
+            results_child.close()
+        self.progress, self._jobs, self._results, self.proc = progress, jobs, results, proc
         self._ready = False
 
     def kill(self) -> None:
@@ -211,6 +220,8 @@ class AnalysisProcess:
             try:
                 self._watch_once()
             except Exception as exc:  # noqa: BLE001 - fail the jobs, not the thread
+                with self._lock:  # no one is left to watch a job submitted after this
+                    self._closed = True
                 self._fail_all(exc)
                 return
 
