@@ -22,6 +22,7 @@ import numpy as np
 from .cover import first_change, greedy_cover
 from .deltas import ADD, DROP, GAIN, GAIN_FROM, LOSE, Delta
 from .documents import DocResult, DocState
+from .grouping import first_seen
 from .params import Params
 
 
@@ -93,11 +94,11 @@ class DocRole:
 
     def _foreign_mask(self, txn: DocView, doc: int, src: np.ndarray) -> np.ndarray:
         """Which of these sources (docnos, repeats allowed) are foreign to `doc`: one check
-        per distinct source."""
-        distinct, inverse = np.unique(src, return_inverse=True)
+        per distinct source (told apart by a hash table, not a sort: engine.grouping)."""
+        distinct, which = first_seen(np.ascontiguousarray(src, dtype=np.uint64))
         ok = np.fromiter((self.is_foreign(txn, doc, s) for s in distinct.tolist()),
                          dtype=bool, count=len(distinct))
-        return ok[inverse]
+        return ok[which]
 
     def apply(self, txn: DocView, deltas: Iterable[Delta], dirty: Dirty) -> set[int]:
         """Apply deltas in order; record each changed document with its cause in `dirty`.
