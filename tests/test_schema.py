@@ -79,6 +79,12 @@ def _apply(d: DocState, model: dict[int, set[int]], op: str, grams: list[int], s
             model[g].add(src)
     elif op == "defer":  # as a stale document takes a source: its grams, slots found later
         have = [g for g in grams if g in model]
+        # as the engine gives them: a source's list holds none of the grams it holds
+        # already (it names a document's grams once, at its arrival), unless it is a
+        # pending list given again (a delta delivered twice)
+        if not any(np.frombuffer(raw, dtype="<u8").tolist() == have
+                   for s, raw in add_records(d.adds) if s == src):
+            have = [g for g in have if src not in model[g]]
         if not d.result.stale:  # the engine defers only a stale document's additions
             d.result = DocResult((), False, d.n_patch, d.n_grams, (), stale=True)
         d.defer_add(src, have)
