@@ -22,7 +22,7 @@ The margin is meant for the main heap only. glibc gives each new thread that all
 heap of its own (an arena: up to eight per core), made of 64 MB pieces; it returns such a
 piece only when that leaves the margin free, and trims its top only beyond the margin, so
 with a 64 MB margin a thread's heap never shrinks: a worker's engine thread, which does
-all its rounds' work, kept the peak of every round resident. `tune_allocator` therefore
+all its rounds' work, would keep its largest round resident. `tune_allocator` therefore
 also limits the process to one arena, the main heap, before its threads start: every
 thread allocates there (the small blocks of each thread still come from its own cache),
 and what a round frees beyond the margin goes back. It must run before any thread
